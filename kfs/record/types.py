@@ -1,0 +1,91 @@
+"""The values the record layer hands out: batch headers and records.
+
+Names follow Kafka's `RecordBatch` / `Record` interfaces (clients/.../common/record/).
+Plain classes with `__slots__`: millions are made per second on the hot path.
+"""
+
+from __future__ import annotations
+
+COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+NO_TIMESTAMP_TYPE = "NoTimestampType"
+
+# Control record types (ControlRecordType.java); the key of a control record is (version int16, type int16).
+CONTROL_TYPES = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
+
+
+class BatchHeader:
+    """One batch as `FileRecords` iterates it: a v2 record batch or a legacy (v0/v1) message/wrapper.
+
+    `position` is the byte position of the batch in its segment file, `size` its length on disk
+    (LOG_OVERHEAD + the length field). For a legacy compressed wrapper the base offset is only
+    known after decompression; `base_offset` is then computed lazily by the record layer.
+    """
+
+    __slots__ = (
+        "position", "size", "magic", "base_offset", "last_offset", "compression", "timestamp_type",
+        "first_timestamp", "max_timestamp", "crc", "is_transactional", "is_control", "producer_id",
+        "producer_epoch", "base_sequence", "partition_leader_epoch", "delete_horizon_ms", "record_count",
+    )
+
+    def __init__(self) -> None:
+        self.position = 0
+        self.size = 0
+        self.magic = 2
+        self.base_offset = 0
+        self.last_offset = 0
+        self.compression = "none"
+        self.timestamp_type = "CreateTime"
+        self.first_timestamp = -1
+        self.max_timestamp = -1
+        self.crc = 0
+        self.is_transactional = False
+        self.is_control = False
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
+        self.partition_leader_epoch = -1
+        self.delete_horizon_ms: int | None = None
+        self.record_count = 0
+
+    @property
+    def next_position(self) -> int:
+        return self.position + self.size
+
+    def __repr__(self) -> str:
+        return (f"BatchHeader(position={self.position}, size={self.size}, magic={self.magic}, "
+                f"offsets={self.base_offset}..{self.last_offset}, compression={self.compression})")
+
+
+class Record:
+    """One record as a consumer sees it. `key`/`value` are bytes or None; headers are (str, bytes|None)."""
+
+    __slots__ = ("offset", "timestamp", "timestamp_type", "key", "value", "headers")
+
+    def __init__(self, offset: int, timestamp: int, timestamp_type: str, key: bytes | None,
+                 value: bytes | None, headers: list[tuple[str, bytes | None]]) -> None:
+        self.offset = offset
+        self.timestamp = timestamp
+        self.timestamp_type = timestamp_type
+        self.key = key
+        self.value = value
+        self.headers = headers
+
+    def __repr__(self) -> str:
+        return f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, value={self.value!r})"
+
+
+class CorruptBatchError(Exception):
+    """A batch that cannot be parsed or whose CRC does not match; says where."""
+
+    def __init__(self, message: str, position: int | None = None) -> None:
+        super().__init__(message)
+        self.position = position
