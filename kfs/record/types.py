@@ -30,7 +30,7 @@ class BatchHeader:
     known after decompression; `base_offset` is then computed lazily by the record layer.
     """
 
-    __slots__ = (
+    __slots__ = (  # noqa: RUF023 (in the order of the on-disk fields)
         "position", "size", "magic", "base_offset", "last_offset", "compression", "timestamp_type",
         "first_timestamp", "max_timestamp", "crc", "is_transactional", "is_control", "producer_id",
         "producer_epoch", "base_sequence", "partition_leader_epoch", "delete_horizon_ms", "record_count",
@@ -68,7 +68,7 @@ class BatchHeader:
 class Record:
     """One record as a consumer sees it. `key`/`value` are bytes or None; headers are (str, bytes|None)."""
 
-    __slots__ = ("offset", "timestamp", "timestamp_type", "key", "value", "headers")
+    __slots__ = ("offset", "timestamp", "timestamp_type", "key", "value", "headers")  # noqa: RUF023
 
     def __init__(self, offset: int, timestamp: int, timestamp_type: str, key: bytes | None,
                  value: bytes | None, headers: list[tuple[str, bytes | None]]) -> None:
@@ -80,7 +80,8 @@ class Record:
         self.headers = headers
 
     def __repr__(self) -> str:
-        return f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, value={self.value!r})"
+        return (f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+                f"value={self.value!r})")
 
 
 class CorruptBatchError(Exception):

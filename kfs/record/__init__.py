@@ -1,0 +1,110 @@
+"""The record layer: Kafka's on-disk batch formats, parsed from any buffer (bytes, memoryview, mmap).
+
+Everything here is pure: no files, no I/O. The storage layer hands in bytes and positions.
+`default_batch` is magic v2, `legacy` magic v0/v1, `compression` the codecs, `control` the markers.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import crc32c
+
+from kfs.record import default_batch, legacy
+from kfs.record.compression import DecompressionError, decompress
+from kfs.record.control import parse_control_record
+from kfs.record.types import (
+    COMPRESSION_NAMES,
+    CONTROL_TYPES,
+    NO_TIMESTAMP_TYPE,
+    TIMESTAMP_TYPES,
+    BatchHeader,
+    CorruptBatchError,
+    Record,
+)
+
+__all__ = [
+    "COMPRESSION_NAMES",
+    "CONTROL_TYPES",
+    "HEADER_PROBE_SIZE",
+    "LOG_OVERHEAD",
+    "MAGIC_OFFSET",
+    "NO_TIMESTAMP_TYPE",
+    "TIMESTAMP_TYPES",
+    "BatchHeader",
+    "CorruptBatchError",
+    "DecompressionError",
+    "Record",
+    "complete_legacy_header",
+    "crc_is_valid",
+    "decode_records",
+    "decompress",
+    "parse_batch_header",
+    "parse_control_record",
+    "peek_size",
+]
+
+LOG_OVERHEAD = 12  # offset int64 + length int32: every format starts with these (Records.LOG_OVERHEAD)
+MAGIC_OFFSET = 16  # byte 16 is the magic in every format
+HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1
+HEADER_PROBE_SIZE = default_batch.RECORD_BATCH_OVERHEAD  # 61: the longest header, v2's
+
+# The smallest length field each magic allows (FileLogInputStream, DefaultRecordBatch.ensureValid).
+_MIN_LENGTH = (
+    legacy.RECORD_OVERHEAD_V0,
+    legacy.RECORD_OVERHEAD_V1,
+    default_batch.RECORD_BATCH_OVERHEAD - LOG_OVERHEAD,
+)
+_LENGTH = struct.Struct(">i")
+
+
+def peek_size(buf, at: int) -> tuple[int, int]:
+    """(size on disk, magic) of the batch at buf[at], from its first 17 bytes, as FileLogInputStream reads."""
+    if len(buf) - at < HEADER_SIZE_UP_TO_MAGIC:
+        raise CorruptBatchError(f"batch header truncated: {len(buf) - at} bytes at {at}", at)
+    (length,) = _LENGTH.unpack_from(buf, at + 8)
+    magic = buf[at + MAGIC_OFFSET]
+    if magic > 2:  # bytes-likes give 0..255; a negative int8 magic is > 2 here as well
+        raise CorruptBatchError(f"unknown magic {magic} at {at}", at)
+    if length < _MIN_LENGTH[magic]:
+        raise CorruptBatchError(f"impossible batch length {length} for magic {magic} at {at}", at)
+    return LOG_OVERHEAD + length, magic
+
+
+def parse_batch_header(buf, at: int, position: int) -> BatchHeader:
+    """The header of the batch at buf[at]; needs min(HEADER_PROBE_SIZE, size) bytes, not the whole batch.
+
+    `position` is the batch's position in its segment file, kept in the header and in every error.
+    """
+    try:
+        _size, magic = peek_size(buf, at)
+    except CorruptBatchError as e:
+        raise CorruptBatchError(str(e), position) from None
+    if magic == 2:
+        return default_batch.parse_header(buf, at, position)
+    return legacy.parse_header(buf, at, position)
+
+
+def complete_legacy_header(header: BatchHeader, batch) -> None:
+    """For a legacy compressed wrapper, decompress `batch` to set base_offset and record_count."""
+    if header.magic < 2:
+        legacy.complete_header(header, batch)
+
+
+def decode_records(batch, header: BatchHeader) -> list[Record]:
+    """All records of the batch (exactly header.size bytes) in offset order, as a consumer sees them."""
+    if header.magic == 2:
+        return default_batch.decode_records(batch, header)
+    return legacy.decode_records(batch, header)
+
+
+def crc_is_valid(batch, header: BatchHeader) -> bool:
+    """v2: CRC-32C of bytes 21..end; legacy: CRC-32 of bytes 16..end; against the stored CRC."""
+    size = header.size
+    if len(batch) < size:
+        return False
+    mv = memoryview(batch)
+    if header.magic == 2:
+        return crc32c.crc32c(mv[default_batch.ATTRIBUTES_OFFSET:size]) == header.crc
+    return zlib.crc32(mv[legacy.MAGIC_OFFSET:size]) == header.crc
