@@ -66,7 +66,11 @@ class BatchHeader:
 
 
 class Record:
-    """One record as a consumer sees it. `key`/`value` are bytes or None; headers are (str, bytes|None)."""
+    """One record as a consumer sees it. `key`/`value` are bytes or None; headers are (str, bytes|None).
+
+    The v2 decoder's hot loop fills the slots of `object.__new__(Record)` itself, to skip the cost of
+    an `__init__` call per record: keep `__init__` a plain assignment of these six slots.
+    """
 
     __slots__ = ("offset", "timestamp", "timestamp_type", "key", "value", "headers")  # noqa: RUF023
 
