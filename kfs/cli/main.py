@@ -1,0 +1,234 @@
+"""`kfs`: mount Kafka log dirs, or ask them questions from the shell (SPEC sections 4 and 5).
+
+Every error a user can cause is one sentence on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+
+from kfs.storage import KfsError, LogDirs, OffsetOutOfRange
+from kfs.views.jsonl import render_records
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A one-sentence error for the user."""
+
+
+def _logdirs(paths: list[str]) -> LogDirs:
+    for path in paths:
+        if not os.path.exists(path):
+            raise CliError(f"{path}: no such log dir")
+    return LogDirs(paths)
+
+
+def _write(data: bytes) -> None:
+    sys.stdout.buffer.write(data)
+
+
+# ---- kfs ls -----------------------------------------------------------------------------------
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    paths = list(args.paths)
+    if args.partition is None and len(paths) > 1 and not os.path.isdir(paths[-1]):
+        args.partition = paths.pop()
+    dirs = _logdirs(paths)
+    names = [args.partition] if args.partition else dirs.partition_names()
+    infos = [dirs.partition(name).info() for name in names]
+    if args.json:
+        print(json.dumps(infos[0] if args.partition else infos, indent=2))
+        return 0
+    for info in infos:
+        print(f"{info['topic']}-{info['partition']}  log start {info['log_start_offset']}  "
+              f"log end {info['log_end_offset']}  {len(info['segments'])} segment(s)  {info['path']}")
+        if args.partition:
+            print(f"  {'base offset':>20}  {'size':>12}  {'index':>6}  {'time':>6}  largest timestamp")
+            for s in info["segments"]:
+                print(f"  {s['base_offset']:>20}  {s['size']:>12}  {s['offset_index_entries']:>6}  "
+                      f"{s['time_index_entries']:>6}  {s['largest_timestamp']}{'  (active)' if s['active'] else ''}")
+    return 0
+
+
+# ---- kfs locate -------------------------------------------------------------------------------
+
+def cmd_locate(args: argparse.Namespace) -> int:
+    plog = _logdirs([args.logdir]).partition(args.partition)
+    if args.offset is not None:
+        location = plog.locate_offset(plog.resolve_offset(args.offset))
+    else:
+        location = plog.locate_time(plog.parse_time(args.time))
+    print(json.dumps(location.as_dict()))
+    return 0
+
+
+# ---- kfs cat ----------------------------------------------------------------------------------
+
+def cmd_cat(args: argparse.Namespace) -> int:
+    plog = _logdirs([args.logdir]).partition(args.partition)
+    if args.time is not None:
+        location = plog.locate_time(plog.parse_time(args.time))
+        start = location.offset
+    else:
+        start = plog.resolve_offset(args.offset) if args.offset is not None else plog.log_start_offset()
+        location = None
+    if args.format == "value":
+        record = plog.record_at(start, isolation=args.isolation)
+        if record.value is not None:
+            _write(record.value)
+        return 0
+    if args.format == "raw":
+        return _cat_raw(plog, location or plog.locate_offset(start), args.count)
+    records = plog.records(start, isolation=args.isolation, control=args.control)
+    count = args.count
+    for n, line in enumerate(render_records(plog.topic, plog.partition, records)):
+        if count is not None and n >= count:
+            break
+        _write(line)
+    return 0
+
+
+def _cat_raw(plog, location, count: int | None) -> int:  # type: ignore[no-untyped-def]
+    """The batches byte for byte from the located one; with a count, up to the batch holding the K-th record."""
+    if count is None:
+        for extent in plog.raw_extents(location):
+            with open(extent.path, "rb") as f:
+                f.seek(extent.start)
+                remaining = extent.end - extent.start
+                while remaining > 0:
+                    chunk = f.read(min(remaining, 1 << 20))
+                    if not chunk:
+                        raise KfsError(f"{extent.path} ended early at position {extent.end - remaining}")
+                    _write(chunk)
+                    remaining -= len(chunk)
+        return 0
+    seen = 0
+    segment = plog.floor_segment(location.segment_base_offset)
+    for seg, header, body in plog.batches_from(segment, location.position):
+        _write(bytes(body))
+        if not header.is_control:
+            seen += sum(1 for r in seg.records_of(header, body) if r.offset >= (location.offset or 0))
+        if seen >= count:
+            break
+    return 0
+
+
+# ---- the parser -------------------------------------------------------------------------------
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"'{text}' must not be negative")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"kfs: {message}\n")
+        sys.exit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kfs", description="Read Apache Kafka log directories without a broker.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what kfs does to stderr")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    p = sub.add_parser("ls", help="partitions, segments, offsets and sizes")
+    p.add_argument("paths", nargs="+", metavar="LOGDIR [TOPIC-PARTITION]")
+    p.add_argument("--partition", "-p", metavar="TOPIC-PARTITION", help=argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true", help="print info.json objects")
+    p.set_defaults(func=cmd_ls)
+
+    p = sub.add_parser("locate", help="where an offset or a time is: segment, index entry, batch, record")
+    p.add_argument("logdir", metavar="LOGDIR")
+    p.add_argument("partition", metavar="TOPIC-PARTITION")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--offset", metavar="N", help="an offset, earliest, latest or -K")
+    g.add_argument("--time", metavar="T", help="milliseconds since the epoch or ISO-8601")
+    p.set_defaults(func=cmd_locate)
+
+    p = sub.add_parser("cat", help="records from an offset or a time, decoded or raw")
+    p.add_argument("logdir", metavar="LOGDIR")
+    p.add_argument("partition", metavar="TOPIC-PARTITION")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--offset", metavar="N", help="an offset, earliest, latest or -K (default: the log start)")
+    g.add_argument("--time", metavar="T", help="milliseconds since the epoch or ISO-8601")
+    p.add_argument("--count", type=_positive, metavar="K", help="stop after K records")
+    p.add_argument("--format", choices=("jsonl", "raw", "value"), default="jsonl")
+    p.add_argument("--isolation", choices=("read_uncommitted", "read_committed"), default="read_uncommitted")
+    p.add_argument("--control", choices=("hide", "show"), default="hide")
+    p.set_defaults(func=cmd_cat)
+
+    for hook in _extension_hooks():
+        hook(sub)
+    return parser
+
+
+def _extension_hooks() -> list[Callable[[argparse._SubParsersAction], None]]:
+    """Subcommands that live with their layer (dump, mount, spark), added when importable."""
+    hooks = []
+    for module, name in (("kfs.cli.dump", "add_dump_command"), ("kfs.fuse.cli", "add_mount_commands"),
+                         ("kfs.spark.cli", "add_spark_commands")):
+        try:
+            mod = __import__(module, fromlist=[name])
+        except ImportError:
+            continue
+        hook = getattr(mod, name, None)
+        if hook is not None:
+            hooks.append(hook)
+    return hooks
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    mount_form = _mount_helper_form(argv)
+    if mount_form is not None:
+        return mount_form()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="kfs: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        # `kfs cat ... | head`: the reader left; not an error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except (KfsError, CliError, OffsetOutOfRange) as e:
+        sys.stderr.write(f"kfs: {e}\n")
+        return EXIT_ERROR
+    except OSError as e:
+        sys.stderr.write(f"kfs: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}\n")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+def _mount_helper_form(argv: list[str]) -> Callable[[], int] | None:
+    """`kfs LOGDIR MOUNTPOINT -o OPTS`, the form mount.fuse uses: hand it to the FUSE layer."""
+    if len(argv) >= 2 and not argv[0].startswith("-") and os.path.isdir(argv[0]) and argv[0] not in (
+            "ls", "locate", "cat", "dump", "mount", "umount", "spark"):
+        try:
+            from kfs.fuse import cli as fuse_cli
+        except ImportError as e:
+            sys.stderr.write(f"kfs: cannot mount: {e}\n")
+            return lambda: EXIT_ERROR
+        return lambda: fuse_cli.main_mount_helper(argv)
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

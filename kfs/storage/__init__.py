@@ -1,0 +1,24 @@
+"""Kafka's storage model, read-only: log dirs, partition logs, segments and their indexes.
+
+See API.md beside this file for the calls every front end makes.
+"""
+
+from kfs.storage.errors import (
+    BadSpec,
+    CorruptLogError,
+    KfsError,
+    NoRecordAtOffset,
+    OffsetOutOfRange,
+    TimestampNotFound,
+    UnknownPartition,
+    VanishedError,
+)
+from kfs.storage.logdir import LogDirs, parse_partition_dir
+from kfs.storage.partition import ControlRecord, Extent, Location, PartitionLog
+from kfs.storage.segment import LogSegment
+
+__all__ = [
+    "BadSpec", "ControlRecord", "CorruptLogError", "Extent", "KfsError", "Location", "LogDirs", "LogSegment",
+    "NoRecordAtOffset", "OffsetOutOfRange", "PartitionLog", "TimestampNotFound", "UnknownPartition",
+    "VanishedError", "parse_partition_dir",
+]

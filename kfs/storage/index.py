@@ -1,0 +1,241 @@
+"""Kafka's sparse segment indexes, read-only and memory-mapped: `.index` and `.timeindex`.
+
+Follows `AbstractIndex`, `OffsetIndex` and `TimeIndex` (storage/.../internals/log/): this module
+owns the mmap, the entry count and the one binary search; the two index kinds only say how big an
+entry is and how to parse it.
+
+    .index      entry = relative offset int32 | position int32          (8 bytes, big-endian)
+    .timeindex  entry = timestamp int64       | relative offset int32   (12 bytes, big-endian)
+
+A live broker preallocates both files (10 MiB by default) and fills them from the front, so the
+entries end where the zero tail begins. Kafka keeps that count in memory; we find it from the file:
+a closed (trimmed) index ends on a real entry, a preallocated one is searched for its first
+all-zero entry, and later refreshes only look past the last count, so a growing index costs a
+look at its tail.
+
+The file may be truncated under us (the broker trims an index when it rolls the segment, or on
+log truncation): touching a page of a mapping past the end of its file raises SIGBUS and would
+kill the daemon, so every search first checks the file is still as long as the entries it reads.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable
+
+# Kafka's AbstractIndex.warmEntries(): the last 8 KiB of an index are the "warm" section.
+WARM_SECTION_BYTES = 8192
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+class IndexError_(Exception):
+    """An index that cannot be used; the caller falls back to scanning the log."""
+
+
+class SegmentIndex:
+    """One read-only, lazily mapped index file. Subclasses give the entry layout."""
+
+    entry_size = 0
+    _entry: struct.Struct
+
+    def __init__(self, path: str, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._map: mmap.mmap | None = None
+        self._mapped_bytes = 0
+        self._entries = 0
+        self._last_used = 0.0
+
+    # ---- the mapping -------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        """Map the file (O_RDONLY, PROT_READ) and count its entries; cheap to call again."""
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            self._entries = 0
+        file_bytes = os.fstat(self._fd).st_size
+        usable = file_bytes - file_bytes % self.entry_size
+        if usable != self._mapped_bytes or self._map is None:
+            if self._map is not None:
+                self._map.close()
+                self._map = None
+            self._mapped_bytes = usable
+            if usable:
+                self._map = mmap.mmap(self._fd, usable, access=mmap.ACCESS_READ)
+            self._entries = min(self._entries, usable // self.entry_size)
+            self._entries = self._count_entries(usable // self.entry_size)
+        elif self._entries < usable // self.entry_size:
+            # A live (preallocated) index may have grown since we last looked: look past the count.
+            self._entries = self._count_entries(usable // self.entry_size)
+        self._last_used = time.monotonic()
+
+    def _is_zero(self, slot: int) -> bool:
+        assert self._map is not None
+        start = slot * self.entry_size
+        return self._map[start:start + self.entry_size] == b"\0" * self.entry_size
+
+    def _count_entries(self, capacity: int) -> int:
+        """Entries before the zero tail of a preallocated index (Kafka keeps this in memory)."""
+        if capacity == 0:
+            return 0
+        if not self._is_zero(capacity - 1):
+            return capacity  # a trimmed (closed) index: every slot is an entry
+        known = self._entries
+        if known and not self._is_zero(known - 1):
+            # Growth since the last look: walk forward from the known count (touches the tail only).
+            while known < capacity and not self._is_zero(known):
+                known += 1
+            if known < capacity:
+                return known
+        # First look at a preallocated index: entries are a prefix, the rest is zeros.
+        lo, hi = 0, capacity - 1  # the answer is in [lo, hi]; slot hi is zero
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._is_zero(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def close(self) -> None:
+        with self._lock:
+            if self._map is not None:
+                self._map.close()
+                self._map = None
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            self._mapped_bytes = 0
+            self._entries = 0
+
+    def idle_for(self) -> float:
+        return time.monotonic() - self._last_used if self._fd is not None else 0.0
+
+    # ---- entries -----------------------------------------------------------------------------
+
+    def entry_count(self) -> int:
+        with self._lock:
+            self._open()
+            return self._entries
+
+    def entry(self, slot: int) -> tuple[int, int]:
+        """The entry at `slot` with an absolute offset: (offset, position) or (timestamp, offset)."""
+        with self._lock:
+            self._open()
+            if not 0 <= slot < self._entries:
+                raise IndexError_(f"{self.path}: no entry {slot}")
+            return self._parse(slot)
+
+    def entries(self) -> list[tuple[int, int]]:
+        with self._lock:
+            self._open()
+            return [self._parse(slot) for slot in range(self._entries)]
+
+    def _parse(self, slot: int) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def _key(self, slot: int) -> int:
+        """The searched value of an entry: the offset (offset index) or the timestamp (time index)."""
+        raise NotImplementedError
+
+    def _largest_lower_bound_slot(self, target: int) -> int:
+        """Kafka's `indexSlotRangeFor(..., LARGEST_LOWER_BOUND)`: the last slot whose key <= target, or -1.
+
+        Why two sections (AbstractIndex's comment, in short): lookups are almost always for the
+        newest entries, at the end of the index. A plain binary search over the whole file starts
+        in its middle and touches ~log2(N) pages spread across it; once the OS has paged those out,
+        every "recent" lookup faults in pages it never needed. Searching the last 8 KiB (at most
+        3 pages, which appends keep resident) whenever the target is at or past its first entry,
+        and the cold rest only otherwise, keeps the pages a recent lookup touches small and fixed,
+        whatever the index size.
+        """
+        entries = self._entries
+        if entries == 0:
+            return -1
+        warm_entries = WARM_SECTION_BYTES // self.entry_size
+        first_hot = max(0, entries - 1 - warm_entries)
+        if self._key(first_hot) < target:
+            return self._binary_search(target, first_hot, entries - 1)
+        if self._key(0) > target:
+            return -1
+        return self._binary_search(target, 0, first_hot)
+
+    def _binary_search(self, target: int, lo: int, hi: int) -> int:
+        key = self._key
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            found = key(mid)
+            if found > target:
+                hi = mid - 1
+            elif found < target:
+                lo = mid
+            else:
+                return mid
+        return lo
+
+    def plain_largest_lower_bound_slot(self, target: int) -> int:
+        """A plain binary search over the whole index: the baseline the benchmark compares with."""
+        with self._lock:
+            self._open()
+            if self._entries == 0 or self._key(0) > target:
+                return -1
+            return self._binary_search(target, 0, self._entries - 1)
+
+    def _search(self, target: int, parse: Callable[[int], tuple[int, int]]) -> tuple[int, int] | None:
+        with self._lock:
+            self._open()
+            slot = self._largest_lower_bound_slot(target)
+            return None if slot < 0 else parse(slot)
+
+
+class OffsetIndex(SegmentIndex):
+    """`.index`: maps a relative offset to the byte position of the batch that starts there."""
+
+    entry_size = 8
+    _entry = _OFFSET_ENTRY
+
+    def _parse(self, slot: int) -> tuple[int, int]:
+        assert self._map is not None
+        relative, position = _OFFSET_ENTRY.unpack_from(self._map, slot * 8)
+        return self.base_offset + relative, position
+
+    def _key(self, slot: int) -> int:
+        assert self._map is not None
+        return self.base_offset + _OFFSET_ENTRY.unpack_from(self._map, slot * 8)[0]
+
+    def lookup(self, target_offset: int) -> tuple[int, int] | None:
+        """`OffsetIndex.lookup`: the (offset, position) entry at or below the target, or None."""
+        return self._search(target_offset, self._parse)
+
+
+class TimeIndex(SegmentIndex):
+    """`.timeindex`: each entry is the largest timestamp so far and the offset of its record."""
+
+    entry_size = 12
+    _entry = _TIME_ENTRY
+
+    def _parse(self, slot: int) -> tuple[int, int]:
+        assert self._map is not None
+        timestamp, relative = _TIME_ENTRY.unpack_from(self._map, slot * 12)
+        return timestamp, self.base_offset + relative
+
+    def _key(self, slot: int) -> int:
+        assert self._map is not None
+        return _TIME_ENTRY.unpack_from(self._map, slot * 12)[0]
+
+    def lookup(self, target_timestamp: int) -> tuple[int, int] | None:
+        """`TimeIndex.lookup`: the (timestamp, offset) entry at or below the target, or None."""
+        return self._search(target_timestamp, self._parse)
+
+    def last_entry(self) -> tuple[int, int] | None:
+        with self._lock:
+            self._open()
+            return self._parse(self._entries - 1) if self._entries else None

@@ -1,0 +1,308 @@
+"""One log segment: `<base offset>.log` with its `.index`, `.timeindex` and `.txnindex`.
+
+Follows Kafka's `LogSegment`: the indexes are hints, the log is the truth. `translate_offset`
+looks up the offset index and scans batch headers from the position it gives
+(`FileRecords.searchForOffsetFromPosition`); `find_offset_by_timestamp` goes time index → offset
+index → scan (`LogSegment.findOffsetByTimestamp`). A missing, truncated or inconsistent index is
+never trusted blindly: an entry is used only if a batch header really starts at its position and
+that batch does not begin past the entry's offset; otherwise the scan starts at position 0, as
+Kafka's recovery rebuilds an index by scanning the log.
+
+The log is read with `pread` into buffers, never mmapped: a segment truncated under a mapping
+would SIGBUS the daemon. Only complete batches are ever returned: a live segment may end in a
+batch the broker is still writing (or, with `log.preallocate`, in zeros).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator
+
+from kfs.record import (
+    HEADER_PROBE_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    CorruptBatchError,
+    Record,
+    complete_legacy_header,
+    decode_records,
+    parse_batch_header,
+    peek_size,
+)
+from kfs.storage.errors import CorruptLogError, VanishedError
+from kfs.storage.index import OffsetIndex, TimeIndex
+from kfs.storage.txn_index import AbortedTxn, read_txn_index
+
+log = logging.getLogger("kfs")
+
+HEADER_WINDOW = 64 * 1024      # bytes read at a time when only headers are needed
+BODY_WINDOW = 4 * 1024 * 1024  # bytes read at a time when whole batches are needed
+_ZERO_OVERHEAD = bytes(LOG_OVERHEAD)
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    """A segment's files, opened lazily; thread-safe for concurrent readers."""
+
+    def __init__(self, directory: str, base_offset: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.log_path = os.path.join(directory, segment_file_name(base_offset, ".log"))
+        self.offset_index = OffsetIndex(os.path.join(directory, segment_file_name(base_offset, ".index")),
+                                        base_offset)
+        self.time_index = TimeIndex(os.path.join(directory, segment_file_name(base_offset, ".timeindex")),
+                                    base_offset)
+        self.txn_index_path = os.path.join(directory, segment_file_name(base_offset, ".txnindex"))
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        # What we know of the complete batches: (file size when walked, end of the last complete
+        # batch, last offset + 1 of it, largest batch max timestamp seen past the time index).
+        self._walked_file_size = -1
+        self._valid_end = 0
+        self._next_offset = base_offset
+        self._tail_max_timestamp = -1
+        self._warned_index = False
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path})"
+
+    # ---- file access ----------------------------------------------------------------------------
+
+    def _file(self) -> int:
+        with self._lock:
+            if self._fd is None:
+                try:
+                    self._fd = os.open(self.log_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                except FileNotFoundError:
+                    raise VanishedError(f"{self.log_path}: segment deleted while reading") from None
+            return self._fd
+
+    def fileno(self) -> int:
+        """An O_RDONLY descriptor of the `.log` (for zero-copy readers such as FUSE's read_buf)."""
+        return self._file()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+        self.offset_index.close()
+        self.time_index.close()
+
+    def file_size(self) -> int:
+        try:
+            return os.fstat(self._file()).st_size
+        except OSError as e:
+            raise VanishedError(f"{self.log_path}: {e.strerror}") from None
+
+    def read(self, position: int, length: int) -> bytes:
+        try:
+            return os.pread(self._file(), length, position)
+        except OSError as e:
+            raise VanishedError(f"{self.log_path}: {e.strerror} at position {position}") from None
+
+    # ---- walking batches ------------------------------------------------------------------------
+
+    def headers(self, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
+        """Headers of the complete batches in [start, end), reading only header bytes."""
+        for header, _ in self._walk(start, end, with_body=False):
+            yield header
+
+    def batches(self, start: int = 0, end: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """Complete batches in [start, end) with their bytes (memoryviews of one large pread)."""
+        yield from self._walk(start, end, with_body=True)  # type: ignore[misc]
+
+    def _walk(self, start: int, end: int | None, with_body: bool) -> Iterator[tuple[BatchHeader, memoryview | None]]:
+        limit = self.file_size() if end is None else end
+        window_size = BODY_WINDOW if with_body else HEADER_WINDOW
+        position = start
+        buf = memoryview(b"")
+        buf_start = start
+        while position + LOG_OVERHEAD <= limit:
+            at = position - buf_start
+            if at < 0 or at + HEADER_PROBE_SIZE > len(buf) and buf_start + len(buf) < limit:
+                buf = memoryview(self.read(position, min(window_size, limit - position)))
+                buf_start, at = position, 0
+            if at + LOG_OVERHEAD > len(buf):
+                return  # the file ended early (truncated under us)
+            if buf[at:at + LOG_OVERHEAD] == _ZERO_OVERHEAD:
+                return  # a preallocated log's zero tail: the end of the data
+            try:
+                size, _magic = peek_size(buf, at)
+                if position + size > limit:
+                    return  # a batch still being written (or cut short): not shown
+                if with_body and at + size > len(buf):
+                    buf = memoryview(self.read(position, max(min(window_size, limit - position), size)))
+                    buf_start, at = position, 0
+                    if len(buf) < size:
+                        return
+                header = parse_batch_header(buf, at, position)
+            except CorruptBatchError as e:
+                raise CorruptLogError(self.log_path, position, str(e)) from None
+            body = buf[at:at + size] if with_body else None
+            yield header, body
+            position += size
+
+    def batch_at(self, position: int) -> tuple[BatchHeader, memoryview] | None:
+        """The complete batch starting at `position`, or None if there is none."""
+        for found in self._walk(position, None, with_body=True):
+            return found  # type: ignore[return-value]
+        return None
+
+    def records_of(self, header: BatchHeader, body: memoryview) -> list[Record]:
+        try:
+            return decode_records(body, header)
+        except CorruptBatchError as e:
+            raise CorruptLogError(self.log_path, header.position, str(e)) from None
+
+    def base_offset_of(self, header: BatchHeader, body: memoryview | None = None) -> int:
+        """A batch's base offset; a legacy compressed wrapper needs its body decompressed for it."""
+        if header.base_offset < 0:
+            if body is None:
+                found = self.batch_at(header.position)
+                if found is None:
+                    return header.last_offset
+                body = found[1]
+            try:
+                complete_legacy_header(header, body)
+            except CorruptBatchError as e:
+                raise CorruptLogError(self.log_path, header.position, str(e)) from None
+        return header.base_offset
+
+    # ---- what the broker keeps in memory --------------------------------------------------------
+
+    def _refresh_tail(self) -> None:
+        """Walk the batches past the last known complete one (all of them on first use).
+
+        Starts from the last offset index entry when it is usable, so a large segment costs a
+        walk of its last few KiB, and a growing one only of what was appended since.
+        """
+        size = self.file_size()
+        if size == self._walked_file_size:
+            return
+        start = self._valid_end
+        if start == 0 or size < self._valid_end:
+            start, self._next_offset, self._tail_max_timestamp = 0, self.base_offset, -1
+            entry = self._checked_index_entry(None)
+            if entry is not None:
+                start, self._next_offset = entry[1], self.base_offset
+            self._valid_end = start
+        for header in self.headers(start, size):
+            self._valid_end = header.next_position
+            self._next_offset = max(self._next_offset, header.last_offset + 1)
+            self._tail_max_timestamp = max(self._tail_max_timestamp, header.max_timestamp)
+        self._walked_file_size = size
+
+    def valid_size(self) -> int:
+        """Bytes of complete batches (a live segment may end in a half-written one)."""
+        self._refresh_tail()
+        return self._valid_end
+
+    def next_offset(self) -> int:
+        """The offset after the last batch: the log end offset if this is the active segment."""
+        self._refresh_tail()
+        return self._next_offset
+
+    def largest_timestamp(self) -> int:
+        """`LogSegment.largestTimestamp`: the time index's last entry, or a newer batch past it.
+
+        The broker appends offset and time index entries in the same append, so the last time
+        entry covers every batch before the last offset index entry; the tail walk covers the rest.
+        """
+        self._refresh_tail()
+        last = self._safe_index(self.time_index.last_entry)
+        if last is None:
+            return max((h.max_timestamp for h in self.headers(0, self._valid_end)), default=-1)
+        return max(last[0], self._tail_max_timestamp)
+
+    def offset_index_entries(self) -> list[tuple[int, int]]:
+        return self._safe_index(self.offset_index.entries) or []
+
+    def time_index_entries(self, active: bool = False) -> list[tuple[int, int]]:
+        """The time index entries; for the active segment, those the broker holds in memory.
+
+        Kafka appends time index entries only together with offset index entries while a segment
+        is active, and one more (the largest timestamp so far) when it closes the segment
+        (`LogSegment.close`, `onBecomeInactiveSegment`). A still-active segment's entry past its
+        last offset index entry is that close-time entry, which a running broker does not have.
+        """
+        entries = self._safe_index(self.time_index.entries) or []
+        if active and entries:
+            offsets = self.offset_index_entries()
+            last_indexed = offsets[-1][0] if offsets else self.base_offset - 1
+            entries = [e for e in entries if e[1] <= last_indexed]
+        return entries
+
+    def aborted_transactions(self) -> list[AbortedTxn] | None:
+        """Entries of the `.txnindex`, or None if the segment has none (callers then follow markers)."""
+        try:
+            return read_txn_index(self.txn_index_path)
+        except FileNotFoundError:
+            return None
+
+    # ---- index lookups, checked against the log -------------------------------------------------
+
+    def _safe_index(self, call):  # type: ignore[no-untyped-def]
+        try:
+            return call()
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            self._index_problem(f"{e}")
+            return None
+
+    def _index_problem(self, reason: str) -> None:
+        if not self._warned_index:
+            self._warned_index = True
+            log.warning("%s: index unusable (%s); scanning the log instead", self.log_path, reason)
+
+    def _checked_index_entry(self, target_offset: int | None) -> tuple[int, int] | None:
+        """`OffsetIndex.lookup(target)` (the last entry if target is None), if the log agrees with it."""
+        if target_offset is None:
+            entries = self._safe_index(self.offset_index.entry_count)
+            entry = self._safe_index(lambda: self.offset_index.entry(entries - 1)) if entries else None
+        else:
+            entry = self._safe_index(lambda: self.offset_index.lookup(target_offset))
+        if entry is None:
+            return None
+        offset, position = entry
+        try:
+            found = self.batch_at(position) if 0 <= position < self.file_size() else None
+        except (CorruptLogError, VanishedError):
+            found = None
+        if found is None or offset < self.base_offset or (0 <= found[0].base_offset and found[0].base_offset > offset):
+            self._index_problem(f"entry ({offset}, {position}) does not match the log")
+            return None
+        return entry
+
+    def translate_offset(self, target: int, starting_position: int = 0
+                         ) -> tuple[tuple[int, int] | None, BatchHeader] | None:
+        """`LogSegment.translateOffset`: (index entry used, first batch whose last offset >= target)."""
+        entry = self._checked_index_entry(target)
+        start = max(entry[1] if entry else 0, starting_position)
+        for header in self.headers(start, self.valid_size()):
+            if header.last_offset >= target:
+                return entry, header
+        return None
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int
+                                 ) -> tuple[tuple[int, int] | None, Record, BatchHeader] | None:
+        """`LogSegment.findOffsetByTimestamp` + `FileRecords.searchForTimestamp`.
+
+        Control records count here, as in Kafka: a lookup may land on a transaction marker.
+        """
+        hint = self._safe_index(lambda: self.time_index.lookup(timestamp))
+        hint_offset = hint[1] if hint else self.base_offset
+        entry = self._checked_index_entry(max(hint_offset, starting_offset))
+        start = entry[1] if entry else 0
+        for header, body in self.batches(start, self.valid_size()):
+            if header.max_timestamp >= timestamp:
+                for record in self.records_of(header, body):
+                    if record.timestamp >= timestamp and record.offset >= starting_offset:
+                        return entry, record, header
+        return None

@@ -1,0 +1,43 @@
+"""How users write offsets and times: `268`, `earliest`, `latest`, `-K`; milliseconds or ISO-8601."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+from kfs.storage.errors import BadSpec
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_MILLISECOND = dt.timedelta(milliseconds=1)
+_DECIMAL = re.compile(r"^[0-9]+$")
+_FROM_END = re.compile(r"^-[0-9]+$")
+
+
+def resolve_offset_spec(spec: str, log_start_offset: int, log_end_offset: int) -> int:
+    """The offset a name stands for; range checks are the lookup's job (it resolves gaps too)."""
+    if _DECIMAL.match(spec):
+        return int(spec)
+    if spec == "earliest":
+        return log_start_offset
+    if spec == "latest":
+        return log_end_offset - 1
+    if _FROM_END.match(spec):
+        return log_end_offset - int(spec[1:])  # like kcat's `-o -K`: K before the log end
+    raise BadSpec(f"'{spec}' is not an offset (use a number, earliest, latest or -K)")
+
+
+def parse_time_spec(spec: str) -> int:
+    """Milliseconds since the epoch, from a number of milliseconds or an ISO-8601 time (no zone = UTC)."""
+    if _DECIMAL.match(spec):
+        return int(spec)
+    text = spec.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise BadSpec(f"'{spec}' is not a time (use milliseconds since the epoch or ISO-8601 "
+                      "such as 2018-05-15T11:45:18.288Z)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return (when - _EPOCH) // _MILLISECOND
