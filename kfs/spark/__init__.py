@@ -1,0 +1,29 @@
+"""kfs as a PySpark data source: Kafka log dirs read by Spark, split along segments and index entries.
+
+    import kfs.spark
+    kfs.spark.register(spark)
+    df = spark.read.format("kfs").load("/data/broker-a,/data/broker-b")
+
+PySpark (`kfs[spark]`) is optional: importing this package does not import it; `register` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def register(spark: Any) -> None:
+    """Make `spark.read.format("kfs")` available in this session."""
+    from kfs.spark.source import KafkaLogDataSource
+
+    spark.dataSource.register(KafkaLogDataSource)
+
+
+def plan_splits(*args: Any, **kwargs: Any) -> Any:
+    """The splits a read would run (see `kfs.spark.plan.plan_splits`); no Spark needed."""
+    from kfs.spark.plan import plan_splits as plan
+
+    return plan(*args, **kwargs)
+
+
+__all__ = ["plan_splits", "register"]

@@ -1,0 +1,252 @@
+"""The `kfs` PySpark data source: Kafka log dirs as a DataFrame with Spark's Kafka-source schema.
+
+    spark.read.format("kfs").option("startingOffsets", '{"orders": {"0": 23}}').load("/data/a,/data/b")
+
+Planning (`plan.py`) runs on the driver side, reading (`read`) in the executors' Python workers;
+both go through `kfs.storage`, so the decoding is the one every kfs front end uses. Batches go to
+Spark as Arrow record batches, not rows: the Python-to-JVM hand-off is what costs most per record.
+
+Schema, as `KafkaRecordToRowConverter` in Spark's Kafka source: `timestampType` is Kafka's
+`TimestampType.id` (0 CreateTime, 1 LogAppendTime, -1 NoTimestampType for magic v0 messages,
+whose `timestamp` is then Kafka's -1 ms, 1969-12-31 23:59:59.999 UTC, as Spark shows it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from kfs.record.types import Record
+from kfs.spark.options import ReadOptions, parse_options
+from kfs.spark.plan import Bounds, Piece, Split, plan_splits
+from kfs.storage import CorruptLogError, LogDirs, PartitionLog
+
+log = logging.getLogger("kfs.spark")
+
+# Kafka's TimestampType ids (org.apache.kafka.common.record.TimestampType), as Spark shows them.
+TIMESTAMP_TYPE_IDS = {"CreateTime": 0, "LogAppendTime": 1, "NoTimestampType": -1}
+ROWS_PER_BATCH = 16384
+
+HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+
+
+def kafka_schema(include_headers: bool = False) -> StructType:
+    """Spark's Kafka source schema (`KafkaRecordToRowConverter.kafkaSchema`)."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(StructField("headers", HEADERS_TYPE))
+    return StructType(fields)
+
+
+class KafkaLogDataSource(DataSource):
+    """`format("kfs")`: one log dir or several, comma-separated."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kfs"
+
+    def schema(self) -> StructType:
+        return kafka_schema(parse_options(self.options).include_headers)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaLogReader(parse_options(self.options), schema)
+
+
+# ---- filter pushdown ----------------------------------------------------------------------------
+
+def _micros(value: dt.datetime) -> int:
+    """A pushed timestamp literal in µs since the epoch (naive values are taken as UTC)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return (value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
+
+
+def bounds_from_filters(filters: Sequence[Filter]) -> tuple[Bounds, list[Filter]]:
+    """Turn AND-ed filters into `Bounds`; returns the filters Spark must still evaluate.
+
+    Offset, topic and partition filters are applied exactly by the plan, so Spark drops them.
+    A timestamp filter only gives a lower bound (Kafka timestamps need not grow with offsets),
+    so it prunes splits but stays for Spark to evaluate on the rows read.
+    """
+    offset_lo: int | None = None
+    offset_hi: int | None = None
+    ts_lo: int | None = None
+    topics: frozenset[str] | None = None
+    partitions: frozenset[int] | None = None
+    remaining: list[Filter] = []
+
+    def lo(current: int | None, new: int) -> int:
+        return new if current is None else max(current, new)
+
+    def hi(current: int | None, new: int) -> int:
+        return new if current is None else min(current, new)
+
+    for f in filters:
+        column = getattr(f, "attribute", None)
+        value = getattr(f, "value", None)
+        if column == ("offset",) and isinstance(value, int) and not isinstance(value, bool):
+            if isinstance(f, GreaterThan):
+                offset_lo = lo(offset_lo, value + 1)
+            elif isinstance(f, GreaterThanOrEqual):
+                offset_lo = lo(offset_lo, value)
+            elif isinstance(f, LessThan):
+                offset_hi = hi(offset_hi, value)
+            elif isinstance(f, LessThanOrEqual):
+                offset_hi = hi(offset_hi, value + 1)
+            elif isinstance(f, EqualTo):
+                offset_lo, offset_hi = lo(offset_lo, value), hi(offset_hi, value + 1)
+            else:
+                remaining.append(f)
+        elif column == ("offset",) and isinstance(f, In) and value and all(isinstance(v, int) for v in value):
+            offset_lo, offset_hi = lo(offset_lo, min(value)), hi(offset_hi, max(value) + 1)
+            remaining.append(f)  # only the range is pruned; Spark keeps the exact set
+        elif column == ("topic",) and isinstance(f, (EqualTo, In)):
+            wanted = frozenset(value if isinstance(f, In) else (value,))
+            topics = wanted if topics is None else topics & wanted
+        elif column == ("partition",) and isinstance(f, (EqualTo, In)):
+            wanted = frozenset(value if isinstance(f, In) else (value,))
+            partitions = wanted if partitions is None else partitions & wanted
+        elif column == ("timestamp",) and isinstance(value, dt.datetime):
+            us = _micros(value)
+            if isinstance(f, (GreaterThanOrEqual, EqualTo)):
+                ts_lo = lo(ts_lo, -(-us // 1000))  # ms * 1000 >= us
+            elif isinstance(f, GreaterThan):
+                ts_lo = lo(ts_lo, us // 1000 + 1)  # ms * 1000 > us
+            remaining.append(f)
+        else:
+            remaining.append(f)
+    return Bounds(offset_lo, offset_hi, ts_lo, topics, partitions), remaining
+
+
+# ---- reading --------------------------------------------------------------------------------------
+
+def _resume_offset(plog: PartitionLog, error: CorruptLogError, offset: int) -> int | None:
+    """Where reading can go on after a corrupt batch: the next offset-index entry past it in the
+    same segment, else the next segment (a corrupt length field leaves no other way to resync)."""
+    segments = plog.segments()
+    for i, segment in enumerate(segments):
+        if segment.log_path != error.path:
+            continue
+        for entry_offset, position in segment.offset_index_entries():
+            if position > error.position and entry_offset > offset:
+                return entry_offset
+        return segments[i + 1].base_offset if i + 1 < len(segments) else None
+    return None
+
+
+def piece_records(plog: PartitionLog, piece: Piece, opts: ReadOptions) -> Iterator[Record]:
+    """The records of one piece in offset order; `onCorrupt=skip` jumps over corrupt batches."""
+    offset = piece.start_offset
+    while offset < piece.end_offset:
+        try:
+            for record in plog.records(offset, isolation=opts.isolation, end_offset=piece.end_offset):
+                offset = record.offset + 1
+                yield record
+            return
+        except CorruptLogError as e:
+            if opts.on_corrupt != "skip":
+                raise
+            resume = _resume_offset(plog, e, offset)
+            log.warning("kfs: %s; skipping to offset %s", e, resume)
+            if resume is None or resume <= offset:
+                return
+            offset = resume
+
+
+def to_arrow(topic: str, partition: int, records: list[Record], schema: pa.Schema,
+             include_headers: bool) -> pa.RecordBatch:
+    """Records of one partition as a record batch of exactly the schema Spark expects."""
+    n = len(records)
+    columns = [
+        pa.array([r.key for r in records], pa.binary()),
+        pa.array([r.value for r in records], pa.binary()),
+        pa.array([topic] * n, pa.string()),
+        pa.array([partition] * n, pa.int32()),
+        pa.array([r.offset for r in records], pa.int64()),
+        pa.array([r.timestamp * 1000 for r in records], pa.int64()).cast(schema.field("timestamp").type),
+        pa.array([TIMESTAMP_TYPE_IDS[r.timestamp_type] for r in records], pa.int32()),
+    ]
+    if include_headers:
+        list_type = schema.field("headers").type
+        keys: list[str] = []
+        values: list[bytes | None] = []
+        offsets = [0]
+        for r in records:
+            for k, v in r.headers:
+                keys.append(k)
+                values.append(v)
+            offsets.append(len(keys))
+        struct = pa.StructArray.from_arrays(
+            [pa.array(keys, pa.string()), pa.array(values, pa.binary())],
+            fields=list(list_type.value_type))
+        columns.append(pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), struct, type=list_type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def read_split(split: Split, opts: ReadOptions, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    dirs = LogDirs(list(opts.logdirs))  # per task: cheap, and never stale across queries
+    for piece in split.pieces:
+        plog = dirs.partition(piece.partition_name)
+        chunk: list[Record] = []
+        for record in piece_records(plog, piece, opts):
+            chunk.append(record)
+            if len(chunk) >= ROWS_PER_BATCH:
+                yield to_arrow(piece.topic, piece.partition, chunk, schema, opts.include_headers)
+                chunk = []
+        if chunk:
+            yield to_arrow(piece.topic, piece.partition, chunk, schema, opts.include_headers)
+
+
+class KafkaLogReader(DataSourceReader):
+    """Plans splits from the indexes (`plan.py`) and reads them as Arrow batches."""
+
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        self.bounds = Bounds()
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        self.bounds, remaining = bounds_from_filters(filters)
+        return remaining
+
+    def partitions(self) -> Sequence[InputPartition]:
+        splits = plan_splits(self.opts, self.bounds)
+        return [InputPartition(s) for s in splits] or [InputPartition(Split(0))]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        schema = to_arrow_schema(self.schema, timezone="UTC")
+        yield from read_split(partition.value, self.opts, schema)
