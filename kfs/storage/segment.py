@@ -125,7 +125,7 @@ class LogSegment:
         buf_start = start
         while position + LOG_OVERHEAD <= limit:
             at = position - buf_start
-            if at < 0 or at + HEADER_PROBE_SIZE > len(buf) and buf_start + len(buf) < limit:
+            if at < 0 or (at + HEADER_PROBE_SIZE > len(buf) and buf_start + len(buf) < limit):
                 buf = memoryview(self.read(position, min(window_size, limit - position)))
                 buf_start, at = position, 0
             if at + LOG_OVERHEAD > len(buf):
@@ -275,7 +275,7 @@ class LogSegment:
             found = self.batch_at(position) if 0 <= position < self.file_size() else None
         except (CorruptLogError, VanishedError):
             found = None
-        if found is None or offset < self.base_offset or (0 <= found[0].base_offset and found[0].base_offset > offset):
+        if found is None or offset < self.base_offset or (found[0].base_offset >= 0 and found[0].base_offset > offset):
             self._index_problem(f"entry ({offset}, {position}) does not match the log")
             return None
         return entry
