@@ -122,9 +122,9 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 
 def records_payload(batch, header: BatchHeader) -> bytes:
     """The records section of the batch as bytes, decompressed once if the batch is compressed."""
-    if len(batch) < RECORD_BATCH_OVERHEAD:
-        raise CorruptBatchError(f"record batch at position {header.position} is shorter than its header",
-                                header.position)
+    if len(batch) < header.size or header.size < RECORD_BATCH_OVERHEAD:
+        raise CorruptBatchError(f"record batch at position {header.position} is truncated: "
+                                f"{len(batch)} bytes of {header.size}", header.position)
     payload = batch[RECORDS_OFFSET:header.size]
     codec = header.compression
     if codec == "none":
