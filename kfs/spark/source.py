@@ -155,12 +155,19 @@ def bounds_from_filters(filters: Sequence[Filter]) -> tuple[Bounds, list[Filter]
 # ---- reading --------------------------------------------------------------------------------------
 
 def _resume_offset(plog: PartitionLog, error: CorruptLogError, offset: int) -> int | None:
-    """Where reading can go on after a corrupt batch: the next offset-index entry past it in the
-    same segment, else the next segment (a corrupt length field leaves no other way to resync)."""
+    """Where reading can go on after a corrupt batch: past it when its header still reads (a bad
+    record or CRC), else at the next offset-index entry past it, else at the next segment (a bad
+    length field leaves no other way to find the next batch)."""
     segments = plog.segments()
     for i, segment in enumerate(segments):
         if segment.log_path != error.path:
             continue
+        try:
+            header, _ = next(iter(plog.batches(segment, error.position)))
+            if header.position == error.position and header.last_offset >= offset:
+                return header.last_offset + 1
+        except (CorruptLogError, StopIteration):
+            pass
         for entry_offset, position in segment.offset_index_entries():
             if position > error.position and entry_offset > offset:
                 return entry_offset

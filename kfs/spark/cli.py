@@ -1,0 +1,84 @@
+"""`kfs spark export` and `kfs spark grep`, added to the `kfs` command by `kfs.cli.main`.
+
+Importing this module does not import PySpark (an optional extra): `kfs --help` stays fast and
+works without it; the commands say how to install it when it is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from kfs.spark.jobs import DEFAULT_MASTER
+
+EXIT_ERROR = 1
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"kfs: {message}\n")
+    return EXIT_ERROR
+
+
+def _parse_option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {text!r}")
+    return key, value
+
+
+def _run(args: argparse.Namespace) -> int:
+    for path in args.logdirs:
+        if not os.path.isdir(path):
+            return _fail(f"{path}: no such log dir")
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        return _fail("kfs spark needs PySpark: pip install 'kfs[spark]'")
+    from kfs.spark import jobs
+    from kfs.spark.options import OptionError
+    from kfs.storage import KfsError
+
+    options = dict(args.option or [])
+    try:
+        if args.spark_command == "export":
+            jobs.export(args.logdirs, args.out, args.master, options=options,
+                        mode="overwrite" if args.overwrite else "errorifexists")
+        else:
+            jobs.grep(args.pattern, args.logdirs, args.regex, args.master, options=options)
+    except (OptionError, KfsError, ValueError) as e:
+        return _fail(str(e))
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as e:
+        # Spark's errors (AnalysisException, Py4JJavaError) carry pages of JVM trace: keep the gist.
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return _fail(f"spark {args.spark_command} failed: {first}")
+    return 0
+
+
+def add_spark_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add `kfs spark export LOGDIR... --out DIR` and `kfs spark grep PATTERN LOGDIR...`."""
+    spark = subparsers.add_parser("spark", help="run a Spark job over log dirs (needs PySpark)")
+    sub = spark.add_subparsers(dest="spark_command", metavar="{export,grep}")
+    sub.required = True
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--master", default=DEFAULT_MASTER, help=f"Spark master (default {DEFAULT_MASTER})")
+        p.add_argument("-o", "--option", action="append", type=_parse_option, metavar="KEY=VALUE",
+                       help="a read option of the kfs data source, e.g. startingOffsets=earliest, "
+                            "isolation=read_committed, onCorrupt=skip, minPartitions=64 (repeatable)")
+        p.set_defaults(func=_run)
+
+    p = sub.add_parser("export", help="write Parquet partitioned by topic and partition")
+    p.add_argument("logdirs", nargs="+", metavar="LOGDIR")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory (Parquet)")
+    p.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
+    common(p)
+
+    p = sub.add_parser("grep", help="print records whose key, value or a header value contains PATTERN")
+    p.add_argument("pattern", metavar="PATTERN")
+    p.add_argument("logdirs", nargs="+", metavar="LOGDIR")
+    p.add_argument("--regex", action="store_true", help="PATTERN is a (Python) regular expression over the bytes")
+    common(p)

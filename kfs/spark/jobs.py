@@ -1,0 +1,162 @@
+"""Jobs on top of the data source: `kfs spark export` (Parquet) and `kfs spark grep` (JSON lines).
+
+Both plan with `plan_splits`, so offset and timestamp ranges never read splits that cannot match,
+and both read with the same record path as the DataFrame (`piece_records`). `grep` skips the
+DataFrame: a match is decided and rendered (SPEC section 3, `kfs.views.jsonl`) in the task that
+decoded the record, so only matching lines cross to the driver, in split order, which is
+partition order and then offset order.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import IO, Any
+
+from kfs.spark.options import ReadOptions, parse_options
+from kfs.spark.plan import Split, plan_splits
+
+DEFAULT_MASTER = "local[*]"
+_CHUNK = 1 << 20  # matching lines travel to the driver in chunks of about this many bytes
+
+
+def _progress(message: str) -> None:
+    sys.stderr.write(f"kfs: {message}\n")
+    sys.stderr.flush()
+
+
+def spark_session(master: str = DEFAULT_MASTER, app_name: str = "kfs") -> Any:
+    """A session for a job. On a local master: bound to loopback, no UI, patient heartbeats
+    (a loaded machine can outlast the default 10 s heartbeat while starting Python workers)."""
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.ui.showConsoleProgress", "true")
+               .config("spark.sql.python.filterPushdown.enabled", "true"))
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = (builder.config("spark.ui.enabled", "false")
+                   .config("spark.executor.heartbeatInterval", "600s")
+                   .config("spark.network.timeout", "1200s"))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _describe(splits: Sequence[Split]) -> str:
+    partitions = {p.partition_name for s in splits for p in s.pieces}
+    size = sum(s.size for s in splits)
+    return f"{len(partitions)} partition(s), {size / 2**20:.1f} MiB in {len(splits)} task(s)"
+
+
+def _options(logdirs: Sequence[str], options: Mapping[str, str] | None, **extra: str) -> dict[str, str]:
+    merged = dict(options or {})
+    merged.update(extra)
+    merged["path"] = ",".join(logdirs)
+    return merged
+
+
+def export(logdirs: Sequence[str], out: str, master: str = DEFAULT_MASTER, *,
+           options: Mapping[str, str] | None = None, mode: str = "errorifexists", spark: Any = None) -> None:
+    """Write the log dirs as Parquet under `out`, partitioned by topic and partition, with headers.
+
+    Rows are sorted by offset within each file, so Parquet's min/max statistics on `offset` let a
+    later reader skip row groups much as the offset index lets kfs skip splits.
+    """
+    from kfs.spark import register
+
+    opts = _options(logdirs, options, includeHeaders="true")
+    splits = plan_splits(opts)
+    _progress(f"export: {_describe(splits)} to {out}")
+    own = spark is None
+    spark = spark or spark_session(master, "kfs export")
+    started = time.monotonic()
+    try:
+        register(spark)
+        df = spark.read.format("kfs").options(**opts).load()
+        (df.sortWithinPartitions("topic", "partition", "offset")
+           .write.mode(mode).partitionBy("topic", "partition").parquet(out))
+    finally:
+        if own:
+            spark.stop()
+    _progress(f"export: done in {time.monotonic() - started:.1f} s")
+
+
+def matcher(pattern: str | bytes, regex: bool = False) -> Callable[[bytes], bool]:
+    """A test on bytes: substring (as `grep -F`), or a Python regular expression over the bytes."""
+    needle = pattern.encode("utf-8") if isinstance(pattern, str) else pattern
+    if regex:
+        return re.compile(needle).search  # type: ignore[return-value]
+    return lambda data: needle in data
+
+
+def record_matches(record: Any, test: Callable[[bytes], bool]) -> bool:
+    """Whether the key, the value or any header value matches (header keys are names, not data)."""
+    if record.key is not None and test(record.key):
+        return True
+    if record.value is not None and test(record.value):
+        return True
+    return any(v is not None and test(v) for _, v in record.headers)
+
+
+def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: bool) -> Iterator[bytes]:
+    """The matching records of one split as JSON lines, joined into chunks of about `_CHUNK` bytes."""
+    from kfs.spark.source import piece_records
+    from kfs.storage import LogDirs
+    from kfs.views.jsonl import line_prefix, render_line
+
+    test = matcher(pattern, regex)
+    dirs = LogDirs(list(opts.logdirs))
+    chunk: list[bytes] = []
+    size = 0
+    for piece in split.pieces:
+        prefix = line_prefix(piece.topic, piece.partition)
+        for record in piece_records(dirs.partition(piece.partition_name), piece, opts):
+            if record_matches(record, test):
+                line = render_line(prefix, record).encode("utf-8")
+                chunk.append(line)
+                size += len(line)
+                if size >= _CHUNK:
+                    yield b"".join(chunk)
+                    chunk, size = [], 0
+    if chunk:
+        yield b"".join(chunk)
+
+
+def grep(pattern: str | bytes, logdirs: Sequence[str], regex: bool = False, master: str = DEFAULT_MASTER, *,
+         options: Mapping[str, str] | None = None, out: IO[bytes] | None = None, spark: Any = None) -> int:
+    """Print the records whose key, value or a header value contains `pattern`; returns how many.
+
+    Output is each partition's matches in offset order (partitions in name order), as JSON lines.
+    """
+    if regex:
+        try:
+            re.compile(pattern.encode("utf-8") if isinstance(pattern, str) else pattern)
+        except re.error as e:
+            raise ValueError(f"not a regular expression: {e}") from None
+    opts = parse_options(_options(logdirs, options))
+    splits = plan_splits(opts)
+    out = out if out is not None else sys.stdout.buffer
+    _progress(f"grep: {_describe(splits)}")
+    own = spark is None
+    spark = spark or spark_session(master, "kfs grep")
+    started = time.monotonic()
+    count = 0
+    try:
+        if splits:
+            rdd = spark.sparkContext.parallelize(splits, len(splits))
+            lines = rdd.flatMap(lambda split: grep_split(split, opts, pattern, regex))
+            # toLocalIterator keeps the split order and fetches one task's output at a time, so the
+            # driver never holds more than a task's matches.
+            for chunk in lines.toLocalIterator(prefetchPartitions=True):
+                out.write(chunk)
+                count += chunk.count(b"\n")
+            out.flush()
+    finally:
+        if own:
+            spark.stop()
+    _progress(f"grep: {count} matching record(s) in {time.monotonic() - started:.1f} s")
+    return count
