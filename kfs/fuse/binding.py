@@ -1,0 +1,51 @@
+"""The one place kfs imports a FUSE binding.
+
+kfs is written against the fusepy API (`FUSE`, `Operations`, `FuseOSError`) and runs on
+mfusepy, the maintained fork, loaded on **libfuse3**. Measured on the read path (README,
+"FUSE binding"): libfuse3 lets the kernel send 256 KiB reads (libfuse2 stops at 128 KiB), and
+its `read_buf` callback takes an fd-backed `fuse_bufvec`, so raw segment bytes are spliced by
+libfuse from the segment file to /dev/fuse and never enter Python. mfusepy loads libfuse2 when
+both are installed, so we ask it for fuse3 first; libfuse2 (mfusepy or fusepy) still works,
+through plain `read`.
+"""
+
+from __future__ import annotations
+
+import os
+from ctypes.util import find_library
+
+
+class BindingError(ImportError):
+    """No usable libfuse: the message is the one sentence the CLI prints."""
+
+
+MISSING = ("kfs needs libfuse to mount: install the fuse3 package (Debian/Ubuntu: apt install fuse3) "
+           "and pip install mfusepy; `kfs ls/cat/locate` work without it.")
+
+
+def _load():  # type: ignore[no-untyped-def]
+    if not (os.environ.get("FUSE_LIBRARY_PATH") or os.environ.get("FUSE_LIBRARY_NAME")) and find_library("fuse3"):
+        os.environ["FUSE_LIBRARY_NAME"] = "fuse3"
+    try:
+        import mfusepy as fuse_module
+    except (ImportError, OSError, AttributeError):
+        try:
+            import fuse as fuse_module  # fusepy, libfuse2
+        except (ImportError, OSError, EnvironmentError, AttributeError) as exc:  # noqa: UP024
+            raise BindingError(MISSING) from exc
+    return fuse_module
+
+
+_fuse = _load()
+
+FUSE = _fuse.FUSE
+Operations = _fuse.Operations
+FuseOSError = _fuse.FuseOSError
+fuse_get_context = _fuse.fuse_get_context
+#: libfuse major version actually loaded (3 on the fast path).
+LIBFUSE_MAJOR: int = int(getattr(_fuse, "fuse_version_major", 2))
+#: True when read_buf (fd-backed replies, no bytes through Python) can be offered to libfuse.
+HAS_READ_BUF: bool = _fuse.__name__ == "mfusepy" and LIBFUSE_MAJOR == 3
+BINDING_NAME: str = f"{_fuse.__name__} on libfuse{LIBFUSE_MAJOR}"
+#: mfusepy takes times as integer nanoseconds when the Operations class sets `use_ns`.
+USE_NS: bool = _fuse.__name__ == "mfusepy"

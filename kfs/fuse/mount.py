@@ -1,0 +1,263 @@
+"""Mounting and unmounting: `mount()` returns once the mount answers; `unmount()` undoes it.
+
+The daemon is a fresh interpreter (`python -m kfs.fuse.mount --serve ...`) rather than a fork:
+forking a process that may hold threads is unsafe, and a new session with stdin/stdout on
+/dev/null detaches it from the caller, so `out=$(kfs mount ...)` returns. Its stderr goes to the
+daemon log, where libfuse's own complaints ("mountpoint is not empty") land too. A status pipe
+tells the caller "failed, because ..." in one sentence, or closes when libfuse calls `init`,
+i.e. when the kernel has the mount.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any
+
+from kfs.storage import KfsError
+
+log = logging.getLogger("kfs.fuse")
+
+MOUNT_TIMEOUT = 30.0  # seconds to wait for the daemon to answer
+#: Generic mount(8) options that mount.fuse passes along and that mean nothing here.
+IGNORED_OPTIONS = frozenset({
+    "rw", "ro", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "auto", "noauto", "user", "nouser",
+    "users", "owner", "group", "_netdev", "nofail", "defaults", "async", "sync", "atime", "noatime",
+    "relatime", "norelatime", "strictatime", "lazytime", "diratime", "nodiratime", "loop", "x-systemd.automount",
+})
+#: kfs's own options; everything else is handed to libfuse as `-o key[=value]`.
+KFS_OPTIONS = frozenset({"isolation", "control", "log", "size_budget", "debug", "foreground"})
+
+
+class MountError(KfsError):
+    """A mount or unmount that did not happen; the message is one sentence."""
+
+
+def parse_options(strings: list[str] | None) -> dict[str, Any]:
+    """`["allow_other,isolation=read_committed", "ro"]` -> {"allow_other": True, "isolation": ...}."""
+    options: dict[str, Any] = {}
+    for string in strings or []:
+        for item in string.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            key, sep, value = item.partition("=")
+            if key in IGNORED_OPTIONS or key.startswith("x-") or key.startswith("comment="):
+                continue
+            options[key] = value if sep else True
+    return options
+
+
+def check_options(options: dict[str, Any]) -> None:
+    isolation = options.get("isolation", "read_uncommitted")
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise MountError(f"isolation must be read_uncommitted or read_committed, not {isolation}.")
+    control = options.get("control", "hide")
+    if control not in ("hide", "show"):
+        raise MountError(f"control must be hide or show, not {control}.")
+    budget = options.get("size_budget", "67108864")
+    if not str(budget).isdigit():
+        raise MountError(f"size_budget must be a number of bytes, not {budget}.")
+
+
+def default_log_path(mountpoint: str) -> str:
+    """$XDG_RUNTIME_DIR/kfs/<mountpoint>.log, else /tmp/kfs-<uid>/<mountpoint>.log."""
+    name = os.path.abspath(mountpoint).strip("/").replace("/", "_") or "root"
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    base = os.path.join(runtime, "kfs") if runtime and os.access(runtime, os.W_OK) else f"/tmp/kfs-{os.getuid()}"
+    return os.path.join(base, name + ".log")
+
+
+def is_mounted(mountpoint: str) -> bool:
+    try:
+        return os.path.ismount(mountpoint)
+    except OSError:
+        return False
+
+
+def mount(logdirs: list[str], mountpoint: str, options: dict[str, Any] | None = None,
+          foreground: bool = False) -> int | None:
+    """Mount `logdirs` read-only at `mountpoint`. Returns the daemon's pid (None in the foreground,
+    where it returns when unmounted). Raises MountError with one sentence when it cannot."""
+    options = dict(options or {})
+    check_options(options)
+    for path in logdirs:
+        if not os.path.isdir(path):
+            raise MountError(f"{path} is not a directory (expected a Kafka log dir).")
+    if not os.path.isdir(mountpoint):
+        raise MountError(f"mount point {mountpoint} is not a directory.")
+    if is_mounted(mountpoint):
+        raise MountError(f"{mountpoint} is already a mount point.")
+    logdirs = [os.path.abspath(p) for p in logdirs]
+    mountpoint = os.path.abspath(mountpoint)
+    log_path = os.path.abspath(str(options.get("log") or default_log_path(mountpoint)))
+    options["log"] = log_path
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    from kfs.fuse.binding import BindingError  # noqa: F401  (fail here, in the caller, if libfuse is missing)
+    if foreground:
+        serve(logdirs, mountpoint, options, stderr_too=True)
+        return None
+    return _spawn(logdirs, mountpoint, options, log_path)
+
+
+def _spawn(logdirs: list[str], mountpoint: str, options: dict[str, Any], log_path: str) -> int:
+    read_end, write_end = os.pipe()
+    request = json.dumps({"logdirs": logdirs, "mountpoint": mountpoint, "options": options, "status_fd": write_end})
+    with open(log_path, "ab") as log_file:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "kfs.fuse.mount", "--serve", request],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log_file,
+            pass_fds=(write_end,), start_new_session=True, close_fds=True,
+            cwd="/", env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    os.close(write_end)
+    message = b""
+    deadline = time.monotonic() + MOUNT_TIMEOUT
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([read_end], [], [], 0.05)
+            if ready:
+                chunk = os.read(read_end, 4096)
+                if chunk:
+                    message += chunk
+                    continue
+                break  # closed: the daemon reached init, or died
+            if child.poll() is not None:
+                break
+    finally:
+        os.close(read_end)
+    deadline = time.monotonic() + MOUNT_TIMEOUT
+    while not message and child.poll() is None and not is_mounted(mountpoint) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if message or not is_mounted(mountpoint):
+        if child.poll() is None:
+            child.terminate()
+        reason = message.decode(errors="replace").strip() or _last_log_line(log_path) or "the daemon exited"
+        raise MountError(f"could not mount at {mountpoint}: {reason} (log: {log_path}).")
+    return child.pid
+
+
+def _last_log_line(log_path: str) -> str:
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(max(0, os.path.getsize(log_path) - 4096))
+            lines = [line.strip() for line in f.read().decode(errors="replace").splitlines() if line.strip()]
+        return lines[-1] if lines else ""
+    except OSError:
+        return ""
+
+
+def setup_logging(log_path: str, debug: bool = False, stderr_too: bool = False) -> None:
+    handlers: list[logging.Handler] = [logging.FileHandler(log_path)]
+    if stderr_too:
+        handlers.append(logging.StreamHandler())
+    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, handlers=handlers, force=True,
+                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("fuse").setLevel(logging.DEBUG if debug else logging.WARNING)
+
+
+def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_fd: int | None = None,
+          stderr_too: bool = False) -> None:
+    """Run the daemon in this process until unmounted."""
+    setup_logging(options["log"], bool(options.get("debug")), stderr_too)
+    try:
+        from kfs.fuse import binding
+        from kfs.fuse.operations import KfsOperations
+        from kfs.fuse.tree import KfsTree
+        from kfs.storage import LogDirs
+
+        tree = KfsTree(LogDirs(logdirs), isolation=options.get("isolation", "read_uncommitted"),
+                       control=options.get("control", "hide"),
+                       size_budget=int(options.get("size_budget", 64 << 20)))
+        operations = KfsOperations(tree)
+        fuse_options = {k: v for k, v in options.items() if k not in KFS_OPTIONS}
+        fuse_options.pop("ro", None)
+        if fuse_options.get("allow_other"):
+            fuse_options["default_permissions"] = True
+        fuse_options.setdefault("fsname", "kfs:" + logdirs[0])
+        fuse_options.setdefault("subtype", "kfs")
+    except Exception as exc:
+        _report(status_fd, f"{exc}")
+        raise
+    if status_fd is not None:
+        _close_on_init(operations, status_fd)
+    log.info("starting daemon for %s at %s with %s", logdirs, mountpoint, fuse_options)
+    try:
+        binding.FUSE(operations, mountpoint, foreground=True, ro=True, raw_fi=True, **fuse_options)
+    except Exception as exc:
+        log.error("FUSE stopped: %s", exc)
+        _report(status_fd, f"libfuse failed to mount ({exc})")
+        raise
+    log.info("unmounted %s", mountpoint)
+
+
+def _report(status_fd: int | None, message: str) -> None:
+    if status_fd is not None:
+        try:
+            os.write(status_fd, message.encode())
+            os.close(status_fd)
+        except OSError:
+            pass
+
+
+def _close_on_init(operations: Any, status_fd: int) -> None:
+    """Close the status pipe once libfuse has the mount (init runs on the first kernel request)."""
+    pending = [status_fd]
+
+    def close_once() -> None:
+        while pending:
+            with contextlib.suppress(OSError):
+                os.close(pending.pop())
+
+    for name in ("init_with_config", "init"):
+        original = getattr(type(operations), name, None)
+        if original is None:
+            continue
+
+        def hooked(*args: Any, _original: Any = original) -> Any:
+            try:
+                return _original(operations, *args)
+            finally:
+                close_once()
+
+        setattr(operations, name, hooked)
+
+
+def unmount(mountpoint: str, lazy: bool = False) -> None:
+    """`fusermount3 -u` (or `fusermount -u`, or umount as root); raises MountError in one sentence."""
+    mountpoint = os.path.abspath(mountpoint)
+    if not is_mounted(mountpoint):
+        raise MountError(f"{mountpoint} is not mounted.")
+    commands = []
+    for tool in ("fusermount3", "fusermount"):
+        if shutil.which(tool):
+            commands.append([tool, "-u", *(["-z"] if lazy else []), mountpoint])
+    if os.geteuid() == 0 and shutil.which("umount"):
+        commands.append(["umount", *(["-l"] if lazy else []), mountpoint])
+    error = "no fusermount3, fusermount or umount found"
+    for command in commands:
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode == 0:
+            return
+        error = (done.stderr.strip().splitlines() or [f"{command[0]} failed"])[-1]
+    raise MountError(f"could not unmount {mountpoint}: {error}.")
+
+
+def _main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--serve":
+        request = json.loads(argv[1])
+        serve(request["logdirs"], request["mountpoint"], request["options"], request["status_fd"])
+        return 0
+    print("usage: python -m kfs.fuse.mount --serve JSON (internal; use `kfs mount`)", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

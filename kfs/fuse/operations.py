@@ -1,0 +1,183 @@
+"""The FUSE callbacks: paths in, errno out, per-handle state in a table. Nothing else.
+
+All knowledge of the tree is in `tree.KfsTree`; this class translates its answers for libfuse
+(ratarmount's split between MountSource and the FUSE class). Read-only: every modifying call
+answers EROFS. Raw views are answered through `read_buf` with file-descriptor ranges, so libfuse
+splices segment bytes to the kernel without copying them through Python.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import itertools
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kfs.fuse import binding
+from kfs.fuse.tree import Attr, Handle, KfsTree, TreeError
+
+log = logging.getLogger("kfs.fuse")
+
+ATTR_TIMEOUT = 1.0  # seconds the kernel trusts a stat: a live partition's growth shows within this
+ENTRY_TIMEOUT = 1.0
+
+
+def _translated(method: Callable) -> Callable:
+    """Turn tree errors into errnos and log the ones a user must hear about (EIO, bugs)."""
+
+    @functools.wraps(method)
+    def wrapper(self: KfsOperations, path: str, *args: Any) -> Any:
+        try:
+            return method(self, path, *args)
+        except TreeError as exc:
+            if exc.errno == errno.EIO:
+                log.error("%s %s: %s", method.__name__, path, exc.cause or exc)
+            raise binding.FuseOSError(exc.errno) from None
+        except binding.FuseOSError:
+            raise
+        except OSError as exc:
+            code = exc.errno or errno.EIO
+            if code != errno.ENOENT:
+                log.error("%s %s: %s", method.__name__, path, exc)
+            raise binding.FuseOSError(code) from None
+        except Exception as exc:
+            log.exception("%s %s: %s", method.__name__, path, exc)
+            raise binding.FuseOSError(errno.EIO) from None
+
+    return wrapper
+
+
+def _read_only(*_: Any) -> Any:
+    raise binding.FuseOSError(errno.EROFS)
+
+
+class KfsOperations(binding.Operations):
+    """Callbacks for `binding.FUSE(..., raw_fi=True)`."""
+
+    use_ns = binding.USE_NS
+
+    def __init__(self, tree: KfsTree) -> None:
+        self.tree = tree
+        self._handles: dict[int, Handle] = {}
+        self._next_fh = itertools.count(1)
+        self._lock = threading.Lock()
+
+    # ---- attributes and directories -------------------------------------------------------------
+
+    def _stat(self, attr: Attr) -> dict[str, Any]:
+        scale = 1 if self.use_ns else 1e-9
+        return {
+            "st_mode": attr.mode, "st_size": attr.size, "st_uid": attr.uid, "st_gid": attr.gid,
+            "st_nlink": attr.nlink, "st_blksize": 1 << 20, "st_blocks": (attr.size + 511) // 512,
+            "st_mtime": attr.mtime_ns * scale, "st_ctime": attr.ctime_ns * scale,
+            "st_atime": attr.atime_ns * scale,
+        }
+
+    @_translated
+    def getattr(self, path: str, fh: Any = None) -> dict[str, Any]:
+        return self._stat(self.tree.getattr(path))
+
+    @_translated
+    def readdir(self, path: str, fh: Any) -> list[str]:
+        return [".", "..", *self.tree.readdir(path)]
+
+    @_translated
+    def access(self, path: str, amode: int) -> int:
+        self.tree.getattr(path)
+        if amode & os.W_OK:
+            raise binding.FuseOSError(errno.EROFS)
+        return 0
+
+    def statfs(self, path: str) -> dict[str, int]:
+        st = os.statvfs(self.tree.logdirs.paths[0])
+        return {"f_bsize": 1 << 20, "f_frsize": st.f_frsize, "f_blocks": st.f_blocks, "f_bfree": 0,
+                "f_bavail": 0, "f_files": st.f_files, "f_ffree": 0, "f_namemax": 255}
+
+    # ---- files ----------------------------------------------------------------------------------
+
+    @_translated
+    def open(self, path: str, fi: Any) -> int:
+        if fi.flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND | os.O_CREAT):
+            raise binding.FuseOSError(errno.EROFS)
+        handle = self.tree.open(path)
+        with self._lock:
+            fh = next(self._next_fh)
+            self._handles[fh] = handle
+        fi.fh = fh
+        fi.direct_io = int(handle.direct_io)
+        fi.keep_cache = int(handle.keep_cache)
+        return 0
+
+    def _handle(self, fi: Any) -> Handle:
+        handle = self._handles.get(fi.fh)
+        if handle is None:
+            raise binding.FuseOSError(errno.EBADF)
+        return handle
+
+    @_translated
+    def read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
+        return self._read(path, size, offset, fi)
+
+    def _read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
+        try:
+            return self._handle(fi).read(size, offset)
+        except TreeError:
+            raise
+        except Exception as exc:
+            raise TreeError(errno.EIO, path, exc) from exc
+
+    if binding.HAS_READ_BUF:
+        from kfs.fuse import zerocopy as _zerocopy
+
+        @_translated
+        def read_buf(self, path: str, bufpp: Any, size: int, offset: int, fi: Any) -> int:
+            """Hand libfuse an fd range when the bytes lie in one segment file (no copy in Python)."""
+            handle = self._handle(fi)
+            try:
+                piece = handle.fd_range(size, offset)
+            except Exception as exc:
+                raise TreeError(errno.EIO, path, exc) from exc
+            if piece is not None:
+                self._zerocopy.reply_fd(bufpp, *piece)
+            else:
+                self._zerocopy.reply_bytes(bufpp, self._read(path, size, offset, fi))
+            return 0
+
+    def release(self, path: str, fi: Any) -> int:
+        with self._lock:
+            handle = self._handles.pop(fi.fh, None)
+        if handle is not None:
+            handle.release()
+        return 0
+
+    # ---- libfuse setup --------------------------------------------------------------------------
+
+    def init_with_config(self, conn: Any, config: Any) -> None:
+        """libfuse3: ask for splice replies; short attr/entry timeouts, no negative caching, so
+        partitions created after mounting appear at once and growing files grow."""
+        if conn is not None:
+            from kfs.fuse.zerocopy import FUSE_CAP_SPLICE_MOVE, FUSE_CAP_SPLICE_WRITE
+            conn.want |= conn.capable & (FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE)
+        if config is not None:
+            config.attr_timeout = ATTR_TIMEOUT
+            config.entry_timeout = ENTRY_TIMEOUT
+            config.negative_timeout = 0.0
+            config.kernel_cache = 0  # keep_cache is decided per open
+            config.direct_io = 0
+        log.info("mounted %s (%s)", ", ".join(self.tree.logdirs.paths), binding.BINDING_NAME)
+
+    def destroy(self, path: str) -> None:
+        with self._lock:
+            handles, self._handles = list(self._handles.values()), {}
+        for handle in handles:
+            handle.release()
+        self.tree.logdirs.close()
+
+    # ---- read-only ------------------------------------------------------------------------------
+
+    chmod = chown = create = link = mkdir = mknod = rename = rmdir = _read_only
+    symlink = truncate = unlink = utimens = write = setxattr = removexattr = _read_only

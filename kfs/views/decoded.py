@@ -1,0 +1,273 @@
+"""Decoded views (`offset/<N>.jsonl`, `time/<T>.jsonl`, `messages.jsonl`) as files with sizes and seeks.
+
+A decoded view is the JSON lines (SPEC section 3) of a partition's records from a start offset to
+the log end. Shell tools want a file: `tail -n` seeks to st_size and reads backwards, `dd skip=`
+and `less` seek anywhere, `cat`/`head`/`grep`/`wc`/`jq`/`cp` read forward until EOF. Two things are
+needed: the byte position of a record in the decoded stream, and the stream's length.
+
+**The seek map** applies Kafka's sparse offset index to the decoded stream. The stream is cut
+into *runs*, one per segment (the first run starts at the view's start offset, inside its
+segment; later runs are whole segments and are shared by every view). A run remembers, every
+`MAP_INTERVAL` decoded bytes, the pair (decoded position, offset of the record starting there),
+like `OffsetIndex` remembers (offset, file position) every `index.interval.bytes`. A read at
+position p bisects for the entry at or before p and decodes from that record: one batch plus at
+most `MAP_INTERVAL` bytes of rendering. Maps grow as a by-product of reading (a `cat` builds the
+map of everything it reads at no extra cost) or when a size is asked for. A run of a closed
+segment is immutable and kept (LRU); the active segment's run is extended with new batches.
+
+**Sizes: exact when known, never guessed.** The length of a decoded stream is only known after
+rendering every record in it; for a huge partition that is minutes of work, and a stat must not
+cost that (`ls -l`, `find`, a shell's completion, `cat`'s own fstat would trigger it).
+So `DecodedView.size(budget)` returns the exact size when the maps already cover the view or
+when mapping the rest costs at most `budget` raw bytes of decoding (small partitions, and every
+view after a first full read), and None otherwise; the FUSE layer then reports st_size 0 and
+opens the file with `direct_io`, so the kernel sends every read to us instead of trusting the
+size, the way /proc files work. Measured with real tools on such files (tests/test_fuse_tools.py):
+`cat`, `head`, `grep`, `wc -l`, `wc -c`, `jq`, `cp`, `less` read until EOF and give the right
+bytes; `tail -n` sees size 0 and falls back to reading the whole stream (correct, and no slower
+than computing the size would have been); `dd skip=` seeks and reads (dd only clamps skips
+against a *positive* st_size). Reading the first line of any decoded view costs one batch.
+Decoded files are always opened with `direct_io`: the read sizes the kernel sends are then the
+tool's (head asks for 8 KiB, not a 256 KiB readahead), and a growing partition's new lines are
+readable past a stale cached size, which is what `tail -f` needs.
+"""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+from kfs.views.jsonl import line_prefix, render_line
+
+MAP_INTERVAL = 32 * 1024  # decoded bytes between seek-map entries (cf. index.interval.bytes)
+MAX_RUNS = 4096  # runs kept per decoded log (LRU); a run of a 1 GiB segment maps in ~1 MB
+RESUME_SLACK = 2 * MAP_INTERVAL  # a cursor this close behind a read skips forward instead of seeking
+
+
+class SegmentRun:
+    """The decoded bytes of one segment's records from `start` on, with its sparse seek map.
+
+    Invariant: every record with offset < `mapped_to` (from `start`) is counted in `length`, and
+    `positions[i]` is where the record at `offsets[i]` starts.
+    """
+
+    __slots__ = ("length", "lock", "mapped_to", "offsets", "positions", "segment", "start")
+
+    def __init__(self, segment: Any, start: int) -> None:
+        self.segment = segment
+        self.start = start
+        self.positions = array("q", [0])
+        self.offsets = array("q", [start])
+        self.length = 0
+        self.mapped_to = start
+        self.lock = threading.Lock()
+
+    def entry_at_or_before(self, position: int) -> tuple[int, int]:
+        i = bisect_right(self.positions, position) - 1
+        return self.positions[i], self.offsets[i]
+
+    def note(self, position: int, offset: int, line_length: int) -> None:
+        """A reader rendered the record `offset` at `position`: extend the map if that is the frontier."""
+        if position != self.length or offset < self.mapped_to:
+            return
+        with self.lock:
+            if position != self.length or offset < self.mapped_to:
+                return
+            if position - self.positions[-1] >= MAP_INTERVAL:
+                self.positions.append(position)
+                self.offsets.append(offset)
+            self.length = position + line_length
+            self.mapped_to = offset + 1
+
+    def exhausted(self, position: int, end: int) -> None:
+        """A reader at `position` found no record below `end`: the run is complete up to `end`."""
+        with self.lock:
+            if position == self.length and end > self.mapped_to:
+                self.mapped_to = end
+
+
+class DecodedLog:
+    """The decoded stream of one partition under one isolation/control setting, and its run maps."""
+
+    def __init__(self, plog: Any, isolation: str = "read_uncommitted", control: str = "hide") -> None:
+        self.plog = plog
+        self.isolation = isolation
+        self.control = control
+        self.prefix = line_prefix(plog.topic, plog.partition)
+        self._runs: OrderedDict[tuple[int, int], SegmentRun] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def view(self, start_offset: int) -> DecodedView:
+        return DecodedView(self, start_offset)
+
+    def run(self, segment: Any, start: int) -> SegmentRun:
+        # Keyed by the segment object: the storage layer makes a new one when a segment file is
+        # replaced (log cleaner swap), and holding it in the run keeps its id from being reused.
+        key = (id(segment), start)
+        with self._lock:
+            run = self._runs.get(key)
+            if run is None or run.segment is not segment:
+                run = self._runs[key] = SegmentRun(segment, start)
+                while len(self._runs) > MAX_RUNS:
+                    self._runs.popitem(last=False)
+            else:
+                self._runs.move_to_end(key)
+            return run
+
+    def records(self, start: int, end: int) -> Iterator[Any]:
+        if start >= end:
+            return iter(())
+        return self.plog.records(start, isolation=self.isolation, control=self.control, end_offset=end)
+
+    def render(self, record: Any) -> bytes:
+        return render_line(self.prefix, record).encode("utf-8")
+
+
+def _segment_bytes(segment: Any) -> int:
+    valid_size = getattr(segment, "valid_size", None)
+    return valid_size() if callable(valid_size) else int(segment.size)
+
+
+class DecodedView:
+    """`offset/<start>.jsonl`: every record from `start` to the log end, one JSON line each."""
+
+    def __init__(self, log: DecodedLog, start_offset: int) -> None:
+        self.log = log
+        self.start = start_offset
+
+    def layout(self) -> list[tuple[SegmentRun, int]]:
+        """The runs of this view and the offset each ends at (the next segment's base, or the log end)."""
+        plog = self.log.plog
+        first = plog.floor_segment(self.start)
+        if first is None:
+            from kfs.storage import VanishedError
+            raise VanishedError(f"{plog.name}: the segment holding offset {self.start} is gone")
+        segments = [first]
+        following = plog.higher_segment(first.base_offset)
+        while following is not None:
+            segments.append(following)
+            following = plog.higher_segment(following.base_offset)
+        log_end = plog.log_end_offset()
+        layout = []
+        for i, segment in enumerate(segments):
+            start = self.start if i == 0 else segment.base_offset
+            end = segments[i + 1].base_offset if i + 1 < len(segments) else max(log_end, start)
+            layout.append((self.log.run(segment, start), end))
+        return layout
+
+    def known_size(self, layout: list[tuple[SegmentRun, int]] | None = None) -> int | None:
+        total = 0
+        for run, end in layout or self.layout():
+            if run.mapped_to < end:
+                return None
+            total += run.length
+        return total
+
+    def size(self, budget: int) -> int | None:
+        """The exact size, mapping what is missing if that costs at most `budget` raw bytes; else None."""
+        layout = self.layout()
+        known = self.known_size(layout)
+        if known is not None:
+            return known
+        missing = 0
+        for run, end in layout:
+            if run.mapped_to < end:
+                missing += self._unmapped_bytes(run)
+                if missing > budget:
+                    return None
+        for run, end in layout:
+            self._extend(run, end)
+        return self.known_size(layout)
+
+    def _unmapped_bytes(self, run: SegmentRun) -> int:
+        size = _segment_bytes(run.segment)
+        try:
+            position = self.log.plog.locate_offset(run.mapped_to).position
+        except Exception:  # at the log end, or outside it: nothing left to map here
+            return 0
+        return max(0, size - position) if position < size else 0
+
+    def _extend(self, run: SegmentRun, end: int) -> None:
+        """Map `run` up to `end` by rendering and counting the unmapped records."""
+        with run.lock:
+            start, position = run.mapped_to, run.length
+        for record in self.log.records(start, end):
+            line_length = len(self.log.render(record))
+            run.note(position, record.offset, line_length)
+            position += line_length
+        run.exhausted(position, end)
+
+    def cursor(self) -> Cursor:
+        return Cursor(self)
+
+
+class Cursor:
+    """A reader's position in a view (one per open file): sequential reads continue the decoding
+    where the last one stopped; other reads seek through the run maps."""
+
+    def __init__(self, view: DecodedView) -> None:
+        self.view = view
+        self.lock = threading.Lock()
+        self._run: SegmentRun | None = None
+        self._end = 0
+        self._records: Iterator[Any] = iter(())
+        self._line = b""  # the rendered line the cursor is on ...
+        self._line_position = 0  # ... and where it starts in the run
+
+    def read(self, position: int, size: int) -> bytes:
+        """Up to `size` bytes at `position`; fewer only at the end of the stream."""
+        with self.lock:
+            chunks: list[bytes] = []
+            wanted = size
+            local = position
+            for run, end in self.view.layout():
+                if wanted == 0:
+                    break
+                if run.mapped_to >= end and local >= run.length:
+                    local -= run.length
+                    continue
+                data = self._serve(run, end, local, wanted)
+                if data:
+                    chunks.append(data)
+                    wanted -= len(data)
+                    local = 0
+                    if wanted == 0:
+                        break
+                    continue
+                if run.mapped_to >= end:  # the run ended before `local`: it is complete now
+                    local -= run.length
+                    continue
+                break
+            return b"".join(chunks)
+
+    def _serve(self, run: SegmentRun, end: int, local: int, wanted: int) -> bytes:
+        log = self.view.log
+        line_end = self._line_position + len(self._line)
+        if not (self._run is run and self._end == end and self._line_position <= local
+                and local - line_end <= RESUME_SLACK):
+            position, offset = run.entry_at_or_before(local)
+            self._run, self._end = run, end
+            self._records = log.records(offset, end)
+            self._line, self._line_position = b"", position
+        out: list[bytes] = []
+        while wanted > 0:
+            line_end = self._line_position + len(self._line)
+            if local < line_end:
+                skip = local - self._line_position
+                piece = self._line[skip:skip + wanted]
+                out.append(piece)
+                wanted -= len(piece)
+                local += len(piece)
+                continue
+            record = next(self._records, None)
+            if record is None:
+                run.exhausted(line_end, end)
+                break
+            line = log.render(record)
+            run.note(line_end, record.offset, len(line))
+            self._line, self._line_position = line, line_end
+        return b"".join(out)
