@@ -100,7 +100,10 @@ def mount(logdirs: list[str], mountpoint: str, options: dict[str, Any] | None = 
     log_path = os.path.abspath(str(options.get("log") or default_log_path(mountpoint)))
     options["log"] = log_path
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    from kfs.fuse.binding import BindingError  # noqa: F401  (fail here, in the caller, if libfuse is missing)
+    try:  # fail here, in the caller, with one sentence when libfuse is missing
+        from kfs.fuse import binding  # noqa: F401
+    except ImportError as exc:
+        raise MountError(str(exc)) from None
     if foreground:
         serve(logdirs, mountpoint, options, stderr_too=True)
         return None

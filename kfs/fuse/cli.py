@@ -1,0 +1,83 @@
+"""Command-line entry points of the FUSE layer, called by `kfs.cli.main`.
+
+    kfs mount [-f] [-o OPTS] LOGDIR [LOGDIR ...] MOUNTPOINT    add_mount_commands(subparsers)
+    kfs umount MOUNTPOINT
+    kfs LOGDIR [LOGDIR ...] MOUNTPOINT -o OPTS                 main_mount_helper(argv)
+
+The last form is what mount.fuse3 runs for `mount -t fuse.kfs LOGDIR MOUNTPOINT` and for an
+fstab line `LOGDIR MOUNTPOINT fuse.kfs defaults,allow_other 0 0`. Options: `allow_other`
+(implies `default_permissions`), `isolation=read_committed`, `control=show`, `log=PATH`,
+`size_budget=BYTES` (decoding a stat may do to give an exact size), `debug`; others go to libfuse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from kfs.fuse.mount import MountError, mount, parse_options, unmount
+
+
+def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="LOGDIR [LOGDIR ...] MOUNTPOINT")
+    parser.add_argument("-o", dest="options", action="append", default=[], metavar="OPTS",
+                        help="comma-separated: allow_other, isolation=read_committed, control=show, log=PATH, "
+                             "or any libfuse option")
+    parser.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
+    parser.add_argument("--isolation", choices=("read_uncommitted", "read_committed"))
+    parser.add_argument("--control", choices=("hide", "show"))
+    parser.add_argument("--allow-other", action="store_true", help="let other users read (with default_permissions)")
+    parser.add_argument("--log", metavar="PATH", help="the daemon's log file")
+
+
+def add_mount_commands(subparsers: Any) -> None:
+    p = subparsers.add_parser("mount", help="mount log dirs read-only (returns once the mount answers)")
+    add_mount_arguments(p)
+    p.set_defaults(func=run_mount)
+    p = subparsers.add_parser("umount", help="unmount a kfs mount")
+    p.add_argument("mountpoint", metavar="MOUNTPOINT")
+    p.add_argument("-z", "--lazy", action="store_true", help="detach now, clean up when no longer busy")
+    p.set_defaults(func=run_umount)
+
+
+def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    options = parse_options(args.options)
+    for key in ("isolation", "control", "log"):
+        if getattr(args, key, None):
+            options[key] = getattr(args, key)
+    if getattr(args, "allow_other", False):
+        options["allow_other"] = True
+    return options
+
+
+def run_mount(args: argparse.Namespace) -> int:
+    if len(args.paths) < 2:
+        raise MountError("kfs mount needs at least one LOGDIR and a MOUNTPOINT.")
+    options = options_from_args(args)
+    foreground = args.foreground or bool(options.pop("foreground", False))
+    mount(args.paths[:-1], args.paths[-1], options, foreground=foreground)
+    return 0
+
+
+def run_umount(args: argparse.Namespace) -> int:
+    unmount(args.mountpoint, lazy=args.lazy)
+    return 0
+
+
+def main_mount_helper(argv: list[str]) -> int:
+    """`kfs LOGDIR... MOUNTPOINT [-o OPTS] [-f]`; returns an exit status, errors in one sentence."""
+    parser = argparse.ArgumentParser(prog="kfs", description="mount.fuse form of `kfs mount`")
+    add_mount_arguments(parser)
+    parser.add_argument("-n", action="store_true", help=argparse.SUPPRESS)  # mount(8): no mtab write
+    parser.add_argument("-s", action="store_true", help=argparse.SUPPRESS)  # mount(8): sloppy options
+    parser.add_argument("-v", action="store_true", help=argparse.SUPPRESS)
+    args, _unknown = parser.parse_known_args(argv)
+    try:
+        return run_mount(args)
+    except MountError as exc:
+        sys.stderr.write(f"kfs: {exc}\n")
+        return 1
+    except Exception as exc:  # a sentence, not a traceback, for mount(8)'s user
+        sys.stderr.write(f"kfs: {exc}\n")
+        return 1
