@@ -78,11 +78,11 @@ def parse_batch_header(buf, at: int, position: int) -> BatchHeader:
     `position` is the batch's position in its segment file, kept in the header and in every error.
     """
     try:
-        _size, magic = peek_size(buf, at)
-    except CorruptBatchError as e:
-        raise CorruptBatchError(str(e), position) from None
+        magic = buf[at + MAGIC_OFFSET]
+    except IndexError:
+        raise CorruptBatchError(f"batch header truncated at position {position}", position) from None
     if magic == 2:
-        return default_batch.parse_header(buf, at, position)
+        return default_batch.parse_header(buf, at, position)  # both check the length as peek_size does
     return legacy.parse_header(buf, at, position)
 
 

@@ -71,6 +71,8 @@ DELETE_HORIZON_FLAG_MASK = 0x40
 # The whole header in one unpack; its layout is the table above.
 HEADER = struct.Struct(">qiibIhiqqqhii")
 assert HEADER.size == RECORD_BATCH_OVERHEAD
+_CODEC_NAMES = tuple(codec_name(i) for i in range(COMPRESSION_CODEC_MASK + 1))
+_new = object.__new__
 
 
 def parse_header(buf, at: int, position: int) -> BatchHeader:
@@ -80,13 +82,15 @@ def parse_header(buf, at: int, position: int) -> BatchHeader:
          producer_id, producer_epoch, base_sequence, count) = HEADER.unpack_from(buf, at)
     except struct.error as e:
         raise CorruptBatchError(f"record batch header truncated at position {position}", position) from e
-    h = BatchHeader()
+    if length < RECORD_BATCH_OVERHEAD - LENGTH_OFFSET - 4:
+        raise CorruptBatchError(f"impossible record batch length {length} at position {position}", position)
+    h = _new(BatchHeader)  # every slot is set below: skip __init__'s defaults, this runs once per batch
     h.position = position
     h.size = 12 + length
     h.magic = magic
     h.base_offset = base_offset
     h.last_offset = base_offset + last_delta
-    h.compression = codec_name(attributes & COMPRESSION_CODEC_MASK)
+    h.compression = _CODEC_NAMES[attributes & COMPRESSION_CODEC_MASK]
     h.timestamp_type = TIMESTAMP_TYPES[1 if attributes & TIMESTAMP_TYPE_MASK else 0]
     h.first_timestamp = base_ts
     h.max_timestamp = max_ts
@@ -165,7 +169,6 @@ def decode_records(batch, header: BatchHeader) -> list[Record]:
     base_offset = header.base_offset
     base_ts = header.first_timestamp
     ts_type = header.timestamp_type
-    append_time = header.max_timestamp if ts_type == "LogAppendTime" else None
     zz = _ZIGZAG
     key_names = _HEADER_KEYS
     varint = _varint
@@ -290,7 +293,7 @@ def decode_records(batch, header: BatchHeader) -> list[Record]:
             # Record's slots filled directly: object.__new__ skips the cost of calling Record.__init__.
             r = new(record_class)
             r.offset = base_offset + offset_delta
-            r.timestamp = base_ts + ts_delta if append_time is None else append_time
+            r.timestamp = base_ts + ts_delta
             r.timestamp_type = ts_type
             r.key = key
             r.value = value
@@ -304,4 +307,10 @@ def decode_records(batch, header: BatchHeader) -> list[Record]:
         raise CorruptBatchError(
             f"record batch at position {position}: {end - pos} bytes left after its {count} records",
             position)
+    if ts_type == "LogAppendTime":
+        # The broker's append time, in MaxTimestamp, is every record's timestamp (DefaultRecord.readFrom).
+        # Set here rather than tested per record in the loop above.
+        append_time = header.max_timestamp
+        for r in records:
+            r.timestamp = append_time
     return records

@@ -52,6 +52,9 @@ def parse_header(buf, at: int, position: int) -> BatchHeader:
         timestamp = TIMESTAMP.unpack_from(buf, at + TIMESTAMP_OFFSET)[0] if magic == 1 else -1
     except struct.error as e:
         raise CorruptBatchError(f"message header truncated at position {position}", position) from e
+    if magic not in (0, 1) or size < (RECORD_OVERHEAD_V0 if magic == 0 else RECORD_OVERHEAD_V1):
+        raise CorruptBatchError(f"impossible message (magic {magic}, size {size}) at position {position}",
+                                position)
     h = BatchHeader()
     h.position = position
     h.size = LOG_OVERHEAD + size
