@@ -148,13 +148,16 @@ _ZIGZAG = tuple((v >> 1) ^ -(v & 1) for v in range(1 << 14))
 # Header keys repeat from record to record ("trace-id", "content-type"): decode each once.
 _HEADER_KEYS: dict[bytes, str] = {}
 _HEADER_KEYS_MAX = 4096
+_HEADER_KEY_CACHED_MAX = 256  # bytes; longer keys are decoded every time
 
 
 def _header_key(raw: bytes) -> str:
     """A header key as str. Java's String decoding replaces malformed UTF-8, so does kfs, rather than fail."""
-    if len(_HEADER_KEYS) >= _HEADER_KEYS_MAX:
-        _HEADER_KEYS.clear()
-    key = _HEADER_KEYS[raw] = raw.decode("utf-8", "replace")
+    key = raw.decode("utf-8", "replace")
+    if len(raw) <= _HEADER_KEY_CACHED_MAX:
+        if len(_HEADER_KEYS) >= _HEADER_KEYS_MAX:
+            _HEADER_KEYS.clear()
+        _HEADER_KEYS[raw] = key
     return key
 
 
@@ -162,8 +165,13 @@ def decode_records(batch, header: BatchHeader) -> list[Record]:
     """Every record of a v2 batch. The hot loop of kfs: 1- and 2-byte varints inline, no calls per field."""
     position = header.position
     count = header.record_count
-    if count < 0:
-        raise CorruptBatchError(f"record batch at position {position} has a negative record count", position)
+    if count <= 0:
+        if count < 0:
+            raise CorruptBatchError(f"record batch at position {position} has a negative record count",
+                                    position)
+        if len(batch) < header.size:
+            raise CorruptBatchError(f"record batch at position {position} is truncated", position)
+        return []  # as DefaultRecordBatch.iterator(): an empty batch's payload is not even decompressed
     data = records_payload(batch, header)
     end = len(data)
     base_offset = header.base_offset
