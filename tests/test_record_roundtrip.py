@@ -170,3 +170,19 @@ def test_every_codec_round_trips_with_compressible_data(codec: int, magic: int) 
     assert h.compression == CODECS[codec]
     assert [(r.key, r.value) for r in got] == records[:len(got)]
     assert len(got) == (1 if codec == 0 and magic < 2 else 50)
+
+
+def test_long_varints_in_every_field_decode() -> None:
+    # 3+ byte varints everywhere: offset deltas past 2^13, 100 headers, a 20 kB key, a far timestamp.
+    headers = [(f"h{i}" * 40, None if i % 7 == 0 else b"v" * i) for i in range(100)]
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 30)
+    builder.append(0, BASE_TIMESTAMP, b"k" * 20000, b"", headers)
+    builder.append(100_000, BASE_TIMESTAMP + 10**12, None, None, [])
+    builder.append(2**31 - 1, BASE_TIMESTAMP - 10**12, b"", b"x" * 70000, [("", b"")])
+    h, got = _read(bytes(builder.build()))
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in got] == [
+        (0, BASE_TIMESTAMP, b"k" * 20000, b"", headers),
+        (100_000, BASE_TIMESTAMP + 10**12, None, None, []),
+        (2**31 - 1, BASE_TIMESTAMP - 10**12, b"", b"x" * 70000, [("", b"")]),
+    ]
+    assert h.last_offset == 2**31 - 1
