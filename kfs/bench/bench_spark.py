@@ -1,0 +1,192 @@
+"""How fast the Spark source reads, and how it scales: `local[1]` vs `local[2]` vs one process.
+
+    python -m kfs.bench.bench_spark [--records 1500000] [--dir /tmp/kfs-bench-spark]
+
+Builds (once, then reuses) a log dir with one big partition, the case splitting at index entries
+exists for: a handful of distinct v2 batches written by kafka-python's builder, replicated with
+their base offsets patched (a v2 batch's CRC does not cover the base offset), in segments of
+`--segment-mib` with `.index`/`.timeindex` entries every 4 KiB as `LogSegment.append` writes them.
+
+Then times, on the same data:
+- one process: `plog.records` from the log start to the end (the decoder alone);
+- one process: the tasks' work without Spark (`read_split`: decoding plus Arrow batches);
+- Spark `local[1]` and `local[2]`: `format("kfs").load(dir)` written to Spark's `noop` sink, so the
+  figure is reading, not writing. Best of `--repeat` runs after a warm-up (Python workers started).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import struct
+import sys
+import time
+
+import crc32c
+
+INDEX_INTERVAL = 4096
+_OFFSET = struct.Struct(">q")
+_TIMESTAMPS = struct.Struct(">qq")  # baseTimestamp, maxTimestamp at byte 27 of a v2 batch
+
+
+def build_batches(distinct: int, per_batch: int, value_size: int) -> list[bytes]:
+    """`distinct` v2 batches of `per_batch` records each (key, value, one header), uncompressed."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    batches = []
+    ts = 1_700_000_000_000
+    for b in range(distinct):
+        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                            producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                            batch_size=1 << 30)
+        for i in range(per_batch):
+            n = b * per_batch + i
+            value = (f'{{"n": {n}, "user": "user-{n % 977}", "pad": "' + "x" * value_size)[:value_size] + '"}'
+            builder.append(i, timestamp=ts + n, key=f"user-{n % 977}".encode(), value=value.encode(),
+                           headers=[("trace-id", f"{n:016x}".encode())])
+        batches.append(bytes(builder.build()))
+    return batches
+
+
+def write_log_dir(path: str, records: int, segment_bytes: int, per_batch: int = 500,
+                  value_size: int = 100) -> None:
+    """One partition `bench-0` of about `records` records, with Kafka's segment files and indexes."""
+    partition = os.path.join(path, "bench-0")
+    os.makedirs(partition)
+    batches = build_batches(16, per_batch, value_size)
+    offset = 0
+    segment = None
+    log = index = timeindex = None
+    position = since_entry = 0
+    max_ts = last_time_entry = max_ts_offset = -1
+    n = 0
+    while offset < records:
+        batch = bytearray(batches[n % len(batches)])
+        n += 1
+        if segment is None or position + len(batch) > segment_bytes:
+            for f in (log, index, timeindex):
+                if f is not None:
+                    f.close()
+            segment, position, since_entry, max_ts, last_time_entry = offset, 0, 0, -1, -1
+            log = open(os.path.join(partition, f"{segment:020d}.log"), "wb")  # noqa: SIM115
+            index = open(os.path.join(partition, f"{segment:020d}.index"), "wb")  # noqa: SIM115
+            timeindex = open(os.path.join(partition, f"{segment:020d}.timeindex"), "wb")  # noqa: SIM115
+        # A copy's base offset is not under the CRC; its timestamps are, so moving them on re-signs it.
+        _OFFSET.pack_into(batch, 0, offset)
+        shift = (n - 1) // len(batches) * len(batches) * per_batch
+        base_ts, batch_max_ts = _TIMESTAMPS.unpack_from(batch, 27)
+        batch_max_ts += shift
+        _TIMESTAMPS.pack_into(batch, 27, base_ts + shift, batch_max_ts)
+        struct.pack_into(">I", batch, 17, crc32c.crc32c(memoryview(batch)[21:]))
+        last = offset + per_batch - 1
+        log.write(batch)
+        if batch_max_ts > max_ts:
+            max_ts, max_ts_offset = batch_max_ts, last
+        # LogSegment.append: index entries once more than index.interval.bytes went by since the
+        # last; the time index only when the largest timestamp grew (TimeIndex.maybeAppend).
+        if since_entry > INDEX_INTERVAL:
+            index.write(struct.pack(">ii", last - segment, position))
+            if max_ts > last_time_entry:
+                timeindex.write(struct.pack(">qi", max_ts, max_ts_offset - segment))
+                last_time_entry = max_ts
+            since_entry = 0
+        since_entry += len(batch)
+        position += len(batch)
+        offset = last + 1
+    for f in (log, index, timeindex):
+        f.close()
+
+
+def _rate(records: int, seconds: float) -> str:
+    return f"{records / seconds / 1e6:6.2f} M records/s  ({seconds:6.2f} s)"
+
+
+def bench_single_process(path: str) -> tuple[int, float]:
+    from kfs.storage import LogDirs
+
+    dirs = LogDirs([path])
+    started = time.perf_counter()
+    count = 0
+    for name in dirs.partition_names():
+        plog = dirs.partition(name)
+        for _ in plog.records(plog.log_start_offset()):
+            count += 1
+    return count, time.perf_counter() - started
+
+
+def bench_tasks_without_spark(path: str) -> tuple[int, float]:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from kfs.spark.options import parse_options
+    from kfs.spark.plan import plan_splits
+    from kfs.spark.source import kafka_schema, read_split
+
+    opts = parse_options({"path": path})
+    schema = to_arrow_schema(kafka_schema(False), timezone="UTC")
+    started = time.perf_counter()
+    count = sum(b.num_rows for split in plan_splits(opts) for b in read_split(split, opts, schema))
+    return count, time.perf_counter() - started
+
+
+def bench_spark(path: str, master: str, repeat: int) -> tuple[int, float, int]:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    import kfs.spark
+
+    spark = (SparkSession.builder.master(master).appName(f"kfs-bench {master}")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.executor.heartbeatInterval", "600s").config("spark.network.timeout", "1200s")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        kfs.spark.register(spark)
+        df = spark.read.format("kfs").load(path)
+        tasks = df.rdd.getNumPartitions()
+        count = df.count()  # warm-up: Python workers started, pages cached
+        best = float("inf")
+        for _ in range(repeat):
+            started = time.perf_counter()
+            df.write.format("noop").mode("overwrite").save()
+            best = min(best, time.perf_counter() - started)
+        return count, best, tasks
+    finally:
+        spark.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--records", type=int, default=1_500_000)
+    p.add_argument("--dir", default="/tmp/kfs-bench-spark")
+    p.add_argument("--segment-mib", type=int, default=128)
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--skip-spark", action="store_true")
+    args = p.parse_args(argv)
+
+    path = os.path.join(args.dir, f"{args.records}-{args.segment_mib}")
+    if not os.path.isdir(path):
+        started = time.perf_counter()
+        write_log_dir(path, args.records, args.segment_mib << 20)
+        print(f"wrote {path} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    size = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
+    print(f"log dir {path}: {size / 2**20:.0f} MiB, cores {os.cpu_count()}")
+
+    count, seconds = bench_single_process(path)
+    single = count / seconds
+    print(f"one process, plog.records       {_rate(count, seconds)}")
+    count, seconds = bench_tasks_without_spark(path)
+    print(f"one process, read_split (Arrow) {_rate(count, seconds)}")
+    if args.skip_spark:
+        return 0
+    rates = {}
+    for master in ("local[1]", "local[2]"):
+        count, seconds, tasks = bench_spark(path, master, args.repeat)
+        rates[master] = count / seconds
+        print(f"spark {master:<9} ({tasks} tasks)   {_rate(count, seconds)}")
+    print(f"local[2] / local[1]: {rates['local[2]'] / rates['local[1]']:.2f}x; "
+          f"local[2] / one process (plog.records): {rates['local[2]'] / single:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
