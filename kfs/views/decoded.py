@@ -70,23 +70,25 @@ class SegmentRun:
         i = bisect_right(self.positions, position) - 1
         return self.positions[i], self.offsets[i]
 
-    def note(self, position: int, offset: int, line_length: int) -> None:
-        """A reader rendered the record `offset` at `position`: extend the map if that is the frontier."""
-        if position != self.length or offset < self.mapped_to:
-            return
+    def commit(self, positions: list[int], offsets: list[int], position: int, exhausted: bool, end: int) -> None:
+        """A reader rendered, from the frontier, the records `offsets` at `positions`, and its lines
+        end at `position`; `exhausted`: nothing else below `end`. Extend the map if it is still the
+        frontier (another reader may have got there first: then this is a no-op)."""
         with self.lock:
-            if position != self.length or offset < self.mapped_to:
+            if positions:
+                if positions[0] != self.length or offsets[0] < self.mapped_to:
+                    return
+                last = self.positions[-1]
+                for p, o in zip(positions, offsets, strict=True):
+                    if p - last >= MAP_INTERVAL:
+                        self.positions.append(p)
+                        self.offsets.append(o)
+                        last = p
+                self.length = position
+                self.mapped_to = offsets[-1] + 1
+            elif position != self.length:
                 return
-            if position - self.positions[-1] >= MAP_INTERVAL:
-                self.positions.append(position)
-                self.offsets.append(offset)
-            self.length = position + line_length
-            self.mapped_to = offset + 1
-
-    def exhausted(self, position: int, end: int) -> None:
-        """A reader at `position` found no record below `end`: the run is complete up to `end`."""
-        with self.lock:
-            if position == self.length and end > self.mapped_to:
+            if exhausted and end > self.mapped_to:
                 self.mapped_to = end
 
 
@@ -195,11 +197,14 @@ class DecodedView:
         """Map `run` up to `end` by rendering and counting the unmapped records."""
         with run.lock:
             start, position = run.mapped_to, run.length
+        positions: list[int] = []
+        offsets: list[int] = []
+        render = self.log.render
         for record in self.log.records(start, end):
-            line_length = len(self.log.render(record))
-            run.note(position, record.offset, line_length)
-            position += line_length
-        run.exhausted(position, end)
+            positions.append(position)
+            offsets.append(record.offset)
+            position += len(render(record))
+        run.commit(positions, offsets, position, True, end)
 
     def cursor(self) -> Cursor:
         return Cursor(self)
@@ -253,21 +258,41 @@ class Cursor:
             self._run, self._end = run, end
             self._records = log.records(offset, end)
             self._line, self._line_position = b"", position
+            line_end = position
         out: list[bytes] = []
-        while wanted > 0:
-            line_end = self._line_position + len(self._line)
-            if local < line_end:
-                skip = local - self._line_position
-                piece = self._line[skip:skip + wanted]
-                out.append(piece)
-                wanted -= len(piece)
-                local += len(piece)
-                continue
-            record = next(self._records, None)
-            if record is None:
-                run.exhausted(line_end, end)
+        if local < line_end:  # the rest of the line the last read stopped in
+            piece = self._line[local - self._line_position:local - self._line_position + wanted]
+            out.append(piece)
+            wanted -= len(piece)
+            local += len(piece)
+            if wanted <= 0:
+                return b"".join(out)
+        position = line_end
+        frontier = position == run.length
+        positions: list[int] = []
+        offsets: list[int] = []
+        render = log.render
+        line = self._line
+        exhausted = True
+        for record in self._records:
+            line = render(record)
+            if frontier:
+                positions.append(position)
+                offsets.append(record.offset)
+            start, position = position, position + len(line)
+            if position <= local:
+                continue  # before the read (after a seek to a map entry)
+            if start < local or position - local > wanted:
+                line_piece = line[local - start:local - start + wanted]
+            else:
+                line_piece = line
+            out.append(line_piece)
+            wanted -= len(line_piece)
+            local += len(line_piece)
+            if wanted <= 0:
+                exhausted = False
                 break
-            line = log.render(record)
-            run.note(line_end, record.offset, len(line))
-            self._line, self._line_position = line, line_end
+        self._line, self._line_position = line, position - len(line)
+        if frontier:
+            run.commit(positions, offsets, position, exhausted, end)
         return b"".join(out)
