@@ -268,7 +268,9 @@ class Cursor:
             if wanted <= 0:
                 return b"".join(out)
         position = line_end
-        frontier = position == run.length
+        # Once the cursor reaches the map's frontier it maps what it renders (committed per read).
+        frontier_at, mapped_to = run.length, run.mapped_to
+        frontier = position == frontier_at
         positions: list[int] = []
         offsets: list[int] = []
         render = log.render
@@ -276,6 +278,8 @@ class Cursor:
         exhausted = True
         for record in self._records:
             line = render(record)
+            if not frontier and position == frontier_at and record.offset >= mapped_to:
+                frontier = True
             if frontier:
                 positions.append(position)
                 offsets.append(record.offset)

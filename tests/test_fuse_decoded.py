@@ -1,0 +1,118 @@
+"""Decoded views without FUSE: the seek map, sizes, and what the first line costs."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import GOLDEN_PARTITIONS, LOGDIRS, v2_batch, write_segment
+
+from kfs.storage import LogDirs
+from kfs.views import decoded
+from kfs.views.decoded import DecodedLog
+
+
+def _read_all(cursor: decoded.Cursor, chunk: int = 1 << 16) -> bytes:
+    out, position = [], 0
+    while True:
+        data = cursor.read(position, chunk)
+        if not data:
+            return b"".join(out)
+        out.append(data)
+        position += len(data)
+
+
+class CountingLog:
+    """A PartitionLog whose records() counts what it decodes."""
+
+    def __init__(self, plog: object) -> None:
+        self._plog = plog
+        self.decoded = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._plog, name)
+
+    def records(self, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        for record in self._plog.records(*args, **kwargs):  # type: ignore[attr-defined]
+            self.decoded += 1
+            yield record
+
+
+@pytest.fixture(autouse=True)
+def _small_map_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(decoded, "MAP_INTERVAL", 2048)  # many map entries on small fixtures
+    monkeypatch.setattr(decoded, "RESUME_SLACK", 4096)
+
+
+@pytest.mark.parametrize("partition", GOLDEN_PARTITIONS)
+def test_random_reads_equal_the_sequential_stream(partition: str) -> None:
+    plog = LogDirs(LOGDIRS).partition(partition)
+    view = DecodedLog(plog).view(plog.log_start_offset())
+    full = _read_all(view.cursor())
+    assert view.known_size() == len(full)  # a full read maps the stream
+    rng = random.Random(partition)
+    cursor = view.cursor()
+    for _ in range(200):
+        position, size = rng.randrange(len(full) + 10), rng.randrange(1, 5000)
+        assert cursor.read(position, size) == full[position:position + size]
+    fresh = DecodedLog(plog).view(plog.log_start_offset())  # seeks on a view with no map yet
+    for _ in range(30):
+        position = rng.randrange(len(full))
+        assert fresh.cursor().read(position, 300) == full[position:position + 300]
+
+
+@pytest.mark.parametrize("partition", ["orders-0", "audit.events-v2-3", "inventory-2"])
+def test_views_from_an_offset_are_suffixes_of_the_whole_stream(partition: str) -> None:
+    plog = LogDirs(LOGDIRS).partition(partition)
+    log = DecodedLog(plog)
+    full = _read_all(log.view(plog.log_start_offset()).cursor())
+    lines = full.splitlines(keepends=True)
+    for line in lines[:: max(1, len(lines) // 7)]:
+        offset = int(line.split(b'"offset": ')[1].split(b",")[0])
+        view = log.view(offset)
+        assert view.size(1 << 30) == len(full) - full.index(line)
+        assert _read_all(view.cursor(), 777) == full[full.index(line):]
+
+
+def test_size_is_known_only_within_the_budget() -> None:
+    plog = LogDirs(LOGDIRS).partition("orders-0")
+    view = DecodedLog(plog).view(0)
+    assert view.size(budget=1000) is None  # more than 1000 raw bytes to decode: not done on a stat
+    exact = view.size(budget=1 << 30)
+    assert exact == len(_read_all(view.cursor()))
+    assert view.size(budget=0) == exact  # known now: free
+
+
+def test_the_first_line_costs_one_batch() -> None:
+    counting = CountingLog(LogDirs(LOGDIRS).partition("orders-0"))
+    view = DecodedLog(counting).view(0)
+    assert view.size(budget=0) is None
+    first = view.cursor().read(0, 8192).split(b"\n")[0]
+    assert b'"offset": 0,' in first
+    assert counting.decoded <= 60  # orders-0 batches hold up to ~50 records, 1646 in all
+
+
+def test_a_growing_segment_extends_the_map(tmp_path: Path) -> None:
+    partition = tmp_path / "logdir" / "grow-0"
+    partition.mkdir(parents=True)
+    shutil.copy(Path(LOGDIRS[0]) / "meta.properties", tmp_path / "logdir") if (
+        Path(LOGDIRS[0]) / "meta.properties").exists() else None
+
+    def batch(base: int, n: int) -> tuple[bytes, list]:
+        records = [(base + i, 1_700_000_000_000 + base + i, b"k", b"v%d" % (base + i), []) for i in range(n)]
+        return v2_batch(base, records), records
+
+    write_segment(str(partition), 0, [[batch(0, 10)], [batch(10, 10)]], closed=False)
+    plog = LogDirs([str(tmp_path / "logdir")]).partition("grow-0")
+    log = DecodedLog(plog)
+    view = log.view(0)
+    first = _read_all(view.cursor())
+    assert first.count(b"\n") == 20
+    write_segment(str(partition), 0, [[batch(0, 10)], [batch(10, 10)], [batch(20, 5)]], closed=False)
+    plog.refresh(force=True)
+    grown = _read_all(view.cursor())
+    assert grown.startswith(first) and grown.count(b"\n") == 25
+    assert view.size(budget=0) is None or view.size(budget=0) == len(grown)
+    assert view.size(budget=1 << 20) == len(grown)
