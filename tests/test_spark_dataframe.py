@@ -240,3 +240,21 @@ def test_reads_work_with_filter_pushdown_off_as_by_default(spark):
         assert [r[2] for r in rows_of(df)] == list(range(1600, 1646))
     finally:
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+
+
+def test_cli_spark_grep_prints_json_lines(spark, capsysbinary):
+    from kfs.cli.main import main
+
+    assert main(["spark", "grep", "--regex", "idem-2[0-9]", *LOGDIRS]) == 0
+    lines = [json.loads(x) for x in capsysbinary.readouterr().out.splitlines()]
+    assert lines and all(x["key"].startswith("idem-2") for x in lines)
+    assert [x["offset"] for x in lines] == sorted(x["offset"] for x in lines)
+
+
+def test_cli_spark_errors_are_one_sentence(spark, capsysbinary, tmp_path):
+    from kfs.cli.main import main
+
+    assert main(["spark", "grep", "x", str(tmp_path / "nope")]) == 1
+    assert main(["spark", "export", *LOGDIRS, "--out", str(tmp_path / "o"), "-o", "startingOffsets=latest"]) == 1
+    err = capsysbinary.readouterr().err.decode()
+    assert "no such log dir" in err and "cannot be latest" in err and "Traceback" not in err

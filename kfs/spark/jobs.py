@@ -46,6 +46,20 @@ def spark_session(master: str = DEFAULT_MASTER, app_name: str = "kfs") -> Any:
     return spark
 
 
+def _session(spark: Any, master: str, app_name: str) -> tuple[Any, bool]:
+    """The session to run in, and whether the job owns (so stops) it. A session already active in
+    this process (a notebook's, a test's) is used as it is: stopping it would pull it from under
+    its owner, and its master was chosen by whoever started it."""
+    if spark is not None:
+        return spark, False
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    return spark_session(master, app_name), True
+
+
 def _describe(splits: Sequence[Split]) -> str:
     partitions = {p.partition_name for s in splits for p in s.pieces}
     size = sum(s.size for s in splits)
@@ -71,8 +85,7 @@ def export(logdirs: Sequence[str], out: str, master: str = DEFAULT_MASTER, *,
     opts = _options(logdirs, options, includeHeaders="true")
     splits = plan_splits(opts)
     _progress(f"export: {_describe(splits)} to {out}")
-    own = spark is None
-    spark = spark or spark_session(master, "kfs export")
+    spark, own = _session(spark, master, "kfs export")
     started = time.monotonic()
     try:
         register(spark)
@@ -104,7 +117,7 @@ def record_matches(record: Any, test: Callable[[bytes], bool]) -> bool:
 
 def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: bool) -> Iterator[bytes]:
     """The matching records of one split as JSON lines, joined into chunks of about `_CHUNK` bytes."""
-    from kfs.spark.source import piece_records
+    from kfs.spark.source import no_cyclic_gc, piece_records
     from kfs.storage import LogDirs
     from kfs.views.jsonl import line_prefix, render_line
 
@@ -112,16 +125,17 @@ def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: boo
     dirs = LogDirs(list(opts.logdirs))
     chunk: list[bytes] = []
     size = 0
-    for piece in split.pieces:
-        prefix = line_prefix(piece.topic, piece.partition)
-        for record in piece_records(dirs.partition(piece.partition_name), piece, opts):
-            if record_matches(record, test):
-                line = render_line(prefix, record).encode("utf-8")
-                chunk.append(line)
-                size += len(line)
-                if size >= _CHUNK:
-                    yield b"".join(chunk)
-                    chunk, size = [], 0
+    with no_cyclic_gc():
+        for piece in split.pieces:
+            prefix = line_prefix(piece.topic, piece.partition)
+            for record in piece_records(dirs.partition(piece.partition_name), piece, opts):
+                if record_matches(record, test):
+                    line = render_line(prefix, record).encode("utf-8")
+                    chunk.append(line)
+                    size += len(line)
+                    if size >= _CHUNK:
+                        yield b"".join(chunk)
+                        chunk, size = [], 0
     if chunk:
         yield b"".join(chunk)
 
@@ -141,8 +155,7 @@ def grep(pattern: str | bytes, logdirs: Sequence[str], regex: bool = False, mast
     splits = plan_splits(opts)
     out = out if out is not None else sys.stdout.buffer
     _progress(f"grep: {_describe(splits)}")
-    own = spark is None
-    spark = spark or spark_session(master, "kfs grep")
+    spark, own = _session(spark, master, "kfs grep")
     started = time.monotonic()
     count = 0
     try:
