@@ -224,32 +224,36 @@ class Cursor:
         self._line_position = 0  # ... and where it starts in the run
 
     def read(self, position: int, size: int) -> bytes:
-        """Up to `size` bytes at `position`; fewer only at the end of the stream."""
+        """Up to `size` bytes at `position`; fewer only at the end of the stream, or before a
+        corrupt batch or a vanished segment: the read that starts there raises the error."""
+        out: list[bytes] = []
         with self.lock:
-            chunks: list[bytes] = []
-            wanted = size
-            local = position
-            for run, end in self.view.layout():
-                if wanted == 0:
-                    break
-                if run.mapped_to >= end and local >= run.length:
-                    local -= run.length
-                    continue
-                data = self._serve(run, end, local, wanted)
-                if data:
-                    chunks.append(data)
-                    wanted -= len(data)
-                    local = 0
-                    if wanted == 0:
-                        break
-                    continue
-                if run.mapped_to >= end:  # the run ended before `local`: it is complete now
-                    local -= run.length
-                    continue
-                break
-            return b"".join(chunks)
+            try:
+                self._read_into(out, position, size)
+            except Exception:
+                self._run = None  # start afresh: the next read meets the error again
+                if not out:
+                    raise
+        return b"".join(out)
 
-    def _serve(self, run: SegmentRun, end: int, local: int, wanted: int) -> bytes:
+    def _read_into(self, out: list[bytes], local: int, wanted: int) -> None:
+        for run, end in self.view.layout():
+            if run.mapped_to >= end and local >= run.length:
+                local -= run.length
+                continue
+            served = self._serve(run, end, local, wanted, out)
+            if served:
+                wanted -= served
+                local = 0
+                if wanted <= 0:
+                    return
+                continue
+            if run.mapped_to < end:
+                return  # (cannot happen: a run read to its end is complete)
+            local -= run.length  # the run ended before `local`: it is complete now
+
+    def _serve(self, run: SegmentRun, end: int, local: int, wanted: int, out: list[bytes]) -> int:
+        """Append up to `wanted` bytes of `run` from `local` to `out`; return how many."""
         log = self.view.log
         line_end = self._line_position + len(self._line)
         if not (self._run is run and self._end == end and self._line_position <= local
@@ -259,14 +263,14 @@ class Cursor:
             self._records = log.records(offset, end)
             self._line, self._line_position = b"", position
             line_end = position
-        out: list[bytes] = []
+        served = 0
         if local < line_end:  # the rest of the line the last read stopped in
             piece = self._line[local - self._line_position:local - self._line_position + wanted]
             out.append(piece)
-            wanted -= len(piece)
+            served += len(piece)
             local += len(piece)
-            if wanted <= 0:
-                return b"".join(out)
+            if served >= wanted:
+                return served
         position = line_end
         # Once the cursor reaches the map's frontier it maps what it renders (committed per read).
         frontier_at, mapped_to = run.length, run.mapped_to
@@ -276,27 +280,32 @@ class Cursor:
         render = log.render
         line = self._line
         exhausted = True
-        for record in self._records:
-            line = render(record)
-            if not frontier and position == frontier_at and record.offset >= mapped_to:
-                frontier = True
-            if frontier:
-                positions.append(position)
-                offsets.append(record.offset)
-            start, position = position, position + len(line)
-            if position <= local:
-                continue  # before the read (after a seek to a map entry)
-            if start < local or position - local > wanted:
-                line_piece = line[local - start:local - start + wanted]
-            else:
-                line_piece = line
-            out.append(line_piece)
-            wanted -= len(line_piece)
-            local += len(line_piece)
-            if wanted <= 0:
-                exhausted = False
-                break
+        try:
+            for record in self._records:
+                line = render(record)
+                if not frontier and position == frontier_at and record.offset >= mapped_to:
+                    frontier = True
+                if frontier:
+                    positions.append(position)
+                    offsets.append(record.offset)
+                start, position = position, position + len(line)
+                if position <= local:
+                    continue  # before the read (after a seek to a map entry)
+                if start < local or position - local > wanted - served:
+                    piece = line[local - start:local - start + wanted - served]
+                else:
+                    piece = line
+                out.append(piece)
+                served += len(piece)
+                local += len(piece)
+                if served >= wanted:
+                    exhausted = False
+                    break
+        except Exception:
+            if frontier and positions:  # what was rendered before the error is mapped correctly
+                run.commit(positions, offsets, position, False, end)
+            raise
         self._line, self._line_position = line, position - len(line)
         if frontier:
             run.commit(positions, offsets, position, exhausted, end)
-        return b"".join(out)
+        return served
