@@ -116,17 +116,18 @@ def write_segment(directory: str, size_mb: int, codecs: list[str]) -> tuple[str,
 
 
 def timed(fn: Callable[[], int]) -> tuple[float, int]:
-    start = time.perf_counter()
+    """(CPU seconds of this process, fn's count): CPU time, not wall time, so that other work on a
+    shared machine does not count against whichever decoder it happened to overlap."""
+    start = time.process_time()
     n = fn()
-    return time.perf_counter() - start, n
+    return time.process_time() - start, n
 
 
-def bench_decode(partition_dir: str, log_bytes: int) -> list[tuple[str, float, int, int]]:
-    """(name, seconds, records or lines, bytes) for each decoder over the whole segment."""
+def bench_decode(partition_dir: str, log_bytes: int, repeat: int) -> list[tuple[str, float, int, int]]:
+    """(name, best seconds of `repeat` rounds, records or lines, bytes) for each decoder over the whole segment."""
     logdirs = LogDirs([os.path.dirname(partition_dir)])
     plog = logdirs.partition(os.path.basename(partition_dir))
     log_path = os.path.join(partition_dir, f"{0:020d}.log")
-    results = []
 
     def kfs_records() -> int:
         n = 0
@@ -170,15 +171,19 @@ def bench_decode(partition_dir: str, log_bytes: int) -> list[tuple[str, float, i
             n += 1
         return n
 
-    for name, fn in (("kfs PartitionLog.records()", kfs_records),
-                     ("kfs LogSegment.batches + decode_records", kfs_batches),
-                     ("kafka-python MemoryRecords", kafka_python),
-                     ("kfs JSON lines (views.jsonl)", kfs_jsonl)):
-        seconds, n = timed(fn)
-        results.append((name, seconds, n, log_bytes))
-        print(f"  ... {name}: {seconds:.1f} s", file=sys.stderr, flush=True)
+    decoders = (("kfs PartitionLog.records()", kfs_records),
+                ("kfs LogSegment.batches + decode_records", kfs_batches),
+                ("kafka-python MemoryRecords", kafka_python),
+                ("kfs JSON lines (views.jsonl)", kfs_jsonl))
+    best: dict[str, tuple[float, int]] = {}
+    for round_ in range(repeat):  # rounds interleave the decoders: a slow spell hits all of them
+        for name, fn in decoders:
+            seconds, n = timed(fn)
+            if name not in best or seconds < best[name][0]:
+                best[name] = (seconds, n)
+            print(f"  ... round {round_ + 1}: {name}: {seconds:.1f} s", file=sys.stderr, flush=True)
     logdirs.close()
-    return results
+    return [(name, *best[name], log_bytes) for name, _ in decoders]
 
 
 # ---- (b) lookups --------------------------------------------------------------------------------------
@@ -335,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size-mb", type=int, default=500, help="size of the generated segment (default 500)")
     parser.add_argument("--codecs", default="none", help="comma-separated codecs of the batches, used in turn")
     parser.add_argument("--dir", default=None, help="where to generate (a temporary directory by default)")
+    parser.add_argument("--repeat", type=int, default=2, help="decode rounds; the best is shown (default 2)")
     parser.add_argument("--skip-decode", action="store_true", help="only the index benchmarks")
     args = parser.parse_args(argv)
     codecs = args.codecs.split(",")
@@ -345,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kfs core benchmark: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, page {PAGE} B, "
               f"work dir {work}\n")
         if not args.skip_decode:
-            run_decode(work, args.size_mb, codecs)
+            run_decode(work, args.size_mb, codecs, args.repeat)
         run_lookups(work)
         run_pages(work)
     finally:
@@ -353,15 +359,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_decode(work: str, size_mb: int, codecs: list[str]) -> None:
+def run_decode(work: str, size_mb: int, codecs: list[str], repeat: int) -> None:
     start = time.perf_counter()
     partition_dir, log_bytes, records = write_segment(work, size_mb, codecs)
     print(f"(a) decode: one segment of {log_bytes / 1e6:.0f} MB, {records:,} records, codecs {','.join(codecs)} "
           f"(generated in {time.perf_counter() - start:.1f} s)")
-    results = bench_decode(partition_dir, log_bytes)
+    results = bench_decode(partition_dir, log_bytes, repeat)
     baseline = next(r for r in results if r[0].startswith("kafka-python"))
     base_rate = baseline[2] / baseline[1]
-    print(f"  {'decoder':<42} {'seconds':>8} {'records/s':>12} {'MB/s':>8} {'vs kafka-python':>16}")
+    print(f"  {'decoder (best of ' + str(repeat) + ', CPU time)':<42} {'seconds':>8} {'records/s':>12} {'MB/s':>8} "
+          f"{'vs kafka-python':>16}")
     for name, seconds, n, nbytes in results:
         unit = "lines/s" if "JSON" in name else ""
         print(f"  {name:<42} {seconds:>8.2f} {n / seconds:>12,.0f} {nbytes / seconds / 1e6:>8.1f} "
