@@ -128,7 +128,7 @@ def bench_tasks_without_spark(path: str) -> tuple[int, float]:
     return count, time.perf_counter() - started
 
 
-def bench_spark(path: str, master: str, repeat: int) -> tuple[int, float, int]:
+def bench_spark(path: str, master: str, repeat: int, options: dict[str, str]) -> tuple[int, float, int]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
@@ -141,7 +141,7 @@ def bench_spark(path: str, master: str, repeat: int) -> tuple[int, float, int]:
     spark.sparkContext.setLogLevel("ERROR")
     try:
         kfs.spark.register(spark)
-        df = spark.read.format("kfs").load(path)
+        df = spark.read.format("kfs").options(**options).load(path)
         tasks = df.rdd.getNumPartitions()
         count = df.count()  # warm-up: Python workers started, pages cached
         best = float("inf")
@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", default="/tmp/kfs-bench-spark")
     p.add_argument("--segment-mib", type=int, default=128)
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--max-split-mib", type=int, default=None, help="the maxSplitBytes option, in MiB")
     p.add_argument("--skip-spark", action="store_true")
     args = p.parse_args(argv)
 
@@ -180,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rates = {}
     for master in ("local[1]", "local[2]"):
-        count, seconds, tasks = bench_spark(path, master, args.repeat)
+        options = {"maxSplitBytes": str(args.max_split_mib << 20)} if args.max_split_mib else {}
+        count, seconds, tasks = bench_spark(path, master, args.repeat, options)
         rates[master] = count / seconds
         print(f"spark {master:<9} ({tasks} tasks)   {_rate(count, seconds)}")
     print(f"local[2] / local[1]: {rates['local[2]'] / rates['local[1]']:.2f}x; "

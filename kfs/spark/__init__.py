@@ -13,10 +13,18 @@ from typing import Any
 
 
 def register(spark: Any) -> None:
-    """Make `spark.read.format("kfs")` available in this session."""
+    """Make `spark.read.format("kfs")` available in this session.
+
+    The source is registered with the session's default parallelism, so that reads plan whole
+    waves of tasks (see `kfs.spark.plan.split_count`).
+    """
     from kfs.spark.source import KafkaLogDataSource
 
-    spark.dataSource.register(KafkaLogDataSource)
+    try:
+        parallelism = spark.sparkContext.defaultParallelism
+    except Exception:  # Spark Connect has no SparkContext: plan by bytes alone
+        parallelism = None
+    spark.dataSource.register(KafkaLogDataSource.with_parallelism(parallelism))
 
 
 def plan_splits(*args: Any, **kwargs: Any) -> Any:

@@ -11,6 +11,10 @@ Where kfs differs from Spark's Kafka source, on purpose:
   broker that could be asked again;
 - there is no `subscribe` requirement: without `subscribe`, `subscribePattern` or `assign`,
   every partition of the log dirs is read.
+
+kfs's own options: `isolation` (`read_uncommitted` | `read_committed`), `onCorrupt` (`fail` |
+`skip`), `maxSplitBytes` (bytes per task at most, 32 MiB by default) and `parallelism` (tasks per
+wave; `kfs.spark.register` sets it to the session's default parallelism).
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ class ReadOptions:
     include_headers: bool
     min_partitions: int | None
     max_split_bytes: int
+    parallelism: int | None
     isolation: str
     on_corrupt: str
     subscribe: frozenset[str] | None
@@ -182,6 +187,9 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
     min_partitions = _int(options, "minPartitions")
     if min_partitions is not None and min_partitions < 1:
         raise OptionError(f"minPartitions must be positive, not {min_partitions}")
+    parallelism = _int(options, "parallelism")
+    if parallelism is not None and parallelism < 1:
+        raise OptionError(f"parallelism must be positive, not {parallelism}")
     max_split_bytes = _int(options, "maxSplitBytes") or DEFAULT_MAX_SPLIT_BYTES
     if max_split_bytes < 1:
         raise OptionError(f"maxSplitBytes must be positive, not {max_split_bytes}")
@@ -213,6 +221,7 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         include_headers=_bool(options, "includeHeaders", False),
         min_partitions=min_partitions,
         max_split_bytes=max_split_bytes,
+        parallelism=parallelism,
         isolation=isolation,
         on_corrupt=on_corrupt,
         subscribe=subscribe,

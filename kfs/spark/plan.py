@@ -17,11 +17,14 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kfs.spark.options import EARLIEST, LATEST, OptionError, ReadOptions, parse_options
-from kfs.storage import LogDirs, PartitionLog, TimestampNotFound
+from kfs.storage import LogDirs, LogSegment, PartitionLog, TimestampNotFound
+
+# Below this a task costs more than it saves (Spark's spark.sql.files.openCostInBytes is the same).
+MIN_SPLIT_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -120,13 +123,13 @@ def offset_range(plog: PartitionLog, opts: ReadOptions, bounds: Bounds) -> tuple
     return start, end
 
 
-def segment_size(segment) -> int:
+def segment_size(segment: LogSegment) -> int:
     """Bytes of complete batches (API.md's `LogSegment.size`)."""
     size = getattr(segment, "size", None)
     return size if isinstance(size, int) else segment.valid_size()
 
 
-def _index_entries(segment) -> tuple[list[int], list[int]]:
+def _index_entries(segment: LogSegment) -> tuple[list[int], list[int]]:
     """The offset index as two increasing lists; entries out of order (a damaged index) are dropped."""
     size = segment_size(segment)
     offsets: list[int] = []
@@ -138,9 +141,25 @@ def _index_entries(segment) -> tuple[list[int], list[int]]:
     return offsets, positions
 
 
-def _pieces(plog: PartitionLog, start: int, end: int, target: int) -> list[Piece]:
-    """`[start, end)` cut at segment starts, and inside big segments at index entries ~`target` apart."""
-    pieces: list[Piece] = []
+@dataclass
+class _Span:
+    """The part of `[start, end)` in one segment, with the byte range reading it covers."""
+
+    plog: PartitionLog
+    segment: LogSegment
+    lo: int
+    hi: int
+    lo_pos: int
+    hi_pos: int
+    entries: tuple[list[int], list[int]] | None  # the offset index, when it was needed already
+
+    @property
+    def size(self) -> int:
+        return max(self.hi_pos - self.lo_pos, 0)
+
+
+def _spans(plog: PartitionLog, start: int, end: int) -> list[_Span]:
+    spans: list[_Span] = []
     segments = plog.segments()
     for i, segment in enumerate(segments):
         seg_lo = segment.base_offset
@@ -149,8 +168,8 @@ def _pieces(plog: PartitionLog, start: int, end: int, target: int) -> list[Piece
         if lo >= hi:
             continue
         size = segment_size(segment)
-        if lo == seg_lo and hi == seg_hi and size <= target:
-            pieces.append(Piece(plog.name, plog.topic, plog.partition, lo, hi, seg_lo, 0, size))
+        if lo == seg_lo and hi == seg_hi:
+            spans.append(_Span(plog, segment, lo, hi, 0, size, None))
             continue
         offsets, positions = _index_entries(segment)
         # Reading from `lo` starts at the floor entry (Kafka's OffsetIndex.lookup); reading up to `hi`
@@ -159,41 +178,69 @@ def _pieces(plog: PartitionLog, start: int, end: int, target: int) -> list[Piece
         lo_pos = positions[k] if lo > seg_lo and k >= 0 else 0
         k = bisect.bisect_left(offsets, hi)
         hi_pos = positions[k] if hi < seg_hi and k < len(offsets) else size
-        cuts = [(lo, lo_pos)]
-        count = math.ceil((hi_pos - lo_pos) / target)
-        for n in range(1, count):
-            k = bisect.bisect_left(positions, lo_pos + n * (hi_pos - lo_pos) // count)
-            if k < len(offsets) and cuts[-1][0] < offsets[k] < hi and positions[k] < hi_pos:
+        spans.append(_Span(plog, segment, lo, hi, lo_pos, hi_pos, (offsets, positions)))
+    return spans
+
+
+def _cut(span: _Span, done: float, per: float) -> list[Piece]:
+    """Cut a span where the running byte count crosses a multiple of `per`, each cut moved forward
+    to the next offset-index entry (the only places a reader can start exactly and cheaply)."""
+    plog, seg_lo = span.plog, span.segment.base_offset
+    cuts = [(span.lo, span.lo_pos)]
+    wanted = (math.floor(done / per) + 1) * per  # the next global cut, in bytes from the start
+    if wanted < done + span.size:
+        offsets, positions = span.entries or _index_entries(span.segment)
+        while wanted < done + span.size:
+            k = bisect.bisect_left(positions, span.lo_pos + (wanted - done))
+            if k >= len(offsets) or positions[k] >= span.hi_pos or offsets[k] >= span.hi:
+                break
+            if offsets[k] > cuts[-1][0]:
                 cuts.append((offsets[k], positions[k]))
-        cuts.append((hi, hi_pos))
-        for (a, a_pos), (b, b_pos) in itertools.pairwise(cuts):
-            pieces.append(Piece(plog.name, plog.topic, plog.partition, a, b, seg_lo, a_pos,
-                                max(b_pos - a_pos, 0)))
-    return pieces
+            # the next multiple of `per` past this entry (several may fall between two entries)
+            wanted = max(wanted + per, (math.floor((done + positions[k] - span.lo_pos) / per) + 1) * per)
+    cuts.append((span.hi, span.hi_pos))
+    return [Piece(plog.name, plog.topic, plog.partition, a, b, seg_lo, a_pos, max(b_pos - a_pos, 0))
+            for (a, a_pos), (b, b_pos) in itertools.pairwise(cuts)]
 
 
-def _pack(pieces: Iterable[Piece], target: int) -> list[Split]:
-    """Consecutive pieces into splits of up to `target` bytes; contiguous pieces of a partition merge."""
+def _pack(pieces: list[Piece], count: int) -> list[Split]:
+    """Consecutive pieces into `count` splits of about equal bytes (a piece goes to the split its
+    middle byte falls in); contiguous pieces of a partition merge into one read."""
+    total = sum(p.size for p in pieces)
+    per = total / count if total else 1.0
     groups: list[list[Piece]] = []
-    current: list[Piece] = []
-    current_size = 0
+    current_group = -1
+    done = 0
     for piece in pieces:
-        if current and current_size + piece.size > target:
-            groups.append(current)
-            current, current_size = [], 0
-        last = current[-1] if current else None
-        contiguous = last is not None and (last.partition_name, last.end_offset) == (
-            piece.partition_name, piece.start_offset)
-        if last is not None and contiguous:
-            current[-1] = Piece(last.partition_name, last.topic, last.partition, last.start_offset,
-                                piece.end_offset, last.segment_base_offset, last.start_position,
-                                last.size + piece.size)
+        group = min(count - 1, int((done + piece.size / 2) / per))
+        done += piece.size
+        if group > current_group or not groups:
+            groups.append([piece])
+            current_group = max(group, current_group)
+            continue
+        last = groups[-1][-1]
+        if (last.partition_name, last.end_offset) == (piece.partition_name, piece.start_offset):
+            groups[-1][-1] = Piece(last.partition_name, last.topic, last.partition, last.start_offset,
+                                   piece.end_offset, last.segment_base_offset, last.start_position,
+                                   last.size + piece.size)
         else:
-            current.append(piece)
-        current_size += piece.size
-    if current:
-        groups.append(current)
+            groups[-1].append(piece)
     return [Split(i, tuple(g)) for i, g in enumerate(groups)]
+
+
+def split_count(total: int, opts: ReadOptions) -> int:
+    """How many tasks: enough for `maxSplitBytes`, at least `minPartitions`, and with the session's
+    parallelism known (`register`), whole waves of at least `MIN_SPLIT_BYTES` each, so that no core
+    idles through a last, half-empty wave (7 tasks on 2 cores take as long as 8)."""
+    count = max(1, math.ceil(total / opts.max_split_bytes))
+    if opts.min_partitions:
+        count = max(count, opts.min_partitions)
+    cores = opts.parallelism
+    if cores and cores > 1:
+        count = max(count, min(cores, total // MIN_SPLIT_BYTES))
+        if count > 1:
+            count = math.ceil(count / cores) * cores
+    return count
 
 
 def plan_splits(options: Mapping[str, str] | ReadOptions, bounds: Bounds | None = None,
@@ -211,12 +258,15 @@ def plan_splits(options: Mapping[str, str] | ReadOptions, bounds: Bounds | None 
         if start < end:
             ranges.append((plog, start, end))
 
-    # Size per split: maxSplitBytes, smaller when minPartitions asks for more tasks (as Spark's
-    # Kafka source divides offset ranges for minPartitions, but by bytes, which is what costs).
-    pieces = [p for plog, start, end in ranges for p in _pieces(plog, start, end, opts.max_split_bytes)]
-    target = opts.max_split_bytes
-    if opts.min_partitions:
-        total = sum(p.size for p in pieces)
-        target = max(1, min(target, math.ceil(total / opts.min_partitions)))
-        pieces = [p for plog, start, end in ranges for p in _pieces(plog, start, end, target)]
-    return _pack(pieces, target)
+    # Splits balance bytes, which is what costs (Spark's Kafka source divides offset ranges for
+    # minPartitions): the bytes to read, laid end to end, are cut every `total / count` bytes.
+    spans = [span for plog, start, end in ranges for span in _spans(plog, start, end)]
+    total = sum(span.size for span in spans)
+    count = split_count(total, opts)
+    per = max(total / count, 1.0)
+    pieces: list[Piece] = []
+    done = 0.0
+    for span in spans:
+        pieces.extend(_cut(span, done, per))
+        done += span.size
+    return _pack(pieces, count) if pieces else []

@@ -80,16 +80,32 @@ def kafka_schema(include_headers: bool = False) -> StructType:
 class KafkaLogDataSource(DataSource):
     """`format("kfs")`: one log dir or several, comma-separated."""
 
+    # Tasks per wave, as the session that registered the source knows it (`with_parallelism`);
+    # the planner runs in a Python worker that has no SparkContext to ask.
+    default_parallelism: int | None = None
+
     @classmethod
     def name(cls) -> str:
         return "kfs"
 
+    @classmethod
+    def with_parallelism(cls, parallelism: int | None) -> type[KafkaLogDataSource]:
+        """A subclass carrying the session's parallelism (PySpark pickles it by value)."""
+        return type(cls.__name__, (cls,), {"default_parallelism": parallelism, "__module__": __name__,
+                                           "__qualname__": f"{cls.__qualname__}.with_parallelism"})
+
+    def _options(self) -> ReadOptions:
+        options = dict(self.options)
+        if self.default_parallelism and not any(k.lower() == "parallelism" for k in options):
+            options["parallelism"] = str(self.default_parallelism)
+        return parse_options(options)
+
     def schema(self) -> StructType:
-        return kafka_schema(parse_options(self.options).include_headers)
+        return kafka_schema(self._options().include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         cls = KafkaLogFilteringReader if _asked_by_pushdown_worker() else KafkaLogReader
-        return cls(parse_options(self.options), schema)
+        return cls(self._options(), schema)
 
 
 def _asked_by_pushdown_worker() -> bool:
