@@ -128,9 +128,6 @@ def test_garbage_in_the_middle_is_a_corrupt_log_error_naming_file_and_position(t
     assert [r.offset for r in itertools.islice(plog.records(0), 3)] == [0, 1, 2]
 
 
-@pytest.mark.xfail(strict=True, reason="CORE BUG: kfs never checks a batch's CRC, so a flipped byte inside a "
-                   "record is decoded into a wrong value instead of a CorruptLogError (Kafka's consumer checks "
-                   "the CRC-32C, check.crcs=true)")
 def test_a_flipped_byte_inside_a_record_is_a_crc_error_not_a_wrong_value(tmp_path) -> None:
     directory, written = make_log(tmp_path)
     bad = written[0].batches[3]
@@ -174,17 +171,10 @@ def test_a_preallocated_log_with_a_zero_tail_ends_at_its_last_batch(tmp_path) ->
 
 # ---- indexes ---------------------------------------------------------------------------------------------
 
-TIME_INDEX_TRUSTED = pytest.mark.xfail(strict=True, reason=(
-    "CORE BUG: a garbage .timeindex is trusted: LogSegment.largest_timestamp takes its last entry and "
-    "find_offset_by_timestamp its hint without checking them against the log, so locate_time picks the "
-    "wrong segment or starts past the answer"))
-
-
 @pytest.mark.parametrize(("suffix", "damage"), [
     (".index", "zero-length"), (".index", "missing"), (".index", "garbage"), (".index", "garbage-torn"),
     (".timeindex", "zero-length"), (".timeindex", "missing"),
-    pytest.param(".timeindex", "garbage", marks=TIME_INDEX_TRUSTED),
-    pytest.param(".timeindex", "garbage-torn", marks=TIME_INDEX_TRUSTED),
+    (".timeindex", "garbage"), (".timeindex", "garbage-torn"),
 ])
 def test_damaged_indexes_fall_back_to_scanning(tmp_path, suffix: str, damage: str) -> None:
     directory, written = make_log(tmp_path)
@@ -211,7 +201,6 @@ def test_an_offset_index_pointing_past_the_log_or_to_wrong_positions_falls_back(
     assert_answers_like_oracle(_plog(directory), Oracle(written))
 
 
-@TIME_INDEX_TRUSTED
 def test_a_time_index_pointing_past_the_segment_falls_back(tmp_path) -> None:
     directory, written = make_log(tmp_path)
     for seg in written:
@@ -220,10 +209,6 @@ def test_a_time_index_pointing_past_the_segment_falls_back(tmp_path) -> None:
     assert_answers_like_oracle(_plog(directory), Oracle(written))
 
 
-@pytest.mark.xfail(strict=True, reason="CORE BUG: an index whose length is not a multiple of its entry size is "
-                   "used up to its last whole entry; Kafka's sanityCheck calls it corrupt and rebuilds it. A time "
-                   "index missing its last entry understates the segment's largest timestamp, so locate_time "
-                   "skips the segment that holds the answer")
 def test_a_torn_time_index_is_treated_as_corrupt(tmp_path) -> None:
     directory, written = make_log(tmp_path, segments=2, peak=True)
     seg = written[0]

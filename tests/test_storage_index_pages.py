@@ -32,9 +32,6 @@ def test_the_warm_cold_search_reads_at_most_three_pages_for_a_recent_offset(big_
         assert read <= 3, target
 
 
-@pytest.mark.xfail(strict=True, reason="CORE ISSUE: kfs/storage/index.py SegmentIndex._open maps indexes without "
-                   "madvise(MADV_RANDOM), so the first fault reads around it (here up to read_ahead_kb of the "
-                   "file) and one recent lookup makes hundreds of pages resident instead of <= 3")
 def test_one_recent_lookup_makes_at_most_three_pages_resident(big_index) -> None:
     path, keys = big_index
     resident, _ = pages_of_one_lookup(path, OffsetIndex, keys[-100] + 1, plain=False, madv_random=False)

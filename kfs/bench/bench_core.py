@@ -278,6 +278,7 @@ class _RandomAccessMmap:
     """Stands in for the `mmap` module inside kfs.storage.index: mappings get MADV_RANDOM (no read-around)."""
 
     ACCESS_READ = mmap.ACCESS_READ
+    MADV_RANDOM = mmap.MADV_RANDOM
 
     @staticmethod
     def mmap(fd: int, length: int, access: int = mmap.ACCESS_READ) -> mmap.mmap:

@@ -34,7 +34,7 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
 
-class IndexError_(Exception):
+class IndexError_(ValueError):
     """An index that cannot be used; the caller falls back to scanning the log."""
 
 
@@ -62,7 +62,10 @@ class SegmentIndex:
             self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             self._entries = 0
         file_bytes = os.fstat(self._fd).st_size
-        usable = file_bytes - file_bytes % self.entry_size
+        if file_bytes % self.entry_size:
+            # Kafka's sanityCheck: a torn index is corrupt (the broker rebuilds it); never half-trust it.
+            raise IndexError_(f"{self.path}: size {file_bytes} is not a multiple of {self.entry_size}")
+        usable = file_bytes
         if usable != self._mapped_bytes or self._map is None:
             if self._map is not None:
                 self._map.close()
@@ -70,6 +73,8 @@ class SegmentIndex:
             self._mapped_bytes = usable
             if usable:
                 self._map = mmap.mmap(self._fd, usable, access=mmap.ACCESS_READ)
+                # A lookup touches a handful of entries: no read-around on a fault (see the search).
+                self._map.madvise(mmap.MADV_RANDOM)
             self._entries = min(self._entries, usable // self.entry_size)
             self._entries = self._count_entries(usable // self.entry_size)
         elif self._entries < usable // self.entry_size:

@@ -27,6 +27,7 @@ from kfs.record import (
     CorruptBatchError,
     Record,
     complete_legacy_header,
+    crc_is_valid,
     decode_records,
     parse_batch_header,
     peek_size,
@@ -155,6 +156,10 @@ class LogSegment:
         return None
 
     def records_of(self, header: BatchHeader, body: memoryview) -> list[Record]:
+        """The batch's records, after checking its CRC (a consumer's check.crcs): a flipped bit is
+        an error naming the file and position, never a silently wrong value."""
+        if not crc_is_valid(body, header):
+            raise CorruptLogError(self.log_path, header.position, f"CRC mismatch (stored {header.crc})")
         try:
             return decode_records(body, header)
         except CorruptBatchError as e:
@@ -213,12 +218,33 @@ class LogSegment:
 
         The broker appends offset and time index entries in the same append, so the last time
         entry covers every batch before the last offset index entry; the tail walk covers the rest.
+        An entry the log does not confirm is ignored, and the whole segment is scanned instead.
         """
         self._refresh_tail()
-        last = self._safe_index(self.time_index.last_entry)
+        last = self._checked_time_entry(self._safe_index(self.time_index.last_entry))
         if last is None:
             return max((h.max_timestamp for h in self.headers(0, self._valid_end)), default=-1)
         return max(last[0], self._tail_max_timestamp)
+
+    def _checked_time_entry(self, entry: tuple[int, int] | None) -> tuple[int, int] | None:
+        """A time index entry (timestamp, offset) if the batch holding that offset has that max timestamp.
+
+        Each entry is (largest timestamp so far, offset of the batch that has it), so the log can
+        confirm it with one offset lookup and a short scan; garbage never passes.
+        """
+        if entry is None:
+            return None
+        timestamp, offset = entry
+        found = None
+        if self.base_offset <= offset < self.next_offset():
+            try:
+                found = self.translate_offset(offset)
+            except (CorruptLogError, VanishedError):
+                found = None
+        if found is None or found[1].max_timestamp != timestamp or found[1].base_offset > offset:
+            self._index_problem(f"time index entry ({timestamp}, {offset}) does not match the log")
+            return None
+        return entry
 
     def offset_index_entries(self) -> list[tuple[int, int]]:
         return self._safe_index(self.offset_index.entries) or []
@@ -296,7 +322,7 @@ class LogSegment:
 
         Control records count here, as in Kafka: a lookup may land on a transaction marker.
         """
-        hint = self._safe_index(lambda: self.time_index.lookup(timestamp))
+        hint = self._checked_time_entry(self._safe_index(lambda: self.time_index.lookup(timestamp)))
         hint_offset = hint[1] if hint else self.base_offset
         entry = self._checked_index_entry(max(hint_offset, starting_offset))
         start = entry[1] if entry else 0
