@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from kfs.storage import KfsError
+from kfs.views.decoded import DEFAULT_SIZE_BUDGET
 
 log = logging.getLogger("kfs.fuse")
 
@@ -62,7 +63,7 @@ def check_options(options: dict[str, Any]) -> None:
     control = options.get("control", "hide")
     if control not in ("hide", "show"):
         raise MountError(f"control must be hide or show, not {control}.")
-    budget = options.get("size_budget", "67108864")
+    budget = options.get("size_budget", str(DEFAULT_SIZE_BUDGET))
     if not str(budget).isdigit():
         raise MountError(f"size_budget must be a number of bytes, not {budget}.")
 
@@ -178,7 +179,7 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
 
         tree = KfsTree(LogDirs(logdirs), isolation=options.get("isolation", "read_uncommitted"),
                        control=options.get("control", "hide"),
-                       size_budget=int(options.get("size_budget", 64 << 20)))
+                       size_budget=int(options.get("size_budget", DEFAULT_SIZE_BUDGET)))
         operations = KfsOperations(tree)
         fuse_options = {k: v for k, v in options.items() if k not in KFS_OPTIONS}
         fuse_options.pop("ro", None)

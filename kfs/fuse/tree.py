@@ -37,7 +37,7 @@ from kfs.storage import (
     UnknownPartition,
     VanishedError,
 )
-from kfs.views.decoded import Cursor, DecodedLog, DecodedView
+from kfs.views.decoded import DEFAULT_SIZE_BUDGET, Cursor, DecodedLog, DecodedView
 
 BLOCK_SIZE = 1 << 20  # st_blksize: cat/cp size their reads by it (max(128 KiB, st_blksize))
 SMALL_TTL = 1.0  # seconds an info.json / .value rendering is reused (the kernel's attr timeout)
@@ -210,7 +210,7 @@ class KfsTree:
     """The whole mounted tree over some log dirs. Thread-safe; nothing is opened until asked."""
 
     def __init__(self, logdirs: LogDirs, isolation: str = "read_uncommitted", control: str = "hide",
-                 size_budget: int = 64 << 20) -> None:
+                 size_budget: int = DEFAULT_SIZE_BUDGET) -> None:
         self.logdirs = logdirs
         self.isolation = isolation
         self.control = control

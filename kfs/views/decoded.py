@@ -20,16 +20,19 @@ rendering every record in it; for a huge partition that is minutes of work, and 
 cost that (`ls -l`, `find`, a shell's completion, `cat`'s own fstat would trigger it).
 So `DecodedView.size(budget)` returns the exact size when the maps already cover the view or
 when mapping the rest costs at most `budget` raw bytes of decoding (small partitions, and every
-view after a first full read), and None otherwise; the FUSE layer then reports st_size 0 and
-opens the file with `direct_io`, so the kernel sends every read to us instead of trusting the
-size, the way /proc files work. Measured with real tools on such files (tests/test_fuse_tools.py):
-`cat`, `head`, `grep`, `wc -l`, `wc -c`, `jq`, `cp`, `less` read until EOF and give the right
-bytes; `tail -n` sees size 0 and falls back to reading the whole stream (correct, and no slower
-than computing the size would have been); `dd skip=` seeks and reads (dd only clamps skips
-against a *positive* st_size). Reading the first line of any decoded view costs one batch.
-Decoded files are always opened with `direct_io`: the read sizes the kernel sends are then the
-tool's (head asks for 8 KiB, not a 256 KiB readahead), and a growing partition's new lines are
-readable past a stale cached size, which is what `tail -f` needs.
+view after a first full read), and None otherwise. The FUSE layer then reports st_size 0 and
+opens the file `direct_io` and nonseekable: the kernel sends every read to us instead of
+trusting the size (as for /proc files), and readers that would trust it fail loudly instead
+of copying nothing (sendfile/splice stop at the kernel's i_size; on a nonseekable file Python's
+shutil.copyfile gets ESPIPE and falls back to read()). Measured with real tools on such files
+(tests/test_fuse_tools.py, mount option size_budget=0): `cat`, `head`, `grep`, `wc -l`, `wc -c`,
+`jq`, `cp` (copy_file_range: EXDEV, then read), `less` (pages like a pipe, `G` works) read to
+EOF and give the right bytes; `tail -n`/`tail -c` cannot seek and read the whole stream (what
+computing the size would have cost anyway); `dd skip=` reads and discards up to the skip.
+With an exact size every tool seeks as on a disk file. Reading the first line of any decoded
+view costs one batch. Decoded files are always `direct_io`: the kernel then sends the tool's
+read sizes (head asks for 8 KiB, not a 256 KiB readahead), and a growing partition's new lines
+are readable past a stale cached size, which is what `tail -f` needs.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ from kfs.views.jsonl import line_prefix, render_line
 MAP_INTERVAL = 32 * 1024  # decoded bytes between seek-map entries (cf. index.interval.bytes)
 MAX_RUNS = 4096  # runs kept per decoded log (LRU); a run of a 1 GiB segment maps in ~1 MB
 RESUME_SLACK = 2 * MAP_INTERVAL  # a cursor this close behind a read skips forward instead of seeking
+# Raw bytes a stat may decode to give an exact size: ~0.1-0.3 s at the measured 150-250k records/s.
+# Past it a view is a stream of unknown size until read once (mount option size_budget=BYTES).
+DEFAULT_SIZE_BUDGET = 8 << 20
 
 
 class SegmentRun:
