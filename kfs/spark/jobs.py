@@ -73,6 +73,16 @@ def _options(logdirs: Sequence[str], options: Mapping[str, str] | None, **extra:
     return merged
 
 
+def _with_parallelism(options: dict[str, str], spark: Any) -> dict[str, str]:
+    """Plan whole waves for this session's cores, as the registered data source does."""
+    if any(k.lower() == "parallelism" for k in options):
+        return options
+    try:
+        return {**options, "parallelism": str(spark.sparkContext.defaultParallelism)}
+    except Exception:  # Spark Connect: no SparkContext
+        return options
+
+
 def export(logdirs: Sequence[str], out: str, master: str = DEFAULT_MASTER, *,
            options: Mapping[str, str] | None = None, mode: str = "errorifexists", spark: Any = None) -> None:
     """Write the log dirs as Parquet under `out`, partitioned by topic and partition, with headers.
@@ -83,11 +93,11 @@ def export(logdirs: Sequence[str], out: str, master: str = DEFAULT_MASTER, *,
     from kfs.spark import register
 
     opts = _options(logdirs, options, includeHeaders="true")
-    splits = plan_splits(opts)
-    _progress(f"export: {_describe(splits)} to {out}")
+    parse_options(opts)  # a bad option fails here, before Spark starts
     spark, own = _session(spark, master, "kfs export")
     started = time.monotonic()
     try:
+        _progress(f"export: {_describe(plan_splits(_with_parallelism(opts, spark)))} to {out}")
         register(spark)
         df = spark.read.format("kfs").options(**opts).load()
         (df.sortWithinPartitions("topic", "partition", "offset")
@@ -151,14 +161,15 @@ def grep(pattern: str | bytes, logdirs: Sequence[str], regex: bool = False, mast
             re.compile(pattern.encode("utf-8") if isinstance(pattern, str) else pattern)
         except re.error as e:
             raise ValueError(f"not a regular expression: {e}") from None
-    opts = parse_options(_options(logdirs, options))
-    splits = plan_splits(opts)
+    parse_options(_options(logdirs, options))  # a bad option fails here, before Spark starts
     out = out if out is not None else sys.stdout.buffer
-    _progress(f"grep: {_describe(splits)}")
     spark, own = _session(spark, master, "kfs grep")
     started = time.monotonic()
     count = 0
     try:
+        opts = parse_options(_with_parallelism(_options(logdirs, options), spark))
+        splits = plan_splits(opts)
+        _progress(f"grep: {_describe(splits)}")
         if splits:
             rdd = spark.sparkContext.parallelize(splits, len(splits))
             lines = rdd.flatMap(lambda split: grep_split(split, opts, pattern, regex))
