@@ -44,7 +44,7 @@ CASES = [(p, v) for p in GOLDEN_PARTITIONS for v in _views(p)]
 
 def sh(*args: str, stdin: bytes | None = None) -> bytes:
     done = subprocess.run(list(args), input=stdin, capture_output=True, timeout=60)
-    assert done.returncode in (0, 1), (args, done.stderr)
+    assert done.returncode == 0 and not done.stderr, (args, done.returncode, done.stderr)
     return done.stdout
 
 
@@ -81,8 +81,9 @@ def test_shell_tools_read_the_right_bytes(mnt: Path, expected: dict, partition: 
     assert sh("dd", f"if={path}", "bs=64", "skip=5", "count=2", "status=none") == data[320:448]
     if view.endswith((".jsonl", ".json")):  # (less asks before showing binary files)
         assert sh("less", "-FX", path) == data  # not a terminal: less copies the file
-    shutil.copy(path, tmp_path / "copy")
-    assert (tmp_path / "copy").read_bytes() == data
+    if mnt.parent.name.startswith("exact-sizes"):  # sendfile stops at the kernel's st_size (0 if unknown)
+        shutil.copy(path, tmp_path / "copy")
+        assert (tmp_path / "copy").read_bytes() == data
     assert sh("cp", path, str(tmp_path / "copy2")) == b""
     assert (tmp_path / "copy2").read_bytes() == data
     if view.endswith(".jsonl"):

@@ -110,7 +110,6 @@ class KfsOperations(binding.Operations):
         fi.fh = fh
         fi.direct_io = int(handle.direct_io)
         fi.keep_cache = int(handle.keep_cache)
-        fi.nonseekable = int(handle.nonseekable)
         return 0
 
     def _handle(self, fi: Any) -> Handle:

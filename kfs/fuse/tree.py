@@ -85,13 +85,11 @@ class Attr:
 @dataclass
 class Handle:
     """An open file. `direct_io`: the kernel sends every read to us; `keep_cache`: the kernel may
-    keep pages from an earlier open (the content is unchanged); `nonseekable`: a stream (a decoded
-    view whose size is not known yet, see kfs.views.decoded)."""
+    keep pages from an earlier open (the content is unchanged)."""
 
     attr: Attr
     direct_io: bool = False
     keep_cache: bool = False
-    nonseekable: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def read(self, size: int, offset: int) -> bytes:
@@ -218,7 +216,6 @@ class KfsTree:
         self._decoded: dict[str, DecodedLog] = {}
         self._small: dict[str, tuple[float, Attr, bytes]] = {}
         self._signatures: dict[str, tuple[int, int]] = {}
-        self._unknown_reported: dict[str, float] = {}  # path -> when we last told the kernel "size 0"
         self._lock = threading.Lock()
 
     # ---- paths ----------------------------------------------------------------------------------
@@ -336,23 +333,13 @@ class KfsTree:
         segments = view.log.plog.segments()
         first, last = os.stat(segments[0].log_path), os.stat(segments[-1].log_path)
         size = view.size(self.size_budget)
-        if size is None:
-            with self._lock:
-                self._unknown_reported[path] = time.monotonic()
-                if len(self._unknown_reported) > 65536:
-                    self._unknown_reported.clear()
         return Attr.of_view(first, size or 0, last, exact=size is not None)
 
     def _open_decoded(self, path: str, view: DecodedView) -> Handle:
-        """direct_io always; a stream (nonseekable) while the kernel may still hold st_size 0 for it:
-        sendfile/splice readers (Python's shutil.copyfile) stop at the kernel's size, and on a
-        nonseekable file they fail at once and fall back to read()."""
+        """Always direct_io: every read comes to us, whatever st_size the kernel holds (0 while
+        unknown, or a size a growing partition has outgrown). See kfs.views.decoded."""
         attr = self._decoded_attr(path, view)
-        with self._lock:
-            reported = self._unknown_reported.get(path)
-        stale = reported is not None and time.monotonic() - reported < 2 * SMALL_TTL + 1
-        return DecodedHandle(attr, direct_io=True, nonseekable=not attr.exact_size or stale,
-                             cursor=view.cursor())
+        return DecodedHandle(attr, direct_io=True, cursor=view.cursor())
 
     def _value(self, plog: Any, name: ViewName, path: str) -> tuple[Attr, bytes]:
         cached = self._small.get(path)

@@ -21,14 +21,16 @@ cost that (`ls -l`, `find`, a shell's completion, `cat`'s own fstat would trigge
 So `DecodedView.size(budget)` returns the exact size when the maps already cover the view or
 when mapping the rest costs at most `budget` raw bytes of decoding (small partitions, and every
 view after a first full read), and None otherwise. The FUSE layer then reports st_size 0 and
-opens the file `direct_io` and nonseekable: the kernel sends every read to us instead of
-trusting the size (as for /proc files), and readers that would trust it fail loudly instead
-of copying nothing (sendfile/splice stop at the kernel's i_size; on a nonseekable file Python's
-shutil.copyfile gets ESPIPE and falls back to read()). Measured with real tools on such files
-(tests/test_fuse_tools.py, mount option size_budget=0): `cat`, `head`, `grep`, `wc -l`, `wc -c`,
-`jq`, `cp` (copy_file_range: EXDEV, then read), `less` (pages like a pipe, `G` works) read to
-EOF and give the right bytes; `tail -n`/`tail -c` cannot seek and read the whole stream (what
-computing the size would have cost anyway); `dd skip=` reads and discards up to the skip.
+opens the file `direct_io`: the kernel sends every read to us instead of trusting the size, as
+for /proc files. Measured with real tools on such files (tests/test_fuse_tools.py, mount option
+size_budget=0): `cat`, `head`, `grep`, `wc -l`, `wc -c`, `jq`, `cp` (copy_file_range: EXDEV,
+then read), `less` read to EOF and give the right bytes; `tail -n`/`tail -c` see size 0 and
+read the whole stream (what computing the size would have cost anyway); `dd skip=` seeks (it
+only clamps skips against a positive st_size). Not covered: sendfile/splice readers, which stop
+at the kernel's i_size (Python's shutil.copyfile copies nothing; `cp` is fine). We tried the
+file nonseekable while its size is unknown (sendfile then fails and Python falls back to
+read), but `head -n` then exits 1 with "cannot seek" after printing the right lines, and head
+is a listed tool, so the size-0 file stays seekable.
 With an exact size every tool seeks as on a disk file. Reading the first line of any decoded
 view costs one batch. Decoded files are always `direct_io`: the kernel then sends the tool's
 read sizes (head asks for 8 KiB, not a 256 KiB readahead), and a growing partition's new lines
