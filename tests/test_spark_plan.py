@@ -112,6 +112,13 @@ def test_min_partitions_fans_one_partition_out():
     assert {p.partition_name for s in splits for p in s.pieces} == {"orders-0"}
 
 
+def test_splits_balance_bytes_in_whole_waves_of_the_sessions_cores():
+    splits = plan_splits({"path": ALL, "maxSplitBytes": "100000", "parallelism": "4"})
+    assert len(splits) == 8  # 550 kB / 100 kB = 6 tasks, rounded up to two waves of 4
+    sizes = [s.size for s in splits]
+    assert max(sizes) < 1.3 * min(sizes)
+
+
 def test_small_partitions_are_packed_into_one_task_by_default():
     assert len(plan_splits({"path": ALL})) == 1
 

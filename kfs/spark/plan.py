@@ -9,7 +9,8 @@ a scan of at most one append). Offset ranges, from options or pushed filters, be
 through the same index, and a timestamp lower bound becomes an offset lower bound through
 ListOffsets (`plog.locate_time`): every record before the offset it answers has an older
 timestamp, because each time-index entry holds the largest timestamp so far. Splits that cannot
-hold a matching record are therefore never planned, hence never read.
+hold a matching record are therefore never planned, hence never read. (A timestamp upper bound
+prunes nothing: Kafka timestamps need not grow with offsets, and no index bounds them from below.)
 """
 
 from __future__ import annotations
