@@ -216,6 +216,7 @@ class KfsTree:
         self._decoded: dict[str, DecodedLog] = {}
         self._small: dict[str, tuple[float, Attr, bytes]] = {}
         self._signatures: dict[str, tuple[int, int]] = {}
+        self._locations: dict[tuple[str, str, str], tuple[float, Any, Any]] = {}
         self._lock = threading.Lock()
 
     # ---- paths ----------------------------------------------------------------------------------
@@ -295,9 +296,23 @@ class KfsTree:
             raise TreeError(errno.ENOENT, path) from exc
 
     def _locate(self, plog: Any, name: ViewName) -> Any:
+        """The batch a name points at. A lookup decodes a batch, and the kernel asks for a name
+        several times per use (lookup, getattr, open), so answers are reused for SMALL_TTL, the
+        kernel's own attribute timeout ("latest" and "-K" move as the log grows)."""
+        key = (plog.name, name.axis, name.spec)
+        now = time.monotonic()
+        cached = self._locations.get(key)
+        if cached and now - cached[0] < SMALL_TTL and cached[1] is plog:
+            return cached[2]
         if name.axis == "offset":
-            return plog.locate_offset(plog.resolve_offset(name.spec))
-        return plog.locate_time(plog.parse_time(name.spec))
+            location = plog.locate_offset(plog.resolve_offset(name.spec))
+        else:
+            location = plog.locate_time(plog.parse_time(name.spec))
+        with self._lock:
+            if len(self._locations) > 65536:
+                self._locations.clear()
+            self._locations[key] = (now, plog, location)
+        return location
 
     def _view_attr(self, path: str, plog: Any, name: ViewName) -> Attr:
         if name.kind == "raw":
@@ -324,9 +339,9 @@ class KfsTree:
             start = plog.log_start_offset()
         elif name.axis == "offset":
             start = plog.resolve_offset(name.spec)
-            plog.locate_offset(start)  # ENOENT outside the log
+            self._locate(plog, name)  # ENOENT outside the log
         else:
-            start = plog.locate_time(plog.parse_time(name.spec)).offset
+            start = self._locate(plog, name).offset
         return self._decoded_log(plog).view(start)
 
     def _decoded_attr(self, path: str, view: DecodedView) -> Attr:
@@ -351,7 +366,7 @@ class KfsTree:
         else:
             # The record ListOffsets finds, or (when that is a control marker) the first record
             # after it: the first line of time/<T>.jsonl, so the two views agree.
-            start = plog.locate_time(plog.parse_time(name.spec)).offset
+            start = self._locate(plog, name).offset
             record = next(iter(plog.records(start, isolation=self.isolation)), None)
             if record is None:
                 raise NoRecordAtOffset(f"{plog.name}: no record at or after {start}")
