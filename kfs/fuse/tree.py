@@ -346,6 +346,10 @@ class KfsTree:
 
     def _decoded_attr(self, path: str, view: DecodedView) -> Attr:
         segments = view.log.plog.segments()
+        if not segments:  # a partition directory with no segment yet: an empty log
+            attr = Attr.of_view(os.stat(view.log.plog.path), 0)
+            attr.mode &= ~0o111
+            return attr
         first, last = os.stat(segments[0].log_path), os.stat(segments[-1].log_path)
         size = view.size(self.size_budget)
         return Attr.of_view(first, size or 0, last, exact=size is not None)

@@ -153,6 +153,8 @@ class DecodedView:
         """The runs of this view and the offset each ends at (the next segment's base, or the log end)."""
         plog = self.log.plog
         first = plog.floor_segment(self.start)
+        if first is None and not plog.segments():
+            return []  # a partition directory with no segment yet: an empty log
         if first is None:
             from kfs.storage import VanishedError
             raise VanishedError(f"{plog.name}: the segment holding offset {self.start} is gone")
