@@ -222,3 +222,13 @@ def test_mounting_5000_partitions_is_lazy(tmp_path: Path) -> None:
         unmount(str(mountpoint))
     print(f"mount of 5000 partitions: {elapsed:.3f}s (including the daemon's interpreter start), ls {listed:.3f}s")
     assert elapsed < 2.0 and listed < 1.0
+
+
+def test_a_partition_directory_without_segments_is_an_empty_log(tmp_path: Path) -> None:
+    logdir = tmp_path / "logdir"
+    (logdir / "fresh-0").mkdir(parents=True)
+    with mounted(tmp_path, [str(logdir)]) as mnt:
+        assert (mnt / "fresh-0" / "messages.jsonl").read_bytes() == b""
+        assert json.loads((mnt / "fresh-0" / "info.json").read_bytes())["log_end_offset"] == 0
+        with pytest.raises(FileNotFoundError):
+            os.stat(mnt / "fresh-0" / "offset" / "0")
