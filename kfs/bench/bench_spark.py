@@ -129,7 +129,39 @@ def bench_tasks_without_spark(path: str) -> tuple[int, float]:
     return count, time.perf_counter() - started
 
 
-def bench_spark(path: str, master: str, repeat: int, options: dict[str, str]) -> tuple[int, float, int]:
+def _cpu_seconds_by_process() -> dict[str, float]:
+    """CPU seconds of this process's descendants (the JVM, its Python workers) by name; Linux only."""
+    stats: dict[int, tuple[int, str, int]] = {}
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text[text.rindex(")") + 2:].split()
+        stats[pid] = (int(fields[1]), name, int(fields[11]) + int(fields[12]))
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    totals: dict[str, float] = {}
+    todo = list(children.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        _, name, ticks = stats[pid]
+        key = "jvm" if name == "java" else "python workers" if name.startswith("python") else name
+        totals[key] = totals.get(key, 0.0) + ticks / os.sysconf("SC_CLK_TCK")
+        todo.extend(children.get(pid, []))
+    return totals
+
+
+def bench_spark(path: str, master: str, repeat: int, options: dict[str, str]
+                ) -> tuple[int, float, int, dict[str, float]]:
+    """(records, best seconds, tasks, CPU seconds of the JVM and the Python workers in that run)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
@@ -145,12 +177,16 @@ def bench_spark(path: str, master: str, repeat: int, options: dict[str, str]) ->
         df = spark.read.format("kfs").options(**options).load(path)
         tasks = df.rdd.getNumPartitions()
         count = df.count()  # warm-up: Python workers started, pages cached
-        best = float("inf")
+        best, cpu = float("inf"), {}
         for _ in range(repeat):
+            before = _cpu_seconds_by_process()
             started = time.perf_counter()
             df.write.format("noop").mode("overwrite").save()
-            best = min(best, time.perf_counter() - started)
-        return count, best, tasks
+            seconds = time.perf_counter() - started
+            if seconds < best:
+                after = _cpu_seconds_by_process()
+                best, cpu = seconds, {k: v - before.get(k, 0.0) for k, v in after.items()}
+        return count, best, tasks, cpu
     finally:
         spark.stop()
 
@@ -164,7 +200,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2, help="sessions per master, alternating")
     p.add_argument("--max-split-mib", type=int, default=None, help="the maxSplitBytes option, in MiB")
     p.add_argument("--skip-spark", action="store_true")
+    p.add_argument("--pure-python", action="store_true",
+                   help="decode without kfs's compiled loops (sets KFS_PURE_PYTHON=1 for every process)")
     args = p.parse_args(argv)
+    if args.pure_python:
+        os.environ["KFS_PURE_PYTHON"] = "1"  # before kfs.record is imported; Spark's workers inherit it
 
     path = os.path.join(args.dir, f"{args.records}-{args.segment_mib}")
     if not os.path.isdir(path):
@@ -172,7 +212,10 @@ def main(argv: list[str] | None = None) -> int:
         write_log_dir(path, args.records, args.segment_mib << 20)
         print(f"wrote {path} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     size = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
-    print(f"log dir {path}: {size / 2**20:.0f} MiB, cores {os.cpu_count()}")
+    from kfs.record import speedups
+
+    decoder = "compiled" if speedups.decode_v2_records is not None else "pure Python"
+    print(f"log dir {path}: {size / 2**20:.0f} MiB, cores {os.cpu_count()}, decoder {decoder}")
 
     count, seconds = bench_single_process(path)
     single = count / seconds
@@ -184,16 +227,17 @@ def main(argv: list[str] | None = None) -> int:
     # Masters alternate, round after round, and each keeps its best: a machine shared with other
     # work then slows both alike rather than whichever ran second.
     options = {"maxSplitBytes": str(args.max_split_mib << 20)} if args.max_split_mib else {}
-    best: dict[str, tuple[int, float, int]] = {}
+    best: dict[str, tuple[int, float, int, dict[str, float]]] = {}
     for _ in range(args.rounds):
         for master in ("local[1]", "local[2]"):
-            count, seconds, tasks = bench_spark(path, master, args.repeat, options)
-            if master not in best or seconds < best[master][1]:
-                best[master] = (count, seconds, tasks)
+            result = bench_spark(path, master, args.repeat, options)
+            if master not in best or result[1] < best[master][1]:
+                best[master] = result
     rates = {}
-    for master, (count, seconds, tasks) in best.items():
+    for master, (count, seconds, tasks, cpu) in best.items():
         rates[master] = count / seconds
-        print(f"spark {master:<9} ({tasks} tasks)   {_rate(count, seconds)}")
+        spent = ", ".join(f"{name} {s:.1f}" for name, s in sorted(cpu.items()) if s >= 0.05)
+        print(f"spark {master:<9} ({tasks} tasks)   {_rate(count, seconds)}  CPU s: {spent}")
     print(f"local[2] / local[1]: {rates['local[2]'] / rates['local[1]']:.2f}x; "
           f"local[2] / one process (plog.records): {rates['local[2]'] / single:.2f}x")
     return 0
