@@ -28,7 +28,6 @@ from typing import Any
 
 from kfs.storage import (
     BadSpec,
-    CorruptLogError,
     KfsError,
     LogDirs,
     NoRecordAtOffset,
@@ -412,7 +411,3 @@ class KfsTree:
 
 def _split(path: str) -> list[str]:
     return [p for p in path.split("/") if p]
-
-
-def is_corrupt(exc: BaseException | None) -> bool:
-    return isinstance(exc, (CorruptLogError, VanishedError))
