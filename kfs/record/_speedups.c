@@ -1,0 +1,1009 @@
+/* kfs.record._speedups: the two hot loops of kfs, compiled.
+ *
+ *   decode_v2_records  the records section of a magic v2 batch -> Record objects; the twin of the
+ *                      loop in kfs/record/default_batch.py:decode_records
+ *   render_jsonl       Record objects -> JSON lines (SPEC section 3); the twin of
+ *                      kfs/views/jsonl.py:render_line, for many records at once
+ *
+ * The Python code stays the reference and the fallback (kfs/record/speedups.py loads this module
+ * when it was built): both must give the same records, the same bytes and the same errors, and
+ * tests/test_speedups.py holds them to it.
+ *
+ * The input is hostile: a segment file can be truncated or corrupt anywhere. Every read below is
+ * checked against the end of the record it belongs to (itself checked against the end of the
+ * payload) before it is made, and every error path releases what it holds.
+ *
+ * Record, as DefaultRecord.java writes it (varints zigzag-encoded, as in protobuf):
+ *
+ *     Length          varint   (bytes after this field)
+ *     Attributes      int8     (unused)
+ *     TimestampDelta  varlong  (from BaseTimestamp)
+ *     OffsetDelta     varint   (from BaseOffset)
+ *     KeyLength       varint   (-1: null key)
+ *     Key             bytes
+ *     ValueLength     varint   (-1: null value)
+ *     Value           bytes
+ *     HeadersCount    varint
+ *     Headers         { KeyLength varint | Key utf-8 | ValueLength varint (-1: null) | Value bytes }*
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h> /* T_OBJECT_EX; PyMemberDescrObject comes with Python.h */
+
+#include <stdint.h>
+#include <string.h>
+
+/* ---- state set by init() ------------------------------------------------------------------- */
+
+/* kfs.record.types.Record and CorruptBatchError, handed in by kfs/record/speedups.py. */
+static PyTypeObject *record_type = NULL;
+static PyObject *corrupt_error = NULL;
+
+/* Record's six slots, in the order of Record.__slots__, and where each lives in the object: read
+ * from the member descriptors at init, so that the C code fills and reads them as the Python
+ * descriptors would. */
+enum { SLOT_OFFSET, SLOT_TIMESTAMP, SLOT_TIMESTAMP_TYPE, SLOT_KEY, SLOT_VALUE, SLOT_HEADERS, N_SLOTS };
+static const char *const slot_names[N_SLOTS] = {
+    "offset", "timestamp", "timestamp_type", "key", "value", "headers",
+};
+static Py_ssize_t slot_offsets[N_SLOTS];
+
+#define SLOT(obj, i) (*(PyObject **)((char *)(obj) + slot_offsets[i]))
+
+static PyObject *
+speedups_init(PyObject *module, PyObject *args)
+{
+    PyTypeObject *type;
+    PyObject *error;
+    Py_ssize_t offsets[N_SLOTS];
+
+    if (!PyArg_ParseTuple(args, "O!O:init", &PyType_Type, &type, &error))
+        return NULL;
+    if (!PyType_Check(error) || !PyType_IsSubtype((PyTypeObject *)error, (PyTypeObject *)PyExc_Exception)) {
+        PyErr_SetString(PyExc_TypeError, "init: the second argument must be an exception class");
+        return NULL;
+    }
+    if (type->tp_itemsize != 0 || type->tp_alloc == NULL) {
+        PyErr_SetString(PyExc_TypeError, "init: the record type must be a fixed-size class");
+        return NULL;
+    }
+    for (int i = 0; i < N_SLOTS; i++) {
+        PyObject *descr = PyObject_GetAttrString((PyObject *)type, slot_names[i]);
+        if (descr == NULL)
+            return NULL;
+        int is_member = Py_IS_TYPE(descr, &PyMemberDescr_Type);
+        PyMemberDef *member = is_member ? ((PyMemberDescrObject *)descr)->d_member : NULL;
+        Py_DECREF(descr); /* the class keeps it, and the PyMemberDef with it */
+        if (!is_member) {
+            PyErr_Format(PyExc_TypeError, "init: %s has no __slots__ member %s", type->tp_name, slot_names[i]);
+            return NULL;
+        }
+        if (member->type != T_OBJECT_EX || member->offset <= 0 ||
+            member->offset + (Py_ssize_t)sizeof(PyObject *) > type->tp_basicsize) {
+            PyErr_Format(PyExc_TypeError, "init: %s.%s is not an object slot", type->tp_name, slot_names[i]);
+            return NULL;
+        }
+        offsets[i] = member->offset;
+    }
+    memcpy(slot_offsets, offsets, sizeof(offsets));
+    Py_INCREF(type);
+    Py_XSETREF(record_type, type);
+    Py_INCREF(error);
+    Py_XSETREF(corrupt_error, error);
+    Py_RETURN_NONE;
+}
+
+static int
+check_init(void)
+{
+    if (record_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "kfs.record._speedups.init() has not been called");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- varints ------------------------------------------------------------------------------- */
+
+/* Python's reader (default_batch._varint) accepts up to 10 bytes whatever the 10th holds, so a
+ * varint's value before zigzag decoding can have up to 70 bits: `lo` holds the low 64, `hi` the
+ * rest. hi != 0 means the decoded value does not fit in an int64 (Kafka never writes one). */
+typedef struct {
+    uint64_t lo;
+    unsigned hi;
+} varint_t;
+
+enum { VARINT_OK = 0, VARINT_TRUNCATED = -1, VARINT_TOO_LONG = -2 };
+
+/* The varint at p[*pos], which must end at or before p[end]; advances *pos past it. */
+static inline int
+read_varint(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos, varint_t *v)
+{
+    Py_ssize_t i = *pos;
+    uint64_t r = 0;
+    uint8_t b;
+
+    if (i < end && p[i] < 0x80) { /* nearly every length, delta and count fits in one byte */
+        v->lo = p[i];
+        v->hi = 0;
+        *pos = i + 1;
+        return VARINT_OK;
+    }
+    for (int shift = 0; shift < 63; shift += 7) { /* bytes 1 to 9: bits 0-62 */
+        if (i >= end)
+            return VARINT_TRUNCATED;
+        b = p[i++];
+        r |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80) {
+            v->lo = r;
+            v->hi = 0;
+            *pos = i;
+            return VARINT_OK;
+        }
+    }
+    if (i >= end) /* byte 10: bit 63, and bits 64-69 in hi */
+        return VARINT_TRUNCATED;
+    b = p[i++];
+    if (b >= 0x80)
+        return VARINT_TOO_LONG;
+    v->lo = r | ((uint64_t)(b & 1) << 63);
+    v->hi = b >> 1;
+    *pos = i;
+    return VARINT_OK;
+}
+
+static inline int64_t
+zigzag(uint64_t v)
+{
+    return (int64_t)((v >> 1) ^ (~(v & 1) + 1));
+}
+
+/* A length or count: negative ones, however long, stay negative (null, or an error where a null is
+ * not allowed); positive ones too long for an int64 become INT64_MAX (past any end). */
+static inline int64_t
+varint_length(const varint_t *v)
+{
+    if (v->hi)
+        return (v->lo & 1) ? -1 : INT64_MAX;
+    return zigzag(v->lo);
+}
+
+/* op(a, b), releasing both; either may be NULL (an error already set). */
+static PyObject *
+binop_steal(PyObject *(*op)(PyObject *, PyObject *), PyObject *a, PyObject *b)
+{
+    PyObject *r = (a != NULL && b != NULL) ? op(a, b) : NULL;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return r;
+}
+
+/* base + the zigzag value of v, as a Python int: an offset or a timestamp. Only a corrupt batch
+ * leaves the int64 fast path, and then the result is what Python's arbitrary-precision ints give. */
+static PyObject *
+base_plus_delta(int64_t base, const varint_t *v)
+{
+    int64_t sum;
+    if (v->hi == 0) {
+        int64_t delta = zigzag(v->lo);
+        if (!__builtin_add_overflow(base, delta, &sum))
+            return PyLong_FromLongLong(sum);
+        return binop_steal(PyNumber_Add, PyLong_FromLongLong(base), PyLong_FromLongLong(delta));
+    }
+    /* zigzag of the 70-bit raw value: magnitude m = raw >> 1, negative (-m - 1) when raw is odd */
+    uint64_t m_lo = (v->lo >> 1) | ((uint64_t)(v->hi & 1) << 63);
+    uint64_t m_hi = v->hi >> 1;
+    PyObject *m = binop_steal(PyNumber_Lshift, PyLong_FromUnsignedLongLong(m_hi), PyLong_FromLong(64));
+    m = binop_steal(PyNumber_Or, m, PyLong_FromUnsignedLongLong(m_lo));
+    if (v->lo & 1)
+        m = binop_steal(PyNumber_Subtract, PyLong_FromLong(-1), m);
+    return binop_steal(PyNumber_Add, PyLong_FromLongLong(base), m);
+}
+
+/* ---- decode_v2_records ------------------------------------------------------------------------ */
+
+/* Header keys repeat from record to record ("trace-id", "content-type"): within one batch, decode
+ * each once. Keys point into the payload, which outlives the call. */
+#define KEY_CACHE_SIZE 8
+
+typedef struct {
+    const uint8_t *raw;
+    Py_ssize_t len;
+    PyObject *str;
+} key_entry;
+
+typedef struct {
+    key_entry entries[KEY_CACHE_SIZE];
+    int used;
+    int next; /* round robin once full */
+} key_cache;
+
+/* A header key as str (new reference). Java's String decoding replaces malformed UTF-8, so does kfs. */
+static PyObject *
+header_key(key_cache *cache, const uint8_t *raw, Py_ssize_t len)
+{
+    for (int i = 0; i < cache->used; i++) {
+        key_entry *e = &cache->entries[i];
+        if (e->len == len && memcmp(e->raw, raw, (size_t)len) == 0) {
+            Py_INCREF(e->str);
+            return e->str;
+        }
+    }
+    PyObject *str = PyUnicode_DecodeUTF8((const char *)raw, len, "replace");
+    if (str == NULL)
+        return NULL;
+    key_entry *e;
+    if (cache->used < KEY_CACHE_SIZE) {
+        e = &cache->entries[cache->used++];
+    }
+    else {
+        e = &cache->entries[cache->next];
+        cache->next = (cache->next + 1) % KEY_CACHE_SIZE;
+        Py_DECREF(e->str);
+    }
+    e->raw = raw;
+    e->len = len;
+    Py_INCREF(str);
+    e->str = str;
+    return str;
+}
+
+static void
+key_cache_clear(key_cache *cache)
+{
+    for (int i = 0; i < cache->used; i++)
+        Py_DECREF(cache->entries[i].str);
+    cache->used = 0;
+}
+
+/* bytes of length n at p[*pos] (n < 0: None), which must end at or before p[end]. */
+static PyObject *
+read_nullable_bytes(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos, int64_t n, const char **why)
+{
+    if (n < 0)
+        Py_RETURN_NONE;
+    if (n > end - *pos) {
+        *why = "length past the end of the record";
+        return NULL;
+    }
+    PyObject *b = PyBytes_FromStringAndSize((const char *)p + *pos, (Py_ssize_t)n);
+    *pos += (Py_ssize_t)n;
+    return b;
+}
+
+#define MIN_RECORD_SIZE 7 /* one byte for each of Length ... HeadersCount */
+#define MIN_HEADER_SIZE 2 /* KeyLength, ValueLength */
+
+/* One record at p[*pos]: a new Record, or NULL with either an exception set or *why saying what is
+ * malformed (the caller raises CorruptBatchError). */
+static PyObject *
+decode_record(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos_io, int64_t base_offset, int64_t base_timestamp,
+              PyObject *timestamp_type, PyObject *log_append_time, key_cache *keys, const char **why)
+{
+    Py_ssize_t pos = *pos_io;
+    varint_t v;
+    int rc;
+    int64_t n;
+
+#define READ_VARINT(limit)                                                                      \
+    do {                                                                                        \
+        rc = read_varint(p, (limit), &pos, &v);                                                 \
+        if (rc != VARINT_OK) {                                                                  \
+            *why = rc == VARINT_TRUNCATED ? "varint past the end" : "varint longer than 10 bytes"; \
+            goto fail;                                                                          \
+        }                                                                                       \
+    } while (0)
+
+    /* Filled slot by slot: on any error, releasing the record releases what it holds. */
+    PyObject *r = record_type->tp_alloc(record_type, 0);
+    if (r == NULL)
+        return NULL;
+
+    /* Length: the fields must end exactly there, so they are read against that end. Python's
+     * decoder reads them against the payload's end and compares at the record's end: a field past
+     * the record's end fails there in either. */
+    READ_VARINT(end);
+    n = varint_length(&v);
+    if (n < 0 || n > end - pos) {
+        *why = "record length past the end of the batch";
+        goto fail;
+    }
+    const Py_ssize_t record_end = pos + (Py_ssize_t)n;
+
+    /* Attributes (unused) */
+    if (pos >= record_end) {
+        *why = "attributes past the end";
+        goto fail;
+    }
+    pos++;
+
+    /* TimestampDelta */
+    READ_VARINT(record_end);
+    if (log_append_time != NULL) {
+        /* The broker's append time is every record's timestamp (DefaultRecord.readFrom). */
+        Py_INCREF(log_append_time);
+        SLOT(r, SLOT_TIMESTAMP) = log_append_time;
+    }
+    else if ((SLOT(r, SLOT_TIMESTAMP) = base_plus_delta(base_timestamp, &v)) == NULL)
+        goto fail;
+
+    /* OffsetDelta */
+    READ_VARINT(record_end);
+    if ((SLOT(r, SLOT_OFFSET) = base_plus_delta(base_offset, &v)) == NULL)
+        goto fail;
+
+    Py_INCREF(timestamp_type);
+    SLOT(r, SLOT_TIMESTAMP_TYPE) = timestamp_type;
+
+    /* KeyLength, Key */
+    READ_VARINT(record_end);
+    if ((SLOT(r, SLOT_KEY) = read_nullable_bytes(p, record_end, &pos, varint_length(&v), why)) == NULL)
+        goto fail;
+
+    /* ValueLength, Value */
+    READ_VARINT(record_end);
+    if ((SLOT(r, SLOT_VALUE) = read_nullable_bytes(p, record_end, &pos, varint_length(&v), why)) == NULL)
+        goto fail;
+
+    /* HeadersCount, Headers */
+    READ_VARINT(record_end);
+    int64_t n_headers = varint_length(&v);
+    if (n_headers < 0) {
+        *why = "negative header count";
+        goto fail;
+    }
+    if (n_headers > (record_end - pos) / MIN_HEADER_SIZE) { /* also bounds the list allocated here */
+        *why = "headers past the end of the record";
+        goto fail;
+    }
+    PyObject *headers = PyList_New((Py_ssize_t)n_headers);
+    if (headers == NULL)
+        goto fail;
+    SLOT(r, SLOT_HEADERS) = headers;
+    for (Py_ssize_t h = 0; h < (Py_ssize_t)n_headers; h++) {
+        READ_VARINT(record_end);
+        n = varint_length(&v);
+        if (n < 0) {
+            *why = "negative header key length";
+            goto fail;
+        }
+        if (n > record_end - pos) {
+            *why = "header key past the end of the record";
+            goto fail;
+        }
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL)
+            goto fail;
+        PyList_SET_ITEM(headers, h, pair); /* the list releases a half-filled pair */
+        PyObject *key = header_key(keys, p + pos, (Py_ssize_t)n);
+        if (key == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(pair, 0, key);
+        pos += (Py_ssize_t)n;
+        READ_VARINT(record_end);
+        PyObject *value = read_nullable_bytes(p, record_end, &pos, varint_length(&v), why);
+        if (value == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(pair, 1, value);
+    }
+
+    if (pos != record_end) {
+        *why = "record fields end before its length says";
+        goto fail;
+    }
+    *pos_io = pos;
+    return r;
+
+fail:
+    Py_DECREF(r);
+    return NULL;
+#undef READ_VARINT
+}
+
+static PyObject *
+raise_corrupt(PyObject *position, const char *fmt, ...)
+{
+    va_list vargs;
+    va_start(vargs, fmt);
+    PyObject *message = PyUnicode_FromFormatV(fmt, vargs);
+    va_end(vargs);
+    if (message == NULL)
+        return NULL;
+    PyObject *exc = PyObject_CallFunctionObjArgs(corrupt_error, message, position, NULL);
+    Py_DECREF(message);
+    if (exc != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+}
+
+PyDoc_STRVAR(decode_v2_records_doc,
+"decode_v2_records(payload, count, base_offset, base_timestamp, timestamp_type, log_append_time,\n"
+"                  position=None) -> list[Record]\n"
+"\n"
+"The `count` records of an uncompressed v2 records section, as default_batch.decode_records gives\n"
+"them. With timestamp_type 'LogAppendTime' every timestamp is log_append_time. Raises\n"
+"CorruptBatchError (with `position`) on malformed input.");
+
+static PyObject *
+decode_v2_records(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"payload", "count", "base_offset", "base_timestamp", "timestamp_type",
+                             "log_append_time", "position", NULL};
+    Py_buffer buf;
+    Py_ssize_t count;
+    long long base_offset, base_timestamp;
+    PyObject *timestamp_type, *log_append_time, *position = Py_None;
+
+    if (check_init() < 0)
+        return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nLLUO|O:decode_v2_records", kwlist, &buf, &count,
+                                     &base_offset, &base_timestamp, &timestamp_type, &log_append_time,
+                                     &position))
+        return NULL;
+
+    const uint8_t *p = (const uint8_t *)buf.buf;
+    const Py_ssize_t end = buf.len;
+    Py_ssize_t pos = 0;
+    PyObject *records = NULL;
+    key_cache keys = {.used = 0, .next = 0};
+    const char *why = NULL;
+    int append_time = PyUnicode_CompareWithASCIIString(timestamp_type, "LogAppendTime") == 0;
+
+    if (count < 0)
+        count = 0;
+    /* A record takes at least 7 bytes: a larger count fails before filling the list. */
+    Py_ssize_t capacity = count < end / MIN_RECORD_SIZE ? count : end / MIN_RECORD_SIZE;
+    records = PyList_New(capacity);
+    if (records == NULL)
+        goto done;
+    Py_ssize_t i;
+    for (i = 0; i < count; i++) {
+        PyObject *r = NULL;
+        if (i < capacity)
+            r = decode_record(p, end, &pos, (int64_t)base_offset, (int64_t)base_timestamp, timestamp_type,
+                              append_time ? log_append_time : NULL, &keys, &why);
+        else
+            why = "record past the end of the batch";
+        if (r == NULL) {
+            if (why != NULL)
+                raise_corrupt(position, "record batch at position %S: record %zd of %zd is malformed (%s)",
+                              position, i, count, why);
+            Py_CLEAR(records);
+            goto done;
+        }
+        PyList_SET_ITEM(records, i, r);
+    }
+    if (pos != end) {
+        raise_corrupt(position, "record batch at position %S: %zd bytes left after its %zd records", position,
+                      end - pos, count);
+        Py_CLEAR(records);
+        goto done;
+    }
+    if (capacity != count) { /* unreachable: count records took at least 7 * count bytes */
+        PyErr_SetString(PyExc_SystemError, "decode_v2_records: record count mismatch");
+        Py_CLEAR(records);
+    }
+
+done:
+    key_cache_clear(&keys);
+    PyBuffer_Release(&buf);
+    return records;
+}
+
+/* ---- render_jsonl ---------------------------------------------------------------------------- */
+
+/* A growing output buffer. */
+typedef struct {
+    char *buf;
+    Py_ssize_t len;
+    Py_ssize_t cap;
+} outbuf;
+
+static int
+ob_grow(outbuf *o, Py_ssize_t need)
+{
+    if (need > PY_SSIZE_T_MAX - o->len) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t cap = o->cap ? o->cap : 1 << 14;
+    while (cap - o->len < need) {
+        if (cap > PY_SSIZE_T_MAX / 2) {
+            cap = o->len + need;
+            break;
+        }
+        cap *= 2;
+    }
+    char *b = PyMem_Realloc(o->buf, (size_t)cap);
+    if (b == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->buf = b;
+    o->cap = cap;
+    return 0;
+}
+
+/* Room for `need` more bytes; everything written after it up to `need` bytes goes unchecked. */
+static inline int
+ob_reserve(outbuf *o, Py_ssize_t need)
+{
+    if (o->cap - o->len >= need)
+        return 0;
+    return ob_grow(o, need);
+}
+
+static inline void
+ob_put(outbuf *o, const char *s, Py_ssize_t n)
+{
+    memcpy(o->buf + o->len, s, (size_t)n);
+    o->len += n;
+}
+
+#define OB_PUT_LITERAL(o, s) ob_put((o), (s), (Py_ssize_t)(sizeof(s) - 1))
+
+/* str(int) of an int64; needs 20 bytes reserved. */
+static void
+ob_put_int64(outbuf *o, int64_t v)
+{
+    char tmp[20];
+    int i = 20;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[--i] = '-';
+    ob_put(o, tmp + i, 20 - i);
+}
+
+/* What json.encoder.encode_basestring (ensure_ascii=False) does with each byte below 0x80: 0 copy,
+ * 1 escape; non-ASCII bytes are 2 (a UTF-8 sequence to validate, copied as is when valid). */
+static uint8_t byte_class[256];
+static char escapes[0x20][7]; /* the escape of each control character, NUL-terminated */
+
+static void
+init_tables(void)
+{
+    static const char hex[] = "0123456789abcdef"; /* lowercase, as _json.c writes them */
+    for (int c = 0; c < 256; c++)
+        byte_class[c] = c < 0x20 || c == '"' || c == '\\' ? 1 : c < 0x80 ? 0 : 2;
+    for (int c = 0; c < 0x20; c++) {
+        escapes[c][0] = '\\';
+        escapes[c][1] = 'u';
+        escapes[c][2] = '0';
+        escapes[c][3] = '0';
+        escapes[c][4] = hex[c >> 4];
+        escapes[c][5] = hex[c & 15];
+        escapes[c][6] = 0;
+    }
+    strcpy(escapes['\b'], "\\b");
+    strcpy(escapes['\f'], "\\f");
+    strcpy(escapes['\n'], "\\n");
+    strcpy(escapes['\r'], "\\r");
+    strcpy(escapes['\t'], "\\t");
+}
+
+/* Writes the escape of ASCII byte c (class 1); room reserved by the caller. */
+static inline char *
+put_escape(char *d, uint8_t c)
+{
+    if (c == '"' || c == '\\') {
+        d[0] = '\\';
+        d[1] = (char)c;
+        return d + 2;
+    }
+    const char *e = escapes[c];
+    size_t n = strlen(e);
+    memcpy(d, e, n);
+    return d + n;
+}
+
+/* The length of the valid UTF-8 sequence at s[0] (a byte >= 0x80) within n bytes, or 0 if it is not
+ * one to Python's strict decoder: no continuation byte first, no overlong forms, no surrogates
+ * (U+D800-DFFF), nothing above U+10FFFF. */
+static inline Py_ssize_t
+utf8_sequence(const uint8_t *s, Py_ssize_t n)
+{
+    uint8_t c = s[0];
+#define CONT(i) (n > (i) && (s[i] & 0xC0) == 0x80)
+    if (c < 0xC2) /* a continuation byte, or the lead of an overlong 2-byte form */
+        return 0;
+    if (c < 0xE0)
+        return CONT(1) ? 2 : 0;
+    if (c < 0xF0) {
+        if (!CONT(1) || !CONT(2))
+            return 0;
+        if (c == 0xE0 && s[1] < 0xA0) /* overlong */
+            return 0;
+        if (c == 0xED && s[1] >= 0xA0) /* surrogate */
+            return 0;
+        return 3;
+    }
+    if (c < 0xF5) {
+        if (!CONT(1) || !CONT(2) || !CONT(3))
+            return 0;
+        if (c == 0xF0 && s[1] < 0x90) /* overlong */
+            return 0;
+        if (c == 0xF4 && s[1] >= 0x90) /* above U+10FFFF */
+            return 0;
+        return 4;
+    }
+    return 0;
+#undef CONT
+}
+
+static const char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* base64.b64encode: standard alphabet, padded. Room reserved by the caller. */
+static char *
+put_base64(char *d, const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t t = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+        *d++ = b64_alphabet[t >> 18];
+        *d++ = b64_alphabet[(t >> 12) & 63];
+        *d++ = b64_alphabet[(t >> 6) & 63];
+        *d++ = b64_alphabet[t & 63];
+    }
+    if (n - i == 1) {
+        uint32_t t = (uint32_t)s[i] << 16;
+        *d++ = b64_alphabet[t >> 18];
+        *d++ = b64_alphabet[(t >> 12) & 63];
+        *d++ = '=';
+        *d++ = '=';
+    }
+    else if (n - i == 2) {
+        uint32_t t = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8;
+        *d++ = b64_alphabet[t >> 18];
+        *d++ = b64_alphabet[(t >> 12) & 63];
+        *d++ = b64_alphabet[(t >> 6) & 63];
+        *d++ = '=';
+    }
+    return d;
+}
+
+/* render_bytes(): a JSON string when valid UTF-8, {"base64": "..."} when not, null for None. */
+static int
+put_bytes(outbuf *o, PyObject *obj)
+{
+    if (obj == Py_None) {
+        if (ob_reserve(o, 4) < 0)
+            return -1;
+        OB_PUT_LITERAL(o, "null");
+        return 0;
+    }
+    const uint8_t *s = (const uint8_t *)PyBytes_AS_STRING(obj);
+    const Py_ssize_t n = PyBytes_GET_SIZE(obj);
+    /* the worst of: every byte a 6-byte escape, plus quotes; base64 plus its wrapper */
+    if (n > (PY_SSIZE_T_MAX - 32) / 6) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (ob_reserve(o, 6 * n + 32) < 0)
+        return -1;
+    char *const start = o->buf + o->len;
+    char *d = start;
+    Py_ssize_t i = 0;
+    *d++ = '"';
+    while (i < n) {
+        Py_ssize_t run = i;
+        while (run < n && byte_class[s[run]] == 0)
+            run++;
+        memcpy(d, s + i, (size_t)(run - i));
+        d += run - i;
+        i = run;
+        if (i == n)
+            break;
+        uint8_t c = s[i];
+        if (byte_class[c] == 1) {
+            d = put_escape(d, c);
+            i++;
+        }
+        else {
+            Py_ssize_t k = utf8_sequence(s + i, n - i);
+            if (k == 0) { /* not UTF-8: start over as base64 */
+                d = start;
+                memcpy(d, "{\"base64\": \"", 12);
+                d = put_base64(d + 12, s, n);
+                memcpy(d, "\"}", 2);
+                o->len += d + 2 - start;
+                return 0;
+            }
+            memcpy(d, s + i, (size_t)k);
+            d += k;
+            i += k;
+        }
+    }
+    *d++ = '"';
+    o->len += d - start;
+    return 0;
+}
+
+/* A str as UTF-8, escaped as encode_basestring does (escape != 0) or raw. Returns 1, having written
+ * nothing, for a str that UTF-8 cannot encode (a lone surrogate): Python's .encode("utf-8") raises
+ * for it, and the caller lets the Python renderer do so. */
+static int
+put_str(outbuf *o, PyObject *str, int escape)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(str) < 0)
+        return -1;
+#endif
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(str);
+    if (n > (PY_SSIZE_T_MAX - 8) / 6) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (ob_reserve(o, 6 * n + 8) < 0) /* 6: an escape; a code point takes at most 4 in UTF-8 */
+        return -1;
+    char *const start = o->buf + o->len;
+    char *d = start;
+    const int kind = PyUnicode_KIND(str);
+    const void *data = PyUnicode_DATA(str);
+    if (escape)
+        *d++ = '"';
+    if (PyUnicode_IS_ASCII(str) && !escape) {
+        memcpy(d, data, (size_t)n);
+        d += n;
+    }
+    else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, i);
+            if (c < 0x80) {
+                if (escape && byte_class[c])
+                    d = put_escape(d, (uint8_t)c);
+                else
+                    *d++ = (char)c;
+            }
+            else if (c < 0x800) {
+                *d++ = (char)(0xC0 | (c >> 6));
+                *d++ = (char)(0x80 | (c & 0x3F));
+            }
+            else if (c < 0x10000) {
+                if (c >= 0xD800 && c <= 0xDFFF)
+                    return 1;
+                *d++ = (char)(0xE0 | (c >> 12));
+                *d++ = (char)(0x80 | ((c >> 6) & 0x3F));
+                *d++ = (char)(0x80 | (c & 0x3F));
+            }
+            else {
+                *d++ = (char)(0xF0 | (c >> 18));
+                *d++ = (char)(0x80 | ((c >> 12) & 0x3F));
+                *d++ = (char)(0x80 | ((c >> 6) & 0x3F));
+                *d++ = (char)(0x80 | (c & 0x3F));
+            }
+        }
+    }
+    if (escape)
+        *d++ = '"';
+    o->len += d - start;
+    return 0;
+}
+
+/* An exact int that fits an int64 (what str() of it gives, unless a subclass overrides it). */
+static inline int
+as_int64(PyObject *obj, int64_t *v)
+{
+    int overflow;
+    if (!PyLong_CheckExact(obj))
+        return 0;
+    long long x = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *v = (int64_t)x;
+    return 1;
+}
+
+/* A key, value or header value the fast path renders itself: bytes or None. */
+#define BYTES_OR_NONE(obj) ((obj) == Py_None || PyBytes_Check(obj))
+
+/* render_line(prefix, record) for a plain Record whose fields have the types the decoder gives them.
+ * Returns 0 when written, -1 on error, 1 (nothing written) when the Python renderer must do it:
+ * a subclass (ControlRecord adds fields), an unset slot, an int beyond int64, a str that is not
+ * UTF-8-encodable, anything unusual. */
+static int
+put_record(outbuf *o, const char *prefix, Py_ssize_t prefix_len, PyObject *r)
+{
+    int64_t offset, timestamp;
+    if (!Py_IS_TYPE(r, record_type))
+        return 1;
+    PyObject *o_offset = SLOT(r, SLOT_OFFSET), *o_timestamp = SLOT(r, SLOT_TIMESTAMP);
+    PyObject *tt = SLOT(r, SLOT_TIMESTAMP_TYPE), *key = SLOT(r, SLOT_KEY), *value = SLOT(r, SLOT_VALUE);
+    PyObject *headers = SLOT(r, SLOT_HEADERS);
+    if (o_offset == NULL || o_timestamp == NULL || tt == NULL || key == NULL || value == NULL || headers == NULL)
+        return 1;
+    if (!as_int64(o_offset, &offset) || !as_int64(o_timestamp, &timestamp) || !PyUnicode_Check(tt) ||
+        !BYTES_OR_NONE(key) || !BYTES_OR_NONE(value) || !PyList_CheckExact(headers))
+        return 1;
+    const Py_ssize_t n_headers = PyList_GET_SIZE(headers);
+    for (Py_ssize_t i = 0; i < n_headers; i++) {
+        PyObject *pair = PyList_GET_ITEM(headers, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0)) ||
+            !BYTES_OR_NONE(PyTuple_GET_ITEM(pair, 1)))
+            return 1;
+    }
+
+    const Py_ssize_t mark = o->len;
+    int rc;
+    if (ob_reserve(o, prefix_len + 20 + 15 + 20 + 22) < 0)
+        return -1;
+    ob_put(o, prefix, prefix_len);
+    ob_put_int64(o, offset);
+    OB_PUT_LITERAL(o, ", \"timestamp\": ");
+    ob_put_int64(o, timestamp);
+    OB_PUT_LITERAL(o, ", \"timestamp_type\": \"");
+    if ((rc = put_str(o, tt, 0)) != 0)
+        goto undo;
+    if (ob_reserve(o, 10) < 0)
+        goto error;
+    OB_PUT_LITERAL(o, "\", \"key\": ");
+    if (put_bytes(o, key) < 0)
+        goto error;
+    if (ob_reserve(o, 11) < 0)
+        goto error;
+    OB_PUT_LITERAL(o, ", \"value\": ");
+    if (put_bytes(o, value) < 0)
+        goto error;
+    if (ob_reserve(o, 14) < 0)
+        goto error;
+    OB_PUT_LITERAL(o, ", \"headers\": [");
+    for (Py_ssize_t i = 0; i < n_headers; i++) {
+        PyObject *pair = PyList_GET_ITEM(headers, i);
+        if (ob_reserve(o, 3) < 0)
+            goto error;
+        if (i)
+            OB_PUT_LITERAL(o, ", ");
+        OB_PUT_LITERAL(o, "[");
+        if ((rc = put_str(o, PyTuple_GET_ITEM(pair, 0), 1)) != 0)
+            goto undo;
+        if (ob_reserve(o, 2) < 0)
+            goto error;
+        OB_PUT_LITERAL(o, ", ");
+        if (put_bytes(o, PyTuple_GET_ITEM(pair, 1)) < 0)
+            goto error;
+        if (ob_reserve(o, 1) < 0)
+            goto error;
+        OB_PUT_LITERAL(o, "]");
+    }
+    if (ob_reserve(o, 3) < 0)
+        goto error;
+    OB_PUT_LITERAL(o, "]}\n");
+    return 0;
+
+undo:
+    o->len = mark;
+    return rc;
+error:
+    o->len = mark;
+    return -1;
+}
+
+/* The Python renderer's line for r: fallback(prefix, r).encode("utf-8"). */
+static int
+put_fallback(outbuf *o, PyObject *fallback, PyObject *prefix, PyObject *r)
+{
+    PyObject *line = PyObject_CallFunctionObjArgs(fallback, prefix, r, NULL);
+    if (line == NULL)
+        return -1;
+    if (!PyUnicode_Check(line)) {
+        PyErr_Format(PyExc_TypeError, "render_jsonl: the fallback returned %.200s, not str", Py_TYPE(line)->tp_name);
+        Py_DECREF(line);
+        return -1;
+    }
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(line, &n);
+    int rc = -1;
+    if (s != NULL && ob_reserve(o, n) == 0) {
+        ob_put(o, s, n);
+        rc = 0;
+    }
+    Py_DECREF(line);
+    return rc;
+}
+
+PyDoc_STRVAR(render_jsonl_doc,
+"render_jsonl(prefix, records, fallback, lines=False) -> bytes | list[bytes]\n"
+"\n"
+"For each record, the UTF-8 of jsonl.render_line(prefix, record); fallback(prefix, record) -> str\n"
+"renders the records the fast path leaves to Python (control records and anything unusual).\n"
+"Concatenated, or with lines=True one bytes per record.");
+
+static PyObject *
+render_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"prefix", "records", "fallback", "lines", NULL};
+    PyObject *prefix, *records, *fallback;
+    int lines = 0;
+
+    if (check_init() < 0)
+        return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOO|p:render_jsonl", kwlist, &prefix, &records, &fallback,
+                                     &lines))
+        return NULL;
+
+    outbuf o = {NULL, 0, 0}, pre = {NULL, 0, 0};
+    PyObject *seq = NULL, *result = NULL, *out_lines = NULL;
+    int prefix_ok;
+
+    /* The prefix's UTF-8, once. */
+    prefix_ok = put_str(&pre, prefix, 0);
+    if (prefix_ok < 0)
+        goto done;
+    prefix_ok = prefix_ok == 0; /* else every line is the fallback's, which raises as Python does */
+
+    seq = PySequence_Fast(records, "render_jsonl: records must be iterable");
+    if (seq == NULL)
+        goto done;
+    if (lines && (out_lines = PyList_New(0)) == NULL)
+        goto done;
+
+    /* The size is read each time round: a fallback could change the list. */
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *r = PySequence_Fast_GET_ITEM(seq, i);
+        Py_INCREF(r);
+        Py_ssize_t line_start = o.len;
+        int rc = prefix_ok ? put_record(&o, pre.buf, pre.len, r) : 1;
+        if (rc == 1)
+            rc = put_fallback(&o, fallback, prefix, r);
+        Py_DECREF(r);
+        if (rc < 0)
+            goto done;
+        if (lines) {
+            PyObject *line = PyBytes_FromStringAndSize(o.buf + line_start, o.len - line_start);
+            if (line == NULL)
+                goto done;
+            rc = PyList_Append(out_lines, line);
+            Py_DECREF(line);
+            if (rc < 0)
+                goto done;
+            o.len = line_start;
+        }
+    }
+    if (lines) {
+        result = out_lines;
+        out_lines = NULL;
+    }
+    else
+        result = PyBytes_FromStringAndSize(o.buf, o.len);
+
+done:
+    Py_XDECREF(out_lines);
+    Py_XDECREF(seq);
+    PyMem_Free(o.buf);
+    PyMem_Free(pre.buf);
+    return result;
+}
+
+/* ---- the module ------------------------------------------------------------------------------ */
+
+static PyMethodDef speedups_methods[] = {
+    {"init", speedups_init, METH_VARARGS,
+     "init(record_type, corrupt_batch_error): the Record class to create and read, the error to raise."},
+    {"decode_v2_records", (PyCFunction)(void (*)(void))decode_v2_records, METH_VARARGS | METH_KEYWORDS,
+     decode_v2_records_doc},
+    {"render_jsonl", (PyCFunction)(void (*)(void))render_jsonl, METH_VARARGS | METH_KEYWORDS, render_jsonl_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT,
+    "kfs.record._speedups",
+    "The v2 record decoder and the JSON-lines renderer of kfs, compiled (see kfs/record/speedups.py).",
+    -1,
+    speedups_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    init_tables();
+    return PyModule_Create(&speedups_module);
+}

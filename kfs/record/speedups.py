@@ -1,0 +1,31 @@
+"""The compiled hot loops (`_speedups.c`) when they were built, else None: callers keep their Python loop.
+
+`pip install` compiles `kfs/record/_speedups.c` when a C compiler is there (pyproject.toml marks the
+extension optional, so an install without one still succeeds). Two functions, each the twin of the
+Python code that stays the reference and the fallback:
+
+- `decode_v2_records`, the loop of `default_batch.decode_records`;
+- `render_jsonl`, `jsonl.render_line` over many records.
+
+Set KFS_PURE_PYTHON=1 to ignore the extension (to compare, or to rule it out).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from kfs.record.types import CorruptBatchError, Record
+
+decode_v2_records: Callable[..., list[Record]] | None = None
+render_jsonl: Callable[..., bytes | list[bytes]] | None = None
+
+if not os.environ.get("KFS_PURE_PYTHON"):
+    try:
+        from kfs.record import _speedups  # type: ignore[attr-defined]
+    except ImportError:
+        pass
+    else:
+        _speedups.init(Record, CorruptBatchError)
+        decode_v2_records = _speedups.decode_v2_records
+        render_jsonl = _speedups.render_jsonl

@@ -1,0 +1,318 @@
+"""The compiled decoder and renderer (kfs/record/_speedups.c) agree with the Python code, byte for byte.
+
+The Python loops are the reference: every test runs them, and runs the compiled functions too when the
+extension was built (else those cases are skipped, and kfs runs on the Python loops alone). Random
+records and batches (hypothesis, kafka-python's DefaultRecordBatchBuilder), the Kafka-written fixtures,
+and a fuzz loop of truncated and bit-flipped payloads, which must raise CorruptBatchError in both and
+never crash: run it under `python -X dev -m pytest tests/test_speedups.py` to check refcounts too.
+
+`KFS_BENCH=1 python -m pytest tests/test_speedups.py -s -k bench` prints the speeds.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+from kfs.record import (
+    CorruptBatchError,
+    Record,
+    decode_records,
+    default_batch,
+    parse_batch_header,
+    peek_size,
+    speedups,
+)
+from kfs.record.types import BatchHeader
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_record_golden import PARTITIONS, _walk
+
+BUILT = speedups.decode_v2_records is not None
+PATHS = ["python", pytest.param("c", marks=pytest.mark.skipif(not BUILT, reason="extension not built"))]
+needs_c = pytest.mark.skipif(not BUILT, reason="extension not built")
+
+
+# ---- the two paths ------------------------------------------------------------------------------
+
+def decode(path: str, batch, header: BatchHeader) -> list[Record]:
+    """decode_records through the Python loop or the compiled one."""
+    saved = default_batch._decode_v2_records
+    default_batch._decode_v2_records = speedups.decode_v2_records if path == "c" else None
+    try:
+        return default_batch.decode_records(batch, header)
+    finally:
+        default_batch._decode_v2_records = saved
+
+
+def fields(r: Record) -> tuple:
+    return (type(r), r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers)
+
+
+def outcome(fn: Callable[[], object]) -> tuple[str, object]:
+    """('ok', result) or ('error', exception type): what the two paths must agree on."""
+    try:
+        return "ok", fn()
+    except Exception as e:
+        return "error", type(e)
+
+
+# ---- building batches ----------------------------------------------------------------------------
+
+def zigzag_varint(v: int) -> bytes:
+    u = v << 1 if v >= 0 else (-v << 1) - 1
+    out = bytearray()
+    while True:
+        b = u & 0x7F
+        u >>= 7
+        if u:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def encode_record(ts_delta: int, offset_delta: int, key: bytes | None, value: bytes | None,
+                  headers: list[tuple[bytes, bytes | None]]) -> bytes:
+    """One record in DefaultRecord's layout, with header keys as raw bytes (to test invalid UTF-8)."""
+    body = bytearray(b"\x00")
+    body += zigzag_varint(ts_delta) + zigzag_varint(offset_delta)
+    for field in (key, value):
+        body += zigzag_varint(-1) if field is None else zigzag_varint(len(field)) + field
+    body += zigzag_varint(len(headers))
+    for k, v in headers:
+        body += zigzag_varint(len(k)) + k
+        body += zigzag_varint(-1) if v is None else zigzag_varint(len(v)) + v
+    return zigzag_varint(len(body)) + bytes(body)
+
+
+def batch_of(payload: bytes, count: int, base_offset: int = 0, base_ts: int = 0,
+             ts_type: str = "CreateTime", max_ts: int = -1) -> tuple[bytes, BatchHeader]:
+    """An uncompressed batch around `payload` and its header (decode_records reads only these fields)."""
+    h = BatchHeader()
+    h.position = 4096
+    h.size = default_batch.RECORDS_OFFSET + len(payload)
+    h.base_offset = base_offset
+    h.first_timestamp = base_ts
+    h.timestamp_type = ts_type
+    h.max_timestamp = max_ts
+    h.record_count = count
+    return bytes(default_batch.RECORDS_OFFSET) + payload, h
+
+
+def kafka_python_batches(rnd: random.Random, n_batches: int, per_batch: int, headers: bool,
+                         codec: int = 0) -> bytes:
+    alphabet = b'abcdefghij {}":,0123456789'
+    out = bytearray()
+    for n in range(n_batches):
+        builder = DefaultRecordBatchBuilder(2, codec, False, -1, -1, -1, 1 << 30)
+        for i in range(per_batch):
+            value = bytes(rnd.choice(alphabet) for _ in range(rnd.randrange(50, 150)))
+            builder.append(i, 1526384718288 + 3 * i, b"user-%d" % rnd.randrange(1000), value,
+                           [("trace-id", b"ab12cd34"), ("content-type", b"json")] if headers else [])
+        batch = builder.build()
+        struct.pack_into(">q", batch, 0, n * per_batch)
+        out += batch
+    return bytes(out)
+
+
+def walk(buf: bytes) -> Iterator[tuple[BatchHeader, memoryview]]:
+    pos = 0
+    view = memoryview(buf)
+    while pos < len(buf):
+        size, _ = peek_size(buf, pos)
+        yield parse_batch_header(buf, pos, pos), view[pos:pos + size]
+        pos += size
+
+
+# ---- strategies ----------------------------------------------------------------------------------
+
+# Byte strings that reach every branch of the UTF-8 check and the escaping: control characters,
+# quotes, 2/3/4-byte sequences, and the sequences Python's strict decoder rejects.
+SPECIAL = [bytes([c]) for c in range(0x20)] + [
+    b'"', b"\\", b"\x7f", b"/", "é".encode(), "€".encode(), "😀".encode(), "\U0010ffff".encode(),
+    b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xed\xa0\x80", b"\xed\xbf\xbf",
+    b"\xf0\x80\x80\x80", b"\xf0\x8f\xbf\xbf", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xff",
+    b"\x80", b"\xc3", b"\xe2\x82", b"\xf0\x9f\x98", b"\xed\x9f\xbf", b"\xee\x80\x80",
+]
+chunks = st.one_of(st.sampled_from(SPECIAL), st.binary(max_size=6),
+                   st.text(max_size=4).map(lambda s: s.encode("utf-8")))
+payload_bytes = st.one_of(st.binary(max_size=40), st.lists(chunks, max_size=12).map(b"".join))
+nullable_bytes = st.one_of(st.none(), payload_bytes)
+# header keys as a decoder hands them out (str, replacement characters for invalid UTF-8)...
+header_keys = payload_bytes.map(lambda b: b.decode("utf-8", "replace"))
+# ...and any str, lone surrogates included, which Python's .encode("utf-8") refuses
+any_str = st.text(alphabet=st.characters(blacklist_categories=()), max_size=8)
+int64 = st.integers(-(1 << 63), (1 << 63) - 1)
+
+
+@st.composite
+def records(draw, key_strs=header_keys) -> Record:
+    headers = draw(st.lists(st.tuples(key_strs, nullable_bytes), max_size=4))
+    return Record(draw(int64), draw(int64), draw(st.sampled_from(["CreateTime", "LogAppendTime"])),
+                  draw(nullable_bytes), draw(nullable_bytes), headers)
+
+
+raw_headers = st.lists(st.tuples(payload_bytes, nullable_bytes), max_size=4)
+raw_records = st.lists(
+    st.tuples(st.integers(-(1 << 40), 1 << 40), st.integers(-(1 << 31), (1 << 31) - 1),
+              nullable_bytes, nullable_bytes, raw_headers),
+    min_size=1, max_size=8)
+
+
+# ---- decoding ------------------------------------------------------------------------------------
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(raw_records, int64, st.integers(-(1 << 62), 1 << 62), st.sampled_from(["CreateTime", "LogAppendTime"]))
+def test_compiled_decoder_gives_the_python_records(recs, base_offset, base_ts, ts_type) -> None:
+    payload = b"".join(encode_record(*r) for r in recs)
+    batch, h = batch_of(payload, len(recs), base_offset, base_ts, ts_type, max_ts=base_ts + 7)
+    py = outcome(lambda: [fields(r) for r in decode("python", batch, h)])
+    c = outcome(lambda: [fields(r) for r in decode("c", batch, h)])
+    assert c == py
+    assert py[0] == "ok"
+
+
+@pytest.mark.parametrize("path", PATHS)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32), headers=st.booleans(), codec=st.sampled_from([0, 1, 4]))
+def test_decoder_agrees_with_kafka_python(path: str, seed: int, headers: bool, codec: int) -> None:
+    rnd = random.Random(seed)
+    buf = kafka_python_batches(rnd, rnd.randrange(1, 4), rnd.randrange(1, 60), headers, codec)
+    ours = [(r.offset, r.timestamp, r.key, r.value, [(k, v) for k, v in r.headers])
+            for h, batch in walk(buf) for r in decode(path, batch, h)]
+    theirs = []
+    records = MemoryRecords(buf)
+    while (batch := records.next_batch()) is not None:
+        theirs += [(r.offset, r.timestamp, r.key, r.value, [(k, v) for k, v in r.headers]) for r in batch]
+    assert ours == theirs
+
+
+@needs_c
+@pytest.mark.parametrize("partition", PARTITIONS)
+def test_compiled_decoder_agrees_on_the_kafka_written_fixtures(partition: str) -> None:
+    n = 0
+    for _base, h, batch in _walk(partition):
+        if h.magic != 2:
+            continue
+        py = [fields(r) for r in decode("python", batch, h)]
+        assert [fields(r) for r in decode("c", batch, h)] == py
+        n += len(py)
+    assert n or partition.startswith("legacy")
+
+
+@needs_c
+def test_log_append_time_is_every_records_timestamp() -> None:
+    payload = encode_record(5, 0, b"k", b"v", []) + encode_record(9, 1, None, None, [])
+    batch, h = batch_of(payload, 2, 100, 1000, "LogAppendTime", max_ts=4242)
+    assert [(r.offset, r.timestamp) for r in decode("c", batch, h)] == [(100, 4242), (101, 4242)]
+
+
+@needs_c
+@pytest.mark.parametrize("varint", [
+    b"\xff" * 9 + b"\x01",  # the largest 10-byte varint that fits 64 bits
+    b"\xff" * 9 + b"\x7f",  # a 10-byte varint beyond 64 bits: Python's reader takes it, so must C
+    b"\xfe" * 9 + b"\x7e",
+    b"\x80" * 9 + b"\x00",  # zero, padded to 10 bytes
+])
+@pytest.mark.parametrize("field", ["timestamp", "offset"])
+def test_long_varint_deltas_give_pythons_ints(varint: bytes, field: str) -> None:
+    """Deltas beyond int64, and sums that overflow it, come out as Python's arbitrary-precision ints."""
+    zero = b"\x00"
+    fields_ = (varint, zero) if field == "timestamp" else (zero, varint)
+    body = b"\x00" + fields_[0] + fields_[1] + b"\x01\x01\x00"  # null key, null value, no headers
+    payload = zigzag_varint(len(body)) + body
+    for base in (0, (1 << 63) - 1, -(1 << 63)):
+        batch, h = batch_of(payload, 1, base, base)
+        assert [fields(r) for r in decode("c", batch, h)] == [fields(r) for r in decode("python", batch, h)]
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("length", [b"\xff" * 9 + b"\x7f", b"\x81" + b"\x80" * 8 + b"\x02", b"\x01"])
+def test_any_negative_length_is_a_null_key_value_or_header_value(path: str, length: bytes) -> None:
+    """Python's decoder takes every negative length as null, 10-byte ones beyond int64 included."""
+    body = b"\x00\x00\x00" + length + length + b"\x02\x02h" + length
+    batch, h = batch_of(zigzag_varint(len(body)) + body, 1)
+    (r,) = decode(path, batch, h)
+    assert (r.key, r.value, r.headers) == (None, None, [("h", None)])
+
+
+def corruptions(rnd: random.Random, payload: bytes) -> Iterator[tuple[bytes, int]]:
+    """Truncations, bit flips, byte overwrites and insertions of `payload`, with count changes."""
+    n = len(payload)
+    for _ in range(40):
+        kind = rnd.randrange(5)
+        p = bytearray(payload)
+        if kind == 0:
+            p = p[:rnd.randrange(n)]
+        elif kind == 1:
+            for _ in range(rnd.randrange(1, 4)):
+                p[rnd.randrange(n)] ^= 1 << rnd.randrange(8)
+        elif kind == 2:
+            p[rnd.randrange(n)] = rnd.choice([0x00, 0x01, 0x7F, 0x80, 0xFF, 0xFE])
+        elif kind == 3:
+            at = rnd.randrange(n + 1)
+            p[at:at] = bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 12)))
+        else:
+            at = rnd.randrange(n)
+            p[at:at + 1] = b"\xff" * rnd.randrange(1, 12)
+        yield bytes(p), rnd.choice([0, 0, 0, -1, 1, 1 << 20])
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_fuzzed_payloads_raise_corrupt_batch_error_and_never_crash(path: str) -> None:
+    rnd = random.Random(20240917)
+    seen = {"ok": 0, "error": 0}
+    for trial in range(150):
+        recs = [(rnd.randrange(-300, 300), i, rnd.choice([None, b"", b"key\xff"]), rnd.randbytes(rnd.randrange(40)),
+                 [(b"h\xc3", None), (b"trace", b"\x00x")][:rnd.randrange(3)]) for i in range(rnd.randrange(1, 6))]
+        payload = b"".join(encode_record(*r) for r in recs)
+        for bad, count_change in corruptions(rnd, payload):
+            count = max(1, len(recs) + count_change)
+            batch, h = batch_of(bad, count, base_offset=trial, base_ts=1 << 40)
+            got = outcome(lambda: [fields(r) for r in decode(path, batch, h)])  # noqa: B023
+            if got[0] == "error":
+                assert got[1] is CorruptBatchError
+            if BUILT and path == "c":
+                assert got == outcome(lambda: [fields(r) for r in decode("python", batch, h)])  # noqa: B023
+            seen[got[0]] += 1
+    assert seen["ok"] and seen["error"]
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("payload, count", [
+    (b"", 1),                                   # no records where one is counted
+    (b"\x80", 1),                               # truncated Length varint
+    (b"\xff" * 11, 1),                          # varint longer than 10 bytes
+    (b"\x02\x00", 1),                           # Length says 1, fields need more
+    (b"\x0e\x00\x00\x00\x01\x01\x00\x00", 1),   # Length says 7, fields take 6: a byte is left in the record
+    (b"\x0c\x00\x00\x00\x01\x01\x00\x00", 1),   # fields take 6, then a byte after the last record
+    (b"\x0c\x00\x00\x00\x06ab", 1),             # key length past the end
+    (b"\x0c\x00\x00\x00\x01\x01\x01", 1),       # negative header count
+    (b"\x0c\x00\x00\x00\x01\x01\x02\x01", 1),   # negative header key length
+    (b"\x0c\x00\x00\x00\x01\x01\x00", 2),       # one record fewer than counted
+    (b"\x0c\x00\x00\x00\x01\x01\x00", 1 << 30), # a count no payload could hold
+    (b"\x01\x00\x00\x00\x01\x01\x00", 1),       # negative Length
+])
+def test_malformed_payloads_raise_corrupt_batch_error(path: str, payload: bytes, count: int) -> None:
+    batch, h = batch_of(payload, count)
+    with pytest.raises(CorruptBatchError) as e:
+        decode(path, batch, h)
+    assert e.value.position == 4096
+    assert "record batch at position 4096" in str(e.value)
+
+
+def test_a_well_formed_minimal_record_decodes() -> None:
+    """The payload the malformed cases above are variations of."""
+    batch, h = batch_of(b"\x0c\x00\x00\x00\x01\x01\x00", 1, base_offset=7, base_ts=5)
+    (r,) = decode_records(batch, h)
+    assert fields(r) == (Record, 7, 5, "CreateTime", None, None, [])
