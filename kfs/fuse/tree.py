@@ -304,7 +304,7 @@ class KfsTree:
         if cached and now - cached[0] < SMALL_TTL and cached[1] is plog:
             return cached[2]
         if name.axis == "offset":
-            location = plog.locate_offset(plog.resolve_offset(name.spec))
+            location = plog.locate_offset(plog.resolve_offset(name.spec), with_record=False)
         else:
             location = plog.locate_time(plog.parse_time(name.spec))
         with self._lock:

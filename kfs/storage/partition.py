@@ -90,6 +90,7 @@ class PartitionLog:
         self._refreshed_at = float("-inf")
         self._lock = threading.Lock()
         self._largest_ts_cache: dict[int, int] = {}
+        self._aborted_cache: tuple[tuple, AbortedIndex] | None = None
 
     # ---- segments -------------------------------------------------------------------------------
 
@@ -150,8 +151,12 @@ class PartitionLog:
 
     # ---- lookups --------------------------------------------------------------------------------
 
-    def locate_offset(self, target: int) -> Location:
-        """Kafka's fetch: the batch holding `target` (gaps resolve forward) and the first record >= it."""
+    def locate_offset(self, target: int, with_record: bool = True) -> Location:
+        """Kafka's fetch: the batch holding `target` (gaps resolve forward) and the first record >= it.
+
+        Finding the record decodes the batch; callers that need only the batch (raw views, seek
+        maps) pass with_record=False and get offset and timestamp None.
+        """
         start, end = self.log_start_offset(), self.log_end_offset()
         if not start <= target < end:
             raise OffsetOutOfRange(f"offset {target} is out of range for {self.name} "
@@ -161,7 +166,7 @@ class PartitionLog:
             found = segment.translate_offset(target)
             if found is not None:
                 entry, header = found
-                record = self._first_record_from(segment, header, target)
+                record = self._first_record_from(segment, header, target) if with_record else None
                 return Location(segment.base_offset, entry, header.position, segment.base_offset_of(header),
                                 header.last_offset, record.offset if record else None,
                                 record.timestamp if record else None)
@@ -287,7 +292,20 @@ class PartitionLog:
     # ---- transactions ---------------------------------------------------------------------------
 
     def aborted_transactions(self) -> AbortedIndex:
-        """Aborted transactions from the `.txnindex` files, or by following the markers where missing."""
+        """Aborted transactions from the `.txnindex` files, or by following the markers where missing.
+
+        Remembered until a segment is added, removed or grows (the key is every segment's size).
+        """
+        segments = self.segments()
+        key = tuple((s.base_offset, s.file_size()) for s in segments)
+        cached = self._aborted_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        index = self._collect_aborted()
+        self._aborted_cache = (key, index)
+        return index
+
+    def _collect_aborted(self) -> AbortedIndex:
         index = AbortedIndex()
         missing = False
         for segment in self.segments():

@@ -50,9 +50,10 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 class LogSegment:
     """A segment's files, opened lazily; thread-safe for concurrent readers."""
 
-    def __init__(self, directory: str, base_offset: int) -> None:
+    def __init__(self, directory: str, base_offset: int, inode: int | None = None) -> None:
         self.directory = directory
         self.base_offset = base_offset
+        self.inode = inode  # of the `.log` when listed: a different inode later is a different segment
         self.log_path = os.path.join(directory, segment_file_name(base_offset, ".log"))
         self.offset_index = OffsetIndex(os.path.join(directory, segment_file_name(base_offset, ".index")),
                                         base_offset)

@@ -19,8 +19,10 @@ from kfs.storage.segment import LogSegment
 _SEGMENT_LOG = re.compile(r"^(\d{20})\.log$")
 
 
-def list_segment_base_offsets(directory: str) -> list[int]:
-    return sorted(int(m.group(1)) for name in os.listdir(directory) if (m := _SEGMENT_LOG.match(name)))
+def list_segment_files(directory: str) -> dict[int, int]:
+    """base offset -> inode of every `.log` segment (scandir gives inodes without a stat call)."""
+    with os.scandir(directory) as entries:
+        return {int(m.group(1)): entry.inode() for entry in entries if (m := _SEGMENT_LOG.match(entry.name))}
 
 
 class LogSegments:
@@ -30,15 +32,15 @@ class LogSegments:
         self._lock = threading.Lock()
 
     def refresh(self) -> None:
-        """Follow the directory: add segments that rolled in, drop (and close) deleted ones."""
-        bases = list_segment_base_offsets(self.directory)
+        """Follow the directory: add segments that rolled in, drop (and close) deleted ones, and
+        replace one whose file is a new inode (the log cleaner swapped in a cleaned copy)."""
+        found = list_segment_files(self.directory)
         with self._lock:
-            present = set(bases)
-            for gone in [b for b in self._segments if b not in present]:
-                self._segments.pop(gone).close()
-            for base in bases:
+            for base in [b for b, seg in self._segments.items() if found.get(b) != seg.inode]:
+                self._segments.pop(base).close()
+            for base, inode in found.items():
                 if base not in self._segments:
-                    self._segments[base] = LogSegment(self.directory, base)
+                    self._segments[base] = LogSegment(self.directory, base, inode)
 
     def all(self) -> list[LogSegment]:
         with self._lock:

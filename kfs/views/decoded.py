@@ -198,7 +198,7 @@ class DecodedView:
     def _unmapped_bytes(self, run: SegmentRun) -> int:
         size = _segment_bytes(run.segment)
         try:
-            position = self.log.plog.locate_offset(run.mapped_to).position
+            position = self.log.plog.locate_offset(run.mapped_to, with_record=False).position
         except Exception:  # at the log end, or outside it: nothing left to map here
             return 0
         return max(0, size - position) if position < size else 0
