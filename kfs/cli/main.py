@@ -80,7 +80,14 @@ def cmd_cat(args: argparse.Namespace) -> int:
         start = plog.resolve_offset(args.offset) if args.offset is not None else plog.log_start_offset()
         location = None
     if args.format == "value":
-        record = plog.record_at(start, isolation=args.isolation)
+        if location is None:
+            record = plog.record_at(start, isolation=args.isolation)
+        else:
+            # ListOffsets may land on a transaction marker: the value is the first record's from
+            # there, the first line of `--time T` (and of time/<T>.jsonl).
+            record = next(iter(plog.records(start, isolation=args.isolation)), None)
+            if record is None:
+                raise KfsError(f"{plog.name} has no record at or after offset {start}")
         if record.value is not None:
             _write(record.value)
         return 0
