@@ -11,9 +11,13 @@ never crash: run it under `python -X dev -m pytest tests/test_speedups.py` to ch
 
 from __future__ import annotations
 
+import base64
+import json
+import os
 import random
 import struct
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
+
 from kfs.record import (
     CorruptBatchError,
     Record,
@@ -32,6 +37,8 @@ from kfs.record import (
     speedups,
 )
 from kfs.record.types import BatchHeader
+from kfs.storage.partition import ControlRecord
+from kfs.views import jsonl
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_record_golden import PARTITIONS, _walk
@@ -51,6 +58,14 @@ def decode(path: str, batch, header: BatchHeader) -> list[Record]:
         return default_batch.decode_records(batch, header)
     finally:
         default_batch._decode_v2_records = saved
+
+
+def render(path: str, prefix: str, records: list) -> bytes:
+    """jsonl.render_lines through the compiled renderer or, for "python", joined render_line."""
+    if path == "c":
+        assert speedups.render_jsonl is not None
+        return speedups.render_jsonl(prefix, records, jsonl.render_line)
+    return b"".join(jsonl.render_line(prefix, r).encode("utf-8") for r in records)
 
 
 def fields(r: Record) -> tuple:
@@ -316,3 +331,159 @@ def test_a_well_formed_minimal_record_decodes() -> None:
     batch, h = batch_of(b"\x0c\x00\x00\x00\x01\x01\x00", 1, base_offset=7, base_ts=5)
     (r,) = decode_records(batch, h)
     assert fields(r) == (Record, 7, 5, "CreateTime", None, None, [])
+
+
+# ---- rendering -----------------------------------------------------------------------------------
+
+PREFIX = jsonl.line_prefix("orders", 3)
+
+
+@needs_c
+@settings(max_examples=500, deadline=None)
+@given(st.lists(records(), max_size=6))
+def test_compiled_renderer_gives_the_python_bytes(recs: list[Record]) -> None:
+    assert render("c", PREFIX, recs) == render("python", PREFIX, recs)
+    assert speedups.render_jsonl(PREFIX, recs, jsonl.render_line, lines=True) == [
+        jsonl.render_line(PREFIX, r).encode("utf-8") for r in recs]
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(st.lists(records(any_str), max_size=4), any_str)
+def test_compiled_renderer_fails_where_python_fails(recs: list[Record], topic: str) -> None:
+    """Lone surrogates (in header keys, the prefix) cannot be encoded: both raise UnicodeEncodeError."""
+    prefix = jsonl.line_prefix(topic, 0)
+    assert outcome(lambda: render("c", prefix, recs)) == outcome(lambda: render("python", prefix, recs))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_every_byte_renders_as_json_would(path: str) -> None:
+    """Every single byte and 2-byte string: the line parses back to what SPEC section 3 says."""
+    values = [bytes([a]) for a in range(256)] + [bytes([a, b]) for a in range(0xC0, 0x100, 3) for b in range(256)]
+    recs = [Record(i, i, "CreateTime", v, v, [("k", v)]) for i, v in enumerate(values)]
+    out = render(path, PREFIX, recs)
+    assert out == render("python", PREFIX, recs)
+    for line, v in zip(out.split(b"\n")[:-1], values, strict=True):
+        try:
+            want = v.decode("utf-8")
+        except UnicodeDecodeError:
+            want = {"base64": base64.b64encode(v).decode("ascii")}
+        obj = json.loads(line)
+        assert obj["key"] == obj["value"] == obj["headers"][0][1] == want
+
+
+@needs_c
+def test_records_the_fast_path_leaves_to_python_render_identically() -> None:
+    """Control records, subclasses, ints beyond int64, bools, unset slots, tuples, bytearrays."""
+
+    class Sub(Record):
+        __slots__ = ()
+
+    base = Record(1, 2, "CreateTime", b"k", b"v", [("h", b"x")])
+    unset = object.__new__(Record)
+    odd = [
+        ControlRecord(base, "COMMIT", 42, 7),
+        ControlRecord(base, "ABORT", 42, None),
+        Sub(1, 2, "CreateTime", b"k", None, []),
+        Record(1 << 70, -(1 << 64), "CreateTime", b"k", b"v", []),
+        Record(True, False, "CreateTime", b"k", b"v", []),
+        Record(1, 2, "Create\"Time", bytearray(b"k"), b"v", ()),
+        Record(1, 2, "CreateTime", b"k", b"v", [["h", b"x"]]),
+        Record(1, 2, "CreateTime", b"k", b"v", [("h", bytearray(b"\xff"))]),
+        Record(1, 2, "CreateTime", b"k", b"v", None),
+    ]
+    for r in odd:
+        assert render("c", PREFIX, [base, r, base]) == render("python", PREFIX, [base, r, base]), r
+    assert outcome(lambda: render("c", PREFIX, [base, unset])) == outcome(lambda: render("python", PREFIX, [unset]))
+    assert outcome(lambda: render("c", PREFIX, [Record(1, 2, 3, b"", b"", [])])) == ("error", TypeError)
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_c)])
+def test_render_lines_and_render_records_keep_render_lines_output(compiled: bool, monkeypatch) -> None:
+    monkeypatch.setattr(jsonl, "_render_jsonl", speedups.render_jsonl if compiled else None)
+    rnd = random.Random(5)
+    recs = [Record(i, 1000 + i, "CreateTime", rnd.choice([None, b"k", b"\xff"]), rnd.randbytes(rnd.randrange(20)),
+                    [("a", b"b")] * rnd.randrange(3)) for i in range(3000)]
+    recs[1234] = ControlRecord(recs[1234], "COMMIT", 1, 0)
+    want = [jsonl.render_record("orders", 3, r) for r in recs]
+    assert jsonl.render_lines(PREFIX, recs) == b"".join(want)
+    assert jsonl.render_lines(PREFIX, iter(recs)) == b"".join(want)
+    assert jsonl.render_lines(PREFIX, []) == b""
+    assert list(jsonl.render_records("orders", 3, iter(recs))) == want
+    assert list(jsonl.render_records("orders", 3, recs[:16])) == want[:16]
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_c)])
+def test_render_records_yields_the_lines_before_an_error(compiled: bool, monkeypatch) -> None:
+    """An error in the records, or in rendering one, comes after the lines of the records before it."""
+    monkeypatch.setattr(jsonl, "_render_jsonl", speedups.render_jsonl if compiled else None)
+    recs = [Record(i, 0, "CreateTime", None, b"v", []) for i in range(100)]
+
+    def failing() -> Iterator[Record]:
+        yield from recs[:50]
+        raise CorruptBatchError("bad batch", 77)
+
+    got = []
+    with pytest.raises(CorruptBatchError):
+        got.extend(jsonl.render_records("t", 0, failing()))
+    assert len(got) == 50
+    unencodable = [*recs[:40], Record(40, 0, "CreateTime", None, None, [("\ud800", None)]), *recs[41:]]
+    got = []
+    with pytest.raises(UnicodeEncodeError):
+        got.extend(jsonl.render_records("t", 0, unencodable))
+    assert len(got) == 40
+
+
+# ---- speed (KFS_BENCH=1) ---------------------------------------------------------------------------
+
+def _best(fn: Callable[[], int], reps: int) -> float:
+    """Best items/s of fn() over reps runs, in CPU time (the machine may be shared)."""
+    best = float("inf")
+    for _ in range(reps):
+        start = time.process_time()
+        n = fn()
+        best = min(best, time.process_time() - start)
+    return n / best
+
+
+@pytest.mark.skipif(not os.environ.get("KFS_BENCH"), reason="benchmark: set KFS_BENCH=1")
+@needs_c
+@pytest.mark.parametrize("headers", [False, True])
+def test_bench_decode_and_render(headers: bool) -> None:
+    rnd = random.Random(1)
+    per_batch = 100
+    one = kafka_python_batches(rnd, 100, per_batch, headers)  # ~1.2 MB
+    buf = one * max(1, (50 << 20) // len(one))
+    batches = list(walk(buf))
+    n_records = len(batches) * per_batch
+
+    def kafka_python() -> int:
+        n = 0
+        records = MemoryRecords(buf)
+        while (batch := records.next_batch()) is not None:
+            for _ in batch:
+                n += 1
+        return n
+
+    def kfs_decode(path: str) -> Callable[[], int]:
+        return lambda: sum(len(decode(path, b, h)) for h, b in batches)
+
+    def kfs_render(path: str) -> Callable[[], int]:
+        return lambda: sum(len(render(path, PREFIX, c)) and len(c) for c in chunks)
+
+    def kfs_both(path: str) -> Callable[[], int]:
+        return lambda: sum(len(render(path, PREFIX, decode(path, b, h))) and h.record_count for h, b in batches)
+
+    assert kafka_python() == n_records
+    print(f"\n{len(buf) / 1e6:.0f} MB, {n_records:,} records, headers={headers}")
+    print(f"  decode  kafka-python {_best(kafka_python, 2):12,.0f} rec/s")
+    for path in ("python", "c"):
+        print(f"  decode  kfs {path:6}     {_best(kfs_decode(path), 3):12,.0f} rec/s")
+    # decoded only now: a heap of live records would slow every measurement above through the GC
+    decoded = [r for h, b in batches for r in decode("c", b, h)]
+    chunks = [decoded[i:i + 1000] for i in range(0, len(decoded), 1000)]
+
+    for path in ("python", "c"):
+        print(f"  render  kfs {path:6}     {_best(kfs_render(path), 3):12,.0f} lines/s")
+    for path in ("python", "c"):
+        print(f"  decode+render {path:6}   {_best(kfs_both(path), 3):12,.0f} lines/s")

@@ -603,6 +603,17 @@ put_escape(char *d, uint8_t c)
     return d + n;
 }
 
+/* Whether none of the 8 bytes in w needs a look: all ASCII, none below 0x20, no '"', no '\\'.
+ * The "has a zero byte" test of Hacker's Delight (6-1), exact for a yes/no answer. */
+static inline int
+plain_word(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
+    return ((w | ((w - ones * 0x20) & ~w) | ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash)) &
+            highs) == 0;
+}
+
 /* The length of the valid UTF-8 sequence at s[0] (a byte >= 0x80) within n bytes, or 0 if it is not
  * one to Python's strict decoder: no continuation byte first, no overlong forms, no surrogates
  * (U+D800-DFFF), nothing above U+10FFFF. */
@@ -693,6 +704,9 @@ put_bytes(outbuf *o, PyObject *obj)
     *d++ = '"';
     while (i < n) {
         Py_ssize_t run = i;
+        uint64_t w;
+        while (run + 8 <= n && (memcpy(&w, s + run, 8), plain_word(w)))
+            run += 8;
         while (run < n && byte_class[s[run]] == 0)
             run++;
         memcpy(d, s + i, (size_t)(run - i));
@@ -748,9 +762,20 @@ put_str(outbuf *o, PyObject *str, int escape)
     const void *data = PyUnicode_DATA(str);
     if (escape)
         *d++ = '"';
-    if (PyUnicode_IS_ASCII(str) && !escape) {
-        memcpy(d, data, (size_t)n);
-        d += n;
+    if (PyUnicode_IS_ASCII(str)) { /* header keys, timestamp types, prefixes: nearly always */
+        const uint8_t *s = (const uint8_t *)data;
+        if (!escape) {
+            memcpy(d, s, (size_t)n);
+            d += n;
+        }
+        else {
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (byte_class[s[i]])
+                    d = put_escape(d, s[i]);
+                else
+                    *d++ = (char)s[i];
+            }
+        }
     }
     else {
         for (Py_ssize_t i = 0; i < n; i++) {

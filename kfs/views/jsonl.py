@@ -14,9 +14,16 @@ import base64
 import json
 from collections.abc import Iterable, Iterator
 
-from kfs.record import Record
+from kfs.record import Record, speedups
 
 _encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]  # C-accelerated, keeps UTF-8
+
+# The compiled twin of render_line over many records (kfs/record/_speedups.c), when built; else None.
+_render_jsonl = speedups.render_jsonl
+# render_records pulls records in chunks this long at most, starting at the first: a reader that
+# stops after a few lines does not make many more records be decoded.
+_CHUNK_FIRST = 16
+_CHUNK_MAX = 1024
 
 
 def render_bytes(data: bytes | None) -> str:
@@ -55,7 +62,42 @@ def render_line(prefix: str, record: Record) -> str:
     return line + "}\n"
 
 
+def render_lines(prefix: str, records: Iterable[Record]) -> bytes:
+    """`render_line(prefix, record)` of every record, as UTF-8, concatenated; compiled when built."""
+    if _render_jsonl is not None:
+        return _render_jsonl(prefix, records, render_line)  # type: ignore[return-value]
+    return "".join([render_line(prefix, record) for record in records]).encode("utf-8")
+
+
 def render_records(topic: str, partition: int, records: Iterable[Record]) -> Iterator[bytes]:
+    """One JSON line (bytes) per record, lazily."""
     prefix = line_prefix(topic, partition)
-    for record in records:
-        yield render_line(prefix, record).encode("utf-8")
+    if _render_jsonl is None:
+        for record in records:
+            yield render_line(prefix, record).encode("utf-8")
+        return
+    # Compiled, a chunk of records at a time, with the lines still coming out in step with the records:
+    # the records taken before `records` raises are rendered first, and so are the lines before one
+    # that fails to render.
+    it = iter(records)
+    size = _CHUNK_FIRST
+    while True:
+        chunk: list[Record] = []
+        error: Exception | None = None
+        try:
+            for record in it:
+                chunk.append(record)
+                if len(chunk) == size:
+                    break
+        except Exception as e:
+            error = e
+        try:
+            lines: Iterable[bytes] = _render_jsonl(prefix, chunk, render_line, lines=True)  # type: ignore[assignment]
+        except Exception:
+            lines = (render_line(prefix, record).encode("utf-8") for record in chunk)  # raises where it should
+        yield from lines
+        if error is not None:
+            raise error
+        if len(chunk) < size:
+            return
+        size = min(2 * size, _CHUNK_MAX)
