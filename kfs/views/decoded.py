@@ -46,7 +46,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
-from kfs.views.jsonl import line_prefix, render_line
+from kfs.views.jsonl import line_prefix, render_pairs
 
 MAP_INTERVAL = 32 * 1024  # decoded bytes between seek-map entries (cf. index.interval.bytes)
 MAX_RUNS = 4096  # runs kept per decoded log (LRU); a run of a 1 GiB segment maps in ~1 MB
@@ -133,8 +133,9 @@ class DecodedLog:
             return iter(())
         return self.plog.records(start, isolation=self.isolation, control=self.control, end_offset=end)
 
-    def render(self, record: Any) -> bytes:
-        return render_line(self.prefix, record).encode("utf-8")
+    def rendered(self, start: int, end: int) -> Iterator[tuple[Any, bytes]]:
+        """(record, JSON line) from `start` to `end`, rendered a chunk at a time (compiled when built)."""
+        return render_pairs(self.prefix, self.records(start, end))
 
 
 def _segment_bytes(segment: Any) -> int:
@@ -209,11 +210,10 @@ class DecodedView:
             start, position = run.mapped_to, run.length
         positions: list[int] = []
         offsets: list[int] = []
-        render = self.log.render
-        for record in self.log.records(start, end):
+        for record, line in self.log.rendered(start, end):
             positions.append(position)
             offsets.append(record.offset)
-            position += len(render(record))
+            position += len(line)
         run.commit(positions, offsets, position, True, end)
 
     def cursor(self) -> Cursor:
@@ -229,7 +229,7 @@ class Cursor:
         self.lock = threading.Lock()
         self._run: SegmentRun | None = None
         self._end = 0
-        self._records: Iterator[Any] = iter(())
+        self._records: Iterator[tuple[Any, bytes]] = iter(())
         self._line = b""  # the rendered line the cursor is on ...
         self._line_position = 0  # ... and where it starts in the run
 
@@ -270,7 +270,7 @@ class Cursor:
                 and local - line_end <= RESUME_SLACK):
             position, offset = run.entry_at_or_before(local)
             self._run, self._end = run, end
-            self._records = log.records(offset, end)
+            self._records = log.rendered(offset, end)
             self._line, self._line_position = b"", position
             line_end = position
         served = 0
@@ -287,12 +287,10 @@ class Cursor:
         frontier = position == frontier_at
         positions: list[int] = []
         offsets: list[int] = []
-        render = log.render
         line = self._line
         exhausted = True
         try:
-            for record in self._records:
-                line = render(record)
+            for record, line in self._records:
                 if not frontier and position == frontier_at and record.offset >= mapped_to:
                     frontier = True
                 if frontier:

@@ -71,14 +71,20 @@ def render_lines(prefix: str, records: Iterable[Record]) -> bytes:
 
 def render_records(topic: str, partition: int, records: Iterable[Record]) -> Iterator[bytes]:
     """One JSON line (bytes) per record, lazily."""
-    prefix = line_prefix(topic, partition)
+    for _, line in render_pairs(line_prefix(topic, partition), records):
+        yield line
+
+
+def render_pairs(prefix: str, records: Iterable[Record]) -> Iterator[tuple[Record, bytes]]:
+    """(record, its JSON line) for each record, lazily; compiled a chunk at a time when built.
+
+    The lines come out in step with the records: the records taken before `records` raises are
+    rendered first, and so are the lines before one that fails to render.
+    """
     if _render_jsonl is None:
         for record in records:
-            yield render_line(prefix, record).encode("utf-8")
+            yield record, render_line(prefix, record).encode("utf-8")
         return
-    # Compiled, a chunk of records at a time, with the lines still coming out in step with the records:
-    # the records taken before `records` raises are rendered first, and so are the lines before one
-    # that fails to render.
     it = iter(records)
     size = _CHUNK_FIRST
     while True:
@@ -95,7 +101,7 @@ def render_records(topic: str, partition: int, records: Iterable[Record]) -> Ite
             lines: Iterable[bytes] = _render_jsonl(prefix, chunk, render_line, lines=True)  # type: ignore[assignment]
         except Exception:
             lines = (render_line(prefix, record).encode("utf-8") for record in chunk)  # raises where it should
-        yield from lines
+        yield from zip(chunk, lines, strict=False)
         if error is not None:
             raise error
         if len(chunk) < size:
