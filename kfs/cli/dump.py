@@ -42,6 +42,7 @@ import struct
 import sys
 from collections.abc import Callable, Iterator
 
+from kfs.cli.arguments import non_negative_int
 from kfs.record import (
     BatchHeader,
     CorruptBatchError,
@@ -73,14 +74,6 @@ Out = Callable[[str], object]
 
 # ---- the command ------------------------------------------------------------------------------
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"'{text}' must not be negative")
-    return value
 
 
 def add_dump_command(subparsers: argparse._SubParsersAction) -> None:
@@ -101,9 +94,9 @@ def add_dump_command(subparsers: argparse._SubParsersAction) -> None:
                    help="check .index/.timeindex entries against the log without printing them")
     p.add_argument("--index-sanity-check", action="store_true",
                    help="only the check a broker runs on startup to decide whether to rebuild an index")
-    p.add_argument("--max-bytes", type=_non_negative, metavar="N",
+    p.add_argument("--max-bytes", type=non_negative_int, metavar="N",
                    help="read only the batches within the first N bytes of each .log")
-    p.add_argument("--max-message-size", type=_non_negative, default=DEFAULT_MAX_MESSAGE_SIZE, metavar="N",
+    p.add_argument("--max-message-size", type=non_negative_int, default=DEFAULT_MAX_MESSAGE_SIZE, metavar="N",
                    help="the largest batch an index entry may point at (default 5 MiB)")
     p.set_defaults(func=run_dump)
 

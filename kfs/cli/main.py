@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from kfs.cli.arguments import non_negative_int
 from kfs.storage import KfsError, LogDirs, OffsetOutOfRange
 from kfs.views.jsonl import render_records
 
@@ -129,14 +130,6 @@ def _cat_raw(plog, location, count: int | None) -> int:  # type: ignore[no-untyp
 
 # ---- the parser -------------------------------------------------------------------------------
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"'{text}' must not be negative")
-    return value
 
 
 class _Parser(argparse.ArgumentParser):
@@ -170,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--offset", metavar="N", help="an offset, earliest, latest or -K (default: the log start)")
     g.add_argument("--time", metavar="T", help="milliseconds since the epoch or ISO-8601")
-    p.add_argument("--count", type=_positive, metavar="K", help="stop after K records")
+    p.add_argument("--count", type=non_negative_int, metavar="K", help="stop after K records")
     p.add_argument("--format", choices=("jsonl", "raw", "value"), default="jsonl")
     p.add_argument("--isolation", choices=("read_uncommitted", "read_committed"), default="read_uncommitted")
     p.add_argument("--control", choices=("hide", "show"), default="hide")
