@@ -33,7 +33,8 @@ T0 = 1_600_000_000_000
 CODECS = (0, 1, 2, 3, 4)  # none, gzip, snappy, lz4, zstd (kafka-python's codec numbers = Kafka's)
 OFFSET_INDEX_MODES = ("exact", "exact", "prealloc", "missing", "empty", "torn", "fewer")
 TIME_INDEX_MODES = ("exact", "exact", "prealloc", "missing", "empty")
-LOG_SETTINGS = settings(max_examples=int(os.environ.get("KFS_HYPOTHESIS_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LOG_SETTINGS = settings(max_examples=int(os.environ.get("KFS_HYPOTHESIS_EXAMPLES", "40")), deadline=None,
+                        suppress_health_check=[HealthCheck.too_slow])
 
 
 @dataclass
