@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from kfs.cli.arguments import non_negative_int
 from kfs.storage import KfsError, LogDirs, OffsetOutOfRange
-from kfs.views.jsonl import render_records
+from kfs.views.jsonl import line_prefix, render_lines
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -94,12 +94,17 @@ def cmd_cat(args: argparse.Namespace) -> int:
         return 0
     if args.format == "raw":
         return _cat_raw(plog, location or plog.locate_offset(start), args.count)
-    records = plog.records(start, isolation=args.isolation, control=args.control)
-    count = args.count
-    for n, line in enumerate(render_records(plog.topic, plog.partition, records)):
-        if count is not None and n >= count:
+    prefix = line_prefix(plog.topic, plog.partition)
+    remaining = args.count
+    if remaining == 0:
+        return 0
+    for records in plog.record_lists(start, isolation=args.isolation, control=args.control):
+        if remaining is not None:
+            records = records[:remaining]
+            remaining -= len(records)
+        _write(render_lines(prefix, records))
+        if remaining == 0:
             break
-        _write(line)
     return 0
 
 

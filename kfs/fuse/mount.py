@@ -124,10 +124,11 @@ def _spawn(logdirs: list[str], mountpoint: str, options: dict[str, Any], log_pat
     os.close(write_end)
     message = b""
     deadline = time.monotonic() + MOUNT_TIMEOUT
+    poller = select.poll()  # not select(): it fails on descriptors >= 1024
+    poller.register(read_end, select.POLLIN | select.POLLHUP)
     try:
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([read_end], [], [], 0.05)
-            if ready:
+            if poller.poll(50):
                 chunk = os.read(read_end, 4096)
                 if chunk:
                     message += chunk

@@ -14,16 +14,20 @@ import itertools
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from kfs.fuse import binding
 from kfs.fuse.tree import Attr, Handle, KfsTree, TreeError
+from kfs.storage.open_files import OPEN_FILES
 
 log = logging.getLogger("kfs.fuse")
 
 ATTR_TIMEOUT = 1.0  # seconds the kernel trusts a stat: a live partition's growth shows within this
 ENTRY_TIMEOUT = 1.0
+IDLE_CHECK_SECONDS = 30.0
+IDLE_CLOSE_SECONDS = 60.0  # an index or segment file unused this long is closed (reopened on use)
 
 
 def _translated(method: Callable) -> Callable:
@@ -169,6 +173,7 @@ class KfsOperations(binding.Operations):
             config.kernel_cache = 0  # keep_cache is decided per open
             config.direct_io = 0
         log.info("mounted %s (%s)", ", ".join(self.tree.logdirs.paths), binding.BINDING_NAME)
+        threading.Thread(target=_close_idle_files, name="kfs-idle-closer", daemon=True).start()
 
     def destroy(self, path: str) -> None:
         with self._lock:
@@ -181,3 +186,12 @@ class KfsOperations(binding.Operations):
 
     chmod = chown = create = link = mkdir = mknod = rename = rmdir = _read_only
     symlink = truncate = unlink = utimens = write = setxattr = removexattr = _read_only
+
+
+def _close_idle_files() -> None:
+    """Indexes and segment files are opened on first use; close them once idle (SPEC section 4)."""
+    while True:
+        time.sleep(IDLE_CHECK_SECONDS)
+        closed = OPEN_FILES.close_idle(IDLE_CLOSE_SECONDS)
+        if closed:
+            log.debug("closed %d idle segment files and indexes", closed)

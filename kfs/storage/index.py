@@ -24,8 +24,9 @@ import mmap
 import os
 import struct
 import threading
-import time
 from collections.abc import Callable
+
+from kfs.storage.open_files import OPEN_FILES
 
 # Kafka's AbstractIndex.warmEntries(): the last 8 KiB of an index are the "warm" section.
 WARM_SECTION_BYTES = 8192
@@ -48,39 +49,44 @@ class SegmentIndex:
         self.path = path
         self.base_offset = base_offset
         self._lock = threading.Lock()
-        self._fd: int | None = None
         self._map: mmap.mmap | None = None
         self._mapped_bytes = 0
         self._entries = 0
-        self._last_used = 0.0
 
     # ---- the mapping -------------------------------------------------------------------------
 
+    def _file_bytes(self) -> int:
+        """The file's size now: from the mapping's own descriptor (mmap keeps a duplicate, so
+        kfs holds no other), or by path while nothing is mapped."""
+        if self._map is not None:
+            return self._map.size()
+        return os.stat(self.path).st_size
+
     def _open(self) -> None:
         """Map the file (O_RDONLY, PROT_READ) and count its entries; cheap to call again."""
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            self._entries = 0
-        file_bytes = os.fstat(self._fd).st_size
+        file_bytes = self._file_bytes()
         if file_bytes % self.entry_size:
             # Kafka's sanityCheck: a torn index is corrupt (the broker rebuilds it); never half-trust it.
             raise IndexError_(f"{self.path}: size {file_bytes} is not a multiple of {self.entry_size}")
-        usable = file_bytes
-        if usable != self._mapped_bytes or self._map is None:
-            if self._map is not None:
-                self._map.close()
-                self._map = None
-            self._mapped_bytes = usable
-            if usable:
-                self._map = mmap.mmap(self._fd, usable, access=mmap.ACCESS_READ)
+        capacity = file_bytes // self.entry_size
+        if file_bytes != self._mapped_bytes or (file_bytes and self._map is None):
+            # First use, or the broker resized the file (trimmed on roll, truncated): map it anew.
+            self._release()
+            if file_bytes:
+                fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                try:
+                    self._map = mmap.mmap(fd, file_bytes, access=mmap.ACCESS_READ)
+                finally:
+                    os.close(fd)
                 # A lookup touches a handful of entries: no read-around on a fault (see the search).
                 self._map.madvise(mmap.MADV_RANDOM)
-            self._entries = min(self._entries, usable // self.entry_size)
-            self._entries = self._count_entries(usable // self.entry_size)
-        elif self._entries < usable // self.entry_size:
+            self._mapped_bytes = file_bytes
+            self._entries = self._count_entries(capacity)
+        elif self._entries < capacity:
             # A live (preallocated) index may have grown since we last looked: look past the count.
-            self._entries = self._count_entries(usable // self.entry_size)
-        self._last_used = time.monotonic()
+            self._entries = self._count_entries(capacity)
+        if self._map is not None:
+            OPEN_FILES.touch(self)
 
     def _is_zero(self, slot: int) -> bool:
         assert self._map is not None
@@ -112,17 +118,23 @@ class SegmentIndex:
 
     def close(self) -> None:
         with self._lock:
-            if self._map is not None:
-                self._map.close()
-                self._map = None
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
-            self._mapped_bytes = 0
-            self._entries = 0
+            self._release()
+        OPEN_FILES.forget(self)
 
-    def idle_for(self) -> float:
-        return time.monotonic() - self._last_used if self._fd is not None else 0.0
+    def evict(self) -> None:
+        """Unmap and close if no lookup is running now (see kfs.storage.open_files)."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self._release()
+            finally:
+                self._lock.release()
+
+    def _release(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        self._mapped_bytes = 0
+        self._entries = 0
 
     # ---- entries -----------------------------------------------------------------------------
 

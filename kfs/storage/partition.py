@@ -249,10 +249,17 @@ class PartitionLog:
         read_committed drops aborted transactional batches; control="show" yields markers as
         `ControlRecord`s. Raises OffsetOutOfRange when the start is outside the log.
         """
+        for records in self.record_lists(start_offset, isolation=isolation, control=control, end_offset=end_offset):
+            yield from records
+
+    def record_lists(self, start_offset: int | None = None, *, isolation: str = "read_uncommitted",
+                     control: str = "hide", end_offset: int | None = None) -> Iterator[list[Record]]:
+        """`records()` a batch at a time (a non-empty list per batch): for front ends that render or
+        convert whole batches, which saves a generator step per record on the hot path."""
         if start_offset is None:
             start_offset = self.log_start_offset()
         try:
-            location = self.locate_offset(start_offset)
+            location = self.locate_offset(start_offset, with_record=False)
         except OffsetOutOfRange:
             if start_offset == self.log_end_offset():
                 return
@@ -260,13 +267,23 @@ class PartitionLog:
         segment = self._segments.floor(location.segment_base_offset)
         assert segment is not None
         aborted = self.aborted_transactions() if isolation == "read_committed" else None
-        for _, _, record in self._records_from(segment, location.position, max(start_offset, self.log_start_offset()),
-                                               end_offset, control=control == "show", aborted=aborted):
-            yield record
+        first = max(start_offset, self.log_start_offset())
+        for _, _, records in self._record_lists_from(segment, location.position, first, end_offset,
+                                                     control=control == "show", aborted=aborted):
+            yield records
 
     def _records_from(self, segment: LogSegment, position: int, first_offset: int, end_offset: int | None,
                       control: bool, aborted: AbortedIndex | None = None
                       ) -> Iterator[tuple[LogSegment, BatchHeader, Record]]:
+        for seg, header, records in self._record_lists_from(segment, position, first_offset, end_offset,
+                                                            control, aborted):
+            for record in records:
+                yield seg, header, record
+
+    def _record_lists_from(self, segment: LogSegment, position: int, first_offset: int, end_offset: int | None,
+                           control: bool, aborted: AbortedIndex | None = None
+                           ) -> Iterator[tuple[LogSegment, BatchHeader, list[Record]]]:
+        """Per batch from (segment, position): its records in [first_offset, end_offset), if any."""
         for seg, header, body in self.batches_from(segment, position):
             if end_offset is not None and header.last_offset >= 0 and seg.base_offset_of(header, body) >= end_offset:
                 return
@@ -275,19 +292,26 @@ class PartitionLog:
             if header.is_control:
                 if not control:
                     continue
+                markers = []
                 for record in seg.records_of(header, body):
                     if record.offset >= first_offset and (end_offset is None or record.offset < end_offset):
                         kind, epoch = parse_control_record(record)
-                        yield seg, header, ControlRecord(record, kind, header.producer_id, epoch)
+                        markers.append(ControlRecord(record, kind, header.producer_id, epoch))
+                if markers:
+                    yield seg, header, markers
                 continue
             if aborted is not None and header.is_transactional and aborted.is_aborted(header):
                 continue
-            for record in seg.records_of(header, body):
-                if record.offset < first_offset:
-                    continue
-                if end_offset is not None and record.offset >= end_offset:
-                    return
-                yield seg, header, record
+            records = seg.records_of(header, body)
+            if records and records[0].offset < first_offset:
+                records = [r for r in records if r.offset >= first_offset]
+            if end_offset is not None and records and records[-1].offset >= end_offset:
+                records = [r for r in records if r.offset < end_offset]
+                if records:
+                    yield seg, header, records
+                return
+            if records:
+                yield seg, header, records
 
     # ---- transactions ---------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from kfs.record import (
 )
 from kfs.storage.errors import CorruptLogError, VanishedError
 from kfs.storage.index import OffsetIndex, TimeIndex
+from kfs.storage.open_files import OPEN_FILES
 from kfs.storage.txn_index import AbortedTxn, read_txn_index
 
 log = logging.getLogger("kfs")
@@ -75,38 +76,61 @@ class LogSegment:
 
     # ---- file access ----------------------------------------------------------------------------
 
-    def _file(self) -> int:
-        with self._lock:
-            if self._fd is None:
-                try:
-                    self._fd = os.open(self.log_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-                except FileNotFoundError:
-                    raise VanishedError(f"{self.log_path}: segment deleted while reading") from None
-            return self._fd
-
-    def fileno(self) -> int:
-        """An O_RDONLY descriptor of the `.log` (for zero-copy readers such as FUSE's read_buf)."""
-        return self._file()
+    def _open_locked(self) -> int:
+        """The `.log` descriptor, opened on first use; the caller holds self._lock, so an eviction
+        (which only try-locks) can never close it under a read in progress."""
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.log_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            except FileNotFoundError:
+                raise VanishedError(f"{self.log_path}: segment deleted while reading") from None
+        return self._fd
 
     def close(self) -> None:
+        """Close the `.log` descriptor (reopened on next use) and the index maps."""
         with self._lock:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+        OPEN_FILES.forget(self)
         self.offset_index.close()
         self.time_index.close()
 
+    def evict(self) -> None:
+        """Close the `.log` descriptor unless a read holds it now (see kfs.storage.open_files)."""
+        if self._lock.acquire(blocking=False):
+            try:
+                if self._fd is not None:
+                    os.close(self._fd)
+                    self._fd = None
+            finally:
+                self._lock.release()
+
+    def __del__(self, _close=os.close) -> None:  # os may be gone at interpreter exit
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            try:  # noqa: SIM105  # no module globals here: they may be gone at interpreter exit
+                _close(fd)
+            except OSError:
+                pass
+
     def file_size(self) -> int:
-        try:
-            return os.fstat(self._file()).st_size
-        except OSError as e:
-            raise VanishedError(f"{self.log_path}: {e.strerror}") from None
+        with self._lock:
+            try:
+                size = os.fstat(self._open_locked()).st_size
+            except OSError as e:
+                raise VanishedError(f"{self.log_path}: {e.strerror}") from None
+        OPEN_FILES.touch(self)
+        return size
 
     def read(self, position: int, length: int) -> bytes:
-        try:
-            return os.pread(self._file(), length, position)
-        except OSError as e:
-            raise VanishedError(f"{self.log_path}: {e.strerror} at position {position}") from None
+        with self._lock:
+            try:
+                data = os.pread(self._open_locked(), length, position)
+            except OSError as e:
+                raise VanishedError(f"{self.log_path}: {e.strerror} at position {position}") from None
+        OPEN_FILES.touch(self)
+        return data
 
     # ---- walking batches ------------------------------------------------------------------------
 
