@@ -37,7 +37,7 @@ from kfs.record import decode_records
 from kfs.storage import LogDirs, LogSegment
 from kfs.storage import index as index_module
 from kfs.storage.index import OffsetIndex, SegmentIndex, TimeIndex
-from kfs.views.jsonl import render_records
+from kfs.views.jsonl import line_prefix, render_lines, render_records
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 T0 = 1_700_000_000_000
@@ -171,10 +171,20 @@ def bench_decode(partition_dir: str, log_bytes: int, repeat: int) -> list[tuple[
             n += 1
         return n
 
+    def kfs_jsonl_batches() -> int:
+        """What `kfs cat` does: a batch's records at a time, rendered in one call."""
+        prefix = line_prefix(plog.topic, plog.partition)
+        n = 0
+        for records in plog.record_lists():
+            render_lines(prefix, records)
+            n += len(records)
+        return n
+
     decoders = (("kfs PartitionLog.records()", kfs_records),
                 ("kfs LogSegment.batches + decode_records", kfs_batches),
                 ("kafka-python MemoryRecords", kafka_python),
-                ("kfs JSON lines (views.jsonl)", kfs_jsonl))
+                ("kfs JSON lines (views.jsonl)", kfs_jsonl),
+                ("kfs JSON lines per batch (kfs cat)", kfs_jsonl_batches))
     best: dict[str, tuple[float, int]] = {}
     for round_ in range(repeat):  # rounds interleave the decoders: a slow spell hits all of them
         for name, fn in decoders:
