@@ -98,7 +98,8 @@ def cmd_cat(args: argparse.Namespace) -> int:
     remaining = args.count
     if remaining == 0:
         return 0
-    for records in plog.record_lists(start, isolation=args.isolation, control=args.control):
+    for records in plog.record_lists(start, isolation=args.isolation, control=args.control,
+                                     on_corrupt=args.on_corrupt):
         if remaining is not None:
             records = records[:remaining]
             remaining -= len(records)
@@ -172,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("jsonl", "raw", "value"), default="jsonl")
     p.add_argument("--isolation", choices=("read_uncommitted", "read_committed"), default="read_uncommitted")
     p.add_argument("--control", choices=("hide", "show"), default="hide")
+    p.add_argument("--on-corrupt", choices=("fail", "skip"), default="fail",
+                   help='skip: a corrupt batch becomes an {"error": ...} line and reading goes on (jsonl)')
     p.set_defaults(func=cmd_cat)
 
     for hook in _extension_hooks():

@@ -50,7 +50,8 @@ from pyspark.sql.types import (
 from kfs.record.types import Record
 from kfs.spark.options import ReadOptions, parse_options
 from kfs.spark.plan import Bounds, Piece, Split, plan_splits
-from kfs.storage import CorruptLogError, LogDirs, PartitionLog
+from kfs.storage import LogDirs, PartitionLog
+from kfs.storage.partition import CorruptBatch
 
 log = logging.getLogger("kfs.spark")
 
@@ -194,44 +195,15 @@ def bounds_from_filters(filters: Sequence[Filter]) -> tuple[Bounds, list[Filter]
 
 # ---- reading --------------------------------------------------------------------------------------
 
-def _resume_offset(plog: PartitionLog, error: CorruptLogError, offset: int) -> int | None:
-    """Where reading can go on after a corrupt batch: past it when its header still reads (a bad
-    record or CRC), else at the next offset-index entry past it, else at the next segment (a bad
-    length field leaves no other way to find the next batch)."""
-    segments = plog.segments()
-    for i, segment in enumerate(segments):
-        if segment.log_path != error.path:
-            continue
-        try:
-            header, _ = next(iter(plog.batches(segment, error.position)))
-            if header.position == error.position and header.last_offset >= offset:
-                return header.last_offset + 1
-        except (CorruptLogError, StopIteration):
-            pass
-        for entry_offset, position in segment.offset_index_entries():
-            if position > error.position and entry_offset > offset:
-                return entry_offset
-        return segments[i + 1].base_offset if i + 1 < len(segments) else None
-    return None
-
-
 def piece_records(plog: PartitionLog, piece: Piece, opts: ReadOptions) -> Iterator[Record]:
-    """The records of one piece in offset order; `onCorrupt=skip` jumps over corrupt batches."""
-    offset = piece.start_offset
-    while offset < piece.end_offset:
-        try:
-            for record in plog.records(offset, isolation=opts.isolation, end_offset=piece.end_offset):
-                offset = record.offset + 1
-                yield record
-            return
-        except CorruptLogError as e:
-            if opts.on_corrupt != "skip":
-                raise
-            resume = _resume_offset(plog, e, offset)
-            log.warning("kfs: %s; skipping to offset %s", e, resume)
-            if resume is None or resume <= offset:
-                return
-            offset = resume
+    """The records of one piece in offset order; `onCorrupt=skip` goes on after corrupt batches
+    (the storage layer resynchronises; a row cannot carry the error, so it is logged)."""
+    for record in plog.records(piece.start_offset, isolation=opts.isolation, end_offset=piece.end_offset,
+                               on_corrupt=opts.on_corrupt):
+        if isinstance(record, CorruptBatch):
+            log.warning("kfs: %s; skipped", record.error)
+            continue
+        yield record
 
 
 def arrow_batches(topic: str, partition: int, records: Iterable[Record], schema: pa.Schema,

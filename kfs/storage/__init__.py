@@ -14,11 +14,12 @@ from kfs.storage.errors import (
     VanishedError,
 )
 from kfs.storage.logdir import LogDirs, parse_partition_dir
-from kfs.storage.partition import ControlRecord, Extent, Location, PartitionLog
+from kfs.storage.partition import ControlRecord, CorruptBatch, Extent, Location, PartitionLog
 from kfs.storage.segment import LogSegment
 
 __all__ = [
-    "BadSpec", "ControlRecord", "CorruptLogError", "Extent", "KfsError", "Location", "LogDirs", "LogSegment",
+    "BadSpec", "ControlRecord", "CorruptBatch", "CorruptLogError", "Extent", "KfsError", "Location", "LogDirs",
+    "LogSegment",
     "NoRecordAtOffset", "OffsetOutOfRange", "PartitionLog", "TimestampNotFound", "UnknownPartition",
     "VanishedError", "parse_partition_dir",
 ]

@@ -8,6 +8,7 @@ largest timestamp is >= T, then `LogSegment.findOffsetByTimestamp` (`UnifiedLog.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -26,6 +27,8 @@ from kfs.storage.segment import LogSegment
 from kfs.storage.segments import LogSegments
 from kfs.storage.specs import parse_time_spec, resolve_offset_spec
 from kfs.storage.txn_index import AbortedTxn
+
+log = logging.getLogger("kfs")
 
 REFRESH_INTERVAL = 0.5  # seconds between directory listings of a partition
 
@@ -75,6 +78,19 @@ class ControlRecord(Record):
         self.control = control
         self.producer_id = producer_id
         self.coordinator_epoch = coordinator_epoch
+
+
+class CorruptBatch(Record):
+    """Stands in the record stream for a batch that could not be read, with `on_corrupt="skip"`:
+    renderers print it as an `{"error": ...}` line; the records after it follow."""
+
+    __slots__ = ("error", "path", "position")
+
+    def __init__(self, error: CorruptLogError, offset: int) -> None:
+        super().__init__(offset, -1, "NoTimestampType", None, None, [])
+        self.error = str(error)
+        self.path = error.path
+        self.position = error.position
 
 
 class PartitionLog:
@@ -243,17 +259,21 @@ class PartitionLog:
         return extents
 
     def records(self, start_offset: int | None = None, *, isolation: str = "read_uncommitted",
-                control: str = "hide", end_offset: int | None = None) -> Iterator[Record]:
+                control: str = "hide", end_offset: int | None = None, on_corrupt: str = "fail") -> Iterator[Record]:
         """Records from `start_offset` (the log start by default; gaps resolve forward) to the log end.
 
         read_committed drops aborted transactional batches; control="show" yields markers as
-        `ControlRecord`s. Raises OffsetOutOfRange when the start is outside the log.
+        `ControlRecord`s. Raises OffsetOutOfRange when the start is outside the log. A corrupt
+        batch raises CorruptLogError after the records before it, or with on_corrupt="skip" is a
+        `CorruptBatch` in the stream, and reading goes on after it.
         """
-        for records in self.record_lists(start_offset, isolation=isolation, control=control, end_offset=end_offset):
+        for records in self.record_lists(start_offset, isolation=isolation, control=control, end_offset=end_offset,
+                                         on_corrupt=on_corrupt):
             yield from records
 
     def record_lists(self, start_offset: int | None = None, *, isolation: str = "read_uncommitted",
-                     control: str = "hide", end_offset: int | None = None) -> Iterator[list[Record]]:
+                     control: str = "hide", end_offset: int | None = None,
+                     on_corrupt: str = "fail") -> Iterator[list[Record]]:
         """`records()` a batch at a time (a non-empty list per batch): for front ends that render or
         convert whole batches, which saves a generator step per record on the hot path."""
         if start_offset is None:
@@ -268,9 +288,50 @@ class PartitionLog:
         assert segment is not None
         aborted = self.aborted_transactions() if isolation == "read_committed" else None
         first = max(start_offset, self.log_start_offset())
+        if on_corrupt == "skip":
+            yield from self._record_lists_skipping_corrupt(segment, location.position, first, end_offset,
+                                                           control=control == "show", aborted=aborted)
+            return
         for _, _, records in self._record_lists_from(segment, location.position, first, end_offset,
                                                      control=control == "show", aborted=aborted):
             yield records
+
+    def _record_lists_skipping_corrupt(self, segment: LogSegment, position: int, first_offset: int,
+                                       end_offset: int | None, control: bool, aborted: AbortedIndex | None
+                                       ) -> Iterator[list[Record]]:
+        """`_record_lists_from`, going on after each corrupt batch: past it when its header reads (a
+        bad CRC or record), else at the next offset index entry after it (index entries are batch
+        starts), else at the next segment: a bad length field leaves no other way to the next batch."""
+        current: LogSegment | None = segment
+        last_offset = first_offset - 1
+        while current is not None:
+            try:
+                for _, _, records in self._record_lists_from(current, position, first_offset, end_offset,
+                                                             control, aborted, skip_bad_batches=True):
+                    if records:
+                        last_offset = max(last_offset, records[-1].offset)
+                    yield records
+                return
+            except CorruptLogError as e:
+                log.warning("%s; skipping it", e)
+                yield [CorruptBatch(e, last_offset + 1)]
+                current, position = self._resync_after(e)
+
+    def _resync_after(self, error: CorruptLogError) -> tuple[LogSegment | None, int]:
+        """Where a walk can go on after a batch whose header cannot be read."""
+        segments = self.segments()
+        for i, segment in enumerate(segments):
+            if segment.log_path != error.path:
+                continue
+            for _, entry_position in segment.offset_index_entries():
+                if entry_position > error.position:
+                    try:
+                        if segment.batch_at(entry_position) is not None:
+                            return segment, entry_position
+                    except CorruptLogError:
+                        continue
+            return (segments[i + 1], 0) if i + 1 < len(segments) else (None, 0)
+        return None, 0
 
     def _records_from(self, segment: LogSegment, position: int, first_offset: int, end_offset: int | None,
                       control: bool, aborted: AbortedIndex | None = None
@@ -281,9 +342,13 @@ class PartitionLog:
                 yield seg, header, record
 
     def _record_lists_from(self, segment: LogSegment, position: int, first_offset: int, end_offset: int | None,
-                           control: bool, aborted: AbortedIndex | None = None
+                           control: bool, aborted: AbortedIndex | None = None, skip_bad_batches: bool = False
                            ) -> Iterator[tuple[LogSegment, BatchHeader, list[Record]]]:
-        """Per batch from (segment, position): its records in [first_offset, end_offset), if any."""
+        """Per batch from (segment, position): its records in [first_offset, end_offset), if any.
+
+        skip_bad_batches: a batch whose header reads but whose CRC or records do not becomes a
+        `CorruptBatch`, and the walk goes on with the next batch.
+        """
         for seg, header, body in self.batches_from(segment, position):
             if end_offset is not None and header.last_offset >= 0 and seg.base_offset_of(header, body) >= end_offset:
                 return
@@ -292,8 +357,15 @@ class PartitionLog:
             if header.is_control:
                 if not control:
                     continue
-                markers = []
-                for record in seg.records_of(header, body):
+                markers: list[Record] = []
+                try:
+                    control_records = seg.records_of(header, body)
+                except CorruptLogError as e:
+                    if not skip_bad_batches:
+                        raise
+                    yield seg, header, [CorruptBatch(e, max(first_offset, header.last_offset))]
+                    continue
+                for record in control_records:
                     if record.offset >= first_offset and (end_offset is None or record.offset < end_offset):
                         kind, epoch = parse_control_record(record)
                         markers.append(ControlRecord(record, kind, header.producer_id, epoch))
@@ -302,7 +374,15 @@ class PartitionLog:
                 continue
             if aborted is not None and header.is_transactional and aborted.is_aborted(header):
                 continue
-            records = seg.records_of(header, body)
+            try:
+                records = seg.records_of(header, body)
+            except CorruptLogError as e:
+                if not skip_bad_batches:
+                    raise
+                log.warning("%s; skipping it", e)
+                yield seg, header, [CorruptBatch(e, max(first_offset, header.base_offset, header.last_offset
+                                                        if header.base_offset < 0 else header.base_offset))]
+                continue
             if records and records[0].offset < first_offset:
                 records = [r for r in records if r.offset >= first_offset]
             if end_offset is not None and records and records[-1].offset >= end_offset:
@@ -454,5 +534,5 @@ def _parse_checkpoint(path: str) -> dict[tuple[str, int], int]:
     return offsets
 
 
-__all__ = ["AbortedIndex", "CheckpointReader", "ControlRecord", "CorruptLogError", "Extent", "Location",
+__all__ = ["AbortedIndex", "CheckpointReader", "ControlRecord", "CorruptBatch", "CorruptLogError", "Extent", "Location",
            "PartitionLog"]

@@ -222,10 +222,16 @@ class LogSegment:
             if entry is not None:
                 start, self._next_offset = entry[1], self.base_offset
             self._valid_end = start
-        for header in self.headers(start, size):
-            self._valid_end = header.next_position
-            self._next_offset = max(self._next_offset, header.last_offset + 1)
-            self._tail_max_timestamp = max(self._tail_max_timestamp, header.max_timestamp)
+        try:
+            for header in self.headers(start, size):
+                self._valid_end = header.next_position
+                self._next_offset = max(self._next_offset, header.last_offset + 1)
+                self._tail_max_timestamp = max(self._tail_max_timestamp, header.max_timestamp)
+        except CorruptLogError as e:
+            # Not a half-written tail but garbage: keep the bytes in view, so a read meets the
+            # error (EIO, or an error line with on_corrupt=skip) instead of a silently shorter log.
+            log.warning("%s; the segment's end is taken as its file size", e)
+            self._valid_end = size
         self._walked_file_size = size
 
     def valid_size(self) -> int:

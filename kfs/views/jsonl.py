@@ -45,6 +45,11 @@ def render_record(topic: str, partition: int, record: Record, prefix: str | None
 
 
 def render_line(prefix: str, record: Record) -> str:
+    error = getattr(record, "error", None)
+    if error is not None:  # a batch skipped with on_corrupt=skip (kfs.storage.partition.CorruptBatch)
+        return (prefix + str(record.offset) + ', "error": '
+                + _encode_str(error) + ', "path": ' + _encode_str(record.path)  # type: ignore[attr-defined]
+                + ', "position": ' + str(record.position) + "}\n")  # type: ignore[attr-defined]
     headers = record.headers
     if headers:
         rendered_headers = "[" + ", ".join(
