@@ -41,12 +41,13 @@ from __future__ import annotations
 
 import threading
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterator
+from itertools import accumulate
 from typing import Any
 
-from kfs.views.jsonl import line_prefix, render_pairs
+from kfs.views.jsonl import line_prefix, render_line_list
 
 MAP_INTERVAL = 32 * 1024  # decoded bytes between seek-map entries (cf. index.interval.bytes)
 MAX_RUNS = 4096  # runs kept per decoded log (LRU); a run of a 1 GiB segment maps in ~1 MB
@@ -133,9 +134,14 @@ class DecodedLog:
             return iter(())
         return self.plog.records(start, isolation=self.isolation, control=self.control, end_offset=end)
 
-    def rendered(self, start: int, end: int) -> Iterator[tuple[Any, bytes]]:
-        """(record, JSON line) from `start` to `end`, rendered a chunk at a time (compiled when built)."""
-        return render_pairs(self.prefix, self.records(start, end))
+    def rendered(self, start: int, end: int) -> Iterator[tuple[list[int], list[bytes]]]:
+        """(offsets, JSON lines) a batch at a time from `start` to `end` (rendered compiled when built)."""
+        if start >= end:
+            return
+        prefix = self.prefix
+        for records in self.plog.record_lists(start, isolation=self.isolation, control=self.control,
+                                              end_offset=end):
+            yield [r.offset for r in records], render_line_list(prefix, records)
 
 
 def _segment_bytes(segment: Any) -> int:
@@ -210,10 +216,11 @@ class DecodedView:
             start, position = run.mapped_to, run.length
         positions: list[int] = []
         offsets: list[int] = []
-        for record, line in self.log.rendered(start, end):
-            positions.append(position)
-            offsets.append(record.offset)
-            position += len(line)
+        for chunk_offsets, lines in self.log.rendered(start, end):
+            starts = list(accumulate(map(len, lines), initial=position))
+            positions += starts[:-1]
+            offsets += chunk_offsets
+            position = starts[-1]
         run.commit(positions, offsets, position, True, end)
 
     def cursor(self) -> Cursor:
@@ -229,9 +236,9 @@ class Cursor:
         self.lock = threading.Lock()
         self._run: SegmentRun | None = None
         self._end = 0
-        self._records: Iterator[tuple[Any, bytes]] = iter(())
-        self._line = b""  # the rendered line the cursor is on ...
-        self._line_position = 0  # ... and where it starts in the run
+        self._chunks: Iterator[tuple[list[int], list[bytes]]] = iter(())
+        self._buf = b""  # the rendered batch the cursor is in ...
+        self._buf_position = 0  # ... and where it starts in the run
 
     def read(self, position: int, size: int) -> bytes:
         """Up to `size` bytes at `position`; fewer only at the end of the stream, or before a
@@ -263,46 +270,53 @@ class Cursor:
             local -= run.length  # the run ended before `local`: it is complete now
 
     def _serve(self, run: SegmentRun, end: int, local: int, wanted: int, out: list[bytes]) -> int:
-        """Append up to `wanted` bytes of `run` from `local` to `out`; return how many."""
+        """Append up to `wanted` bytes of `run` from `local` to `out`; return how many.
+
+        Works a batch at a time: the batch's lines are rendered in one call and joined, their
+        starts summed in C; the map takes the starts it needs at the frontier.
+        """
         log = self.view.log
-        line_end = self._line_position + len(self._line)
-        if not (self._run is run and self._end == end and self._line_position <= local
-                and local - line_end <= RESUME_SLACK):
+        buf_end = self._buf_position + len(self._buf)
+        if not (self._run is run and self._end == end and self._buf_position <= local
+                and local - buf_end <= RESUME_SLACK):
             position, offset = run.entry_at_or_before(local)
             self._run, self._end = run, end
-            self._records = log.rendered(offset, end)
-            self._line, self._line_position = b"", position
-            line_end = position
+            self._chunks = log.rendered(offset, end)
+            self._buf, self._buf_position = b"", position
+            buf_end = position
         served = 0
-        if local < line_end:  # the rest of the line the last read stopped in
-            piece = self._line[local - self._line_position:local - self._line_position + wanted]
+        if local < buf_end:  # the rest of the batch the last read stopped in
+            piece = self._buf[local - self._buf_position:local - self._buf_position + wanted]
             out.append(piece)
             served += len(piece)
             local += len(piece)
             if served >= wanted:
                 return served
-        position = line_end
+        position = buf_end
         # Once the cursor reaches the map's frontier it maps what it renders (committed per read).
         frontier_at, mapped_to = run.length, run.mapped_to
         frontier = position == frontier_at
         positions: list[int] = []
         offsets: list[int] = []
-        line = self._line
+        data, data_position = self._buf, self._buf_position
         exhausted = True
         try:
-            for record, line in self._records:
-                if not frontier and position == frontier_at and record.offset >= mapped_to:
-                    frontier = True
+            for chunk_offsets, lines in self._chunks:
+                starts = list(accumulate(map(len, lines), initial=position))
                 if frontier:
-                    positions.append(position)
-                    offsets.append(record.offset)
-                start, position = position, position + len(line)
+                    positions += starts[:-1]
+                    offsets += chunk_offsets
+                elif starts[0] <= frontier_at < starts[-1] or frontier_at == starts[0]:
+                    i = bisect_left(starts, frontier_at)
+                    if starts[i] == frontier_at and i < len(chunk_offsets) and chunk_offsets[i] >= mapped_to:
+                        frontier = True
+                        positions += starts[i:-1]
+                        offsets += chunk_offsets[i:]
+                data, data_position = b"".join(lines), position
+                position = starts[-1]
                 if position <= local:
                     continue  # before the read (after a seek to a map entry)
-                if start < local or position - local > wanted - served:
-                    piece = line[local - start:local - start + wanted - served]
-                else:
-                    piece = line
+                piece = data[local - data_position:local - data_position + wanted - served]
                 out.append(piece)
                 served += len(piece)
                 local += len(piece)
@@ -313,7 +327,7 @@ class Cursor:
             if frontier and positions:  # what was rendered before the error is mapped correctly
                 run.commit(positions, offsets, position, False, end)
             raise
-        self._line, self._line_position = line, position - len(line)
+        self._buf, self._buf_position = data, data_position
         if frontier:
             run.commit(positions, offsets, position, exhausted, end)
         return served

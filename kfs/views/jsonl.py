@@ -74,6 +74,13 @@ def render_lines(prefix: str, records: Iterable[Record]) -> bytes:
     return "".join([render_line(prefix, record) for record in records]).encode("utf-8")
 
 
+def render_line_list(prefix: str, records: list[Record]) -> list[bytes]:
+    """`render_line(prefix, record)` of each record, as UTF-8 bytes, one per record; compiled when built."""
+    if _render_jsonl is not None:
+        return _render_jsonl(prefix, records, render_line, lines=True)  # type: ignore[return-value]
+    return [render_line(prefix, record).encode("utf-8") for record in records]
+
+
 def render_records(topic: str, partition: int, records: Iterable[Record]) -> Iterator[bytes]:
     """One JSON line (bytes) per record, lazily."""
     for _, line in render_pairs(line_prefix(topic, partition), records):
