@@ -17,12 +17,14 @@ vanished log (with the storage error chained, so the daemon log names file and p
 from __future__ import annotations
 
 import bisect
+import contextlib
 import errno
 import json
 import os
 import stat
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +45,19 @@ SMALL_TTL = 1.0  # seconds an info.json / .value rendering is reused (the kernel
 PARTITION_DIR_NAMES = ("info.json", "messages.jsonl", "offset", "time")
 WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 _NOT_FOUND = (UnknownPartition, OffsetOutOfRange, TimestampNotFound, NoRecordAtOffset, BadSpec)
+
+
+@contextlib.contextmanager
+def _as_errno(path: str) -> Iterator[None]:
+    """The core's errors as the errno a path gets: not in the log is ENOENT, unreadable is EIO."""
+    try:
+        yield
+    except OSError:
+        raise
+    except _NOT_FOUND as exc:
+        raise TreeError(errno.ENOENT, path) from exc
+    except KfsError as exc:
+        raise TreeError(errno.EIO, path, exc) from exc
 
 
 class TreeError(OSError):
@@ -222,7 +237,7 @@ class KfsTree:
 
     def getattr(self, path: str) -> Attr:
         parts = _split(path)
-        try:
+        with _as_errno(path):
             if not parts:
                 return Attr.of_dir(os.stat(self.logdirs.paths[0]))
             plog = self._partition(parts[0], path)
@@ -234,12 +249,6 @@ class KfsTree:
                 return self._decoded_attr(path, self._decoded_view(plog, None))
             if len(parts) == 3 and parts[1] in ("offset", "time"):
                 return self._view_attr(path, plog, ViewName.parse(parts[1], parts[2]))
-        except OSError:
-            raise
-        except _NOT_FOUND as exc:
-            raise TreeError(errno.ENOENT, path) from exc
-        except KfsError as exc:
-            raise TreeError(errno.EIO, path, exc) from exc
         raise TreeError(errno.ENOENT, path)
 
     def readdir(self, path: str) -> list[str]:
@@ -257,7 +266,7 @@ class KfsTree:
 
     def open(self, path: str) -> Handle:
         parts = _split(path)
-        try:
+        with _as_errno(path):
             if len(parts) == 2 and parts[1] == "info.json":
                 plog = self._partition(parts[0], path)
                 attr, data = self._info(plog, path)
@@ -277,12 +286,6 @@ class KfsTree:
                     attr, data = self._value(plog, name, path)
                     return self._cached(path, BytesHandle(attr, data=data))
                 return self._open_decoded(path, self._decoded_view(plog, name))
-        except OSError:
-            raise
-        except _NOT_FOUND as exc:
-            raise TreeError(errno.ENOENT, path) from exc
-        except KfsError as exc:
-            raise TreeError(errno.EIO, path, exc) from exc
         self.getattr(path)  # ENOENT when nothing is there
         raise TreeError(errno.EISDIR, path)
 
