@@ -57,3 +57,30 @@ def test_closing_idle_files_loses_nothing(many_segments) -> None:
     assert OPEN_FILES.close_idle(0) > 0
     assert [r.offset for r in plog.records()] == first
     assert plog.locate_time(1_600_000_000_000 + 555).offset == 555
+
+
+def test_concurrent_first_looks_at_a_segment_agree_on_its_end(many_segments) -> None:
+    """The tail walk of a segment is published whole: a reader never sees a half-walked end
+    (a decoded view laid out on one would end early)."""
+    import threading
+
+    from kfs.storage.segment import LogSegment
+
+    directory = str(many_segments / "wide-0")
+    truth = LogSegment(directory, 0)
+    want = (truth.valid_size(), truth.next_offset())
+    for _ in range(50):
+        segment = LogSegment(directory, 0)
+        seen: list[tuple[int, int]] = []
+        barrier = threading.Barrier(6)
+
+        def look(seg: LogSegment = segment, seen: list = seen, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            seen.append((seg.valid_size(), seg.next_offset()))
+
+        threads = [threading.Thread(target=look) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert set(seen) == {want}

@@ -63,12 +63,12 @@ class LogSegment:
         self.txn_index_path = os.path.join(directory, segment_file_name(base_offset, ".txnindex"))
         self._lock = threading.Lock()
         self._fd: int | None = None
+        self._retired = False
+        self._file_id: int | None = None  # the inode first opened (a symlink's target, if one)
         # What we know of the complete batches: (file size when walked, end of the last complete
         # batch, last offset + 1 of it, largest batch max timestamp seen past the time index).
-        self._walked_file_size = -1
-        self._valid_end = 0
-        self._next_offset = base_offset
-        self._tail_max_timestamp = -1
+        self._tail = (-1, 0, base_offset, -1)
+        self._tail_lock = threading.RLock()
         self._warned_index = False
 
     def __repr__(self) -> str:
@@ -80,10 +80,19 @@ class LogSegment:
         """The `.log` descriptor, opened on first use; the caller holds self._lock, so an eviction
         (which only try-locks) can never close it under a read in progress."""
         if self._fd is None:
+            if self._retired:
+                raise VanishedError(f"{self.log_path}: segment deleted or replaced while reading")
             try:
-                self._fd = os.open(self.log_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                fd = os.open(self.log_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             except FileNotFoundError:
                 raise VanishedError(f"{self.log_path}: segment deleted while reading") from None
+            file_id = os.fstat(fd).st_ino
+            if self._file_id is not None and file_id != self._file_id:
+                # Reopened after an idle close, but the cleaner swapped in another file meanwhile:
+                # what this object knows (positions, sizes) is about the old one.
+                os.close(fd)
+                raise VanishedError(f"{self.log_path}: segment replaced while reading")
+            self._fd, self._file_id = fd, file_id
         return self._fd
 
     def close(self) -> None:
@@ -95,6 +104,11 @@ class LogSegment:
         OPEN_FILES.forget(self)
         self.offset_index.close()
         self.time_index.close()
+
+    def retire(self) -> None:
+        """The file was deleted or replaced: close it, and never reopen it by its name."""
+        self._retired = True
+        self.close()
 
     def evict(self) -> None:
         """Close the `.log` descriptor unless a read holds it now (see kfs.storage.open_files)."""
@@ -206,43 +220,46 @@ class LogSegment:
 
     # ---- what the broker keeps in memory --------------------------------------------------------
 
-    def _refresh_tail(self) -> None:
-        """Walk the batches past the last known complete one (all of them on first use).
+    def _refresh_tail(self) -> tuple[int, int, int, int]:
+        """Walk the batches past the last known complete one (all of them on first use), and return
+        (file size walked, end of complete batches, next offset, largest timestamp past the index).
 
         Starts from the last offset index entry when it is usable, so a large segment costs a
-        walk of its last few KiB, and a growing one only of what was appended since.
+        walk of its last few KiB, and a growing one only of what was appended since. One walk at
+        a time, and its result is published whole: a concurrent reader never sees a half-walked end.
         """
-        size = self.file_size()
-        if size == self._walked_file_size:
-            return
-        start = self._valid_end
-        if start == 0 or size < self._valid_end:
-            start, self._next_offset, self._tail_max_timestamp = 0, self.base_offset, -1
-            entry = self._checked_index_entry(None)
-            if entry is not None:
-                start, self._next_offset = entry[1], self.base_offset
-            self._valid_end = start
-        try:
-            for header in self.headers(start, size):
-                self._valid_end = header.next_position
-                self._next_offset = max(self._next_offset, header.last_offset + 1)
-                self._tail_max_timestamp = max(self._tail_max_timestamp, header.max_timestamp)
-        except CorruptLogError as e:
-            # Not a half-written tail but garbage: keep the bytes in view, so a read meets the
-            # error (EIO, or an error line with on_corrupt=skip) instead of a silently shorter log.
-            log.warning("%s; the segment's end is taken as its file size", e)
-            self._valid_end = size
-        self._walked_file_size = size
+        with self._tail_lock:
+            size = self.file_size()
+            walked, valid_end, next_offset, tail_max = self._tail
+            if size == walked:
+                return self._tail
+            start = valid_end
+            if start == 0 or size < valid_end:
+                start, next_offset, tail_max = 0, self.base_offset, -1
+                entry = self._checked_index_entry(None)
+                if entry is not None:
+                    start = entry[1]
+                valid_end = start
+            try:
+                for header in self.headers(start, size):
+                    valid_end = header.next_position
+                    next_offset = max(next_offset, header.last_offset + 1)
+                    tail_max = max(tail_max, header.max_timestamp)
+            except CorruptLogError as e:
+                # Not a half-written tail but garbage: keep the bytes in view, so a read meets the
+                # error (EIO, or an error line with on_corrupt=skip) instead of a silently shorter log.
+                log.warning("%s; the segment's end is taken as its file size", e)
+                valid_end = size
+            self._tail = (size, valid_end, next_offset, tail_max)
+            return self._tail
 
     def valid_size(self) -> int:
         """Bytes of complete batches (a live segment may end in a half-written one)."""
-        self._refresh_tail()
-        return self._valid_end
+        return self._refresh_tail()[1]
 
     def next_offset(self) -> int:
         """The offset after the last batch: the log end offset if this is the active segment."""
-        self._refresh_tail()
-        return self._next_offset
+        return self._refresh_tail()[2]
 
     def largest_timestamp(self) -> int:
         """`LogSegment.largestTimestamp`: the time index's last entry, or a newer batch past it.
@@ -251,11 +268,11 @@ class LogSegment:
         entry covers every batch before the last offset index entry; the tail walk covers the rest.
         An entry the log does not confirm is ignored, and the whole segment is scanned instead.
         """
-        self._refresh_tail()
+        _, valid_end, _, tail_max = self._refresh_tail()
         last = self._checked_time_entry(self._safe_index(self.time_index.last_entry))
         if last is None:
-            return max((h.max_timestamp for h in self.headers(0, self._valid_end)), default=-1)
-        return max(last[0], self._tail_max_timestamp)
+            return max((h.max_timestamp for h in self.headers(0, valid_end)), default=-1)
+        return max(last[0], tail_max)
 
     def _checked_time_entry(self, entry: tuple[int, int] | None) -> tuple[int, int] | None:
         """A time index entry (timestamp, offset) if the batch holding that offset has that max timestamp.

@@ -37,7 +37,7 @@ class LogSegments:
         found = list_segment_files(self.directory)
         with self._lock:
             for base in [b for b, seg in self._segments.items() if found.get(b) != seg.inode]:
-                self._segments.pop(base).close()
+                self._segments.pop(base).retire()
             for base, inode in found.items():
                 if base not in self._segments:
                     self._segments[base] = LogSegment(self.directory, base, inode)
