@@ -9,32 +9,15 @@ from __future__ import annotations
 
 import os
 import random
-import struct
 import time
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
+from test_speedups import kafka_python_batches
 
 from kfs.record import decode_records, parse_batch_header, peek_size
 
 pytestmark = pytest.mark.skipif(not os.environ.get("KFS_BENCH"), reason="benchmark: set KFS_BENCH=1")
-
-
-def _batches(codec: int, n_batches: int, per_batch: int, headers: bool) -> bytes:
-    rnd = random.Random(1)
-    alphabet = b'abcdefghij {}":,0123456789'
-    out = bytearray()
-    for n in range(n_batches):
-        builder = DefaultRecordBatchBuilder(2, codec, False, -1, -1, -1, 1 << 30)
-        for i in range(per_batch):
-            value = bytes(rnd.choice(alphabet) for _ in range(rnd.randrange(50, 150)))
-            builder.append(i, 1526384718288 + 3 * i, b"user-%d" % rnd.randrange(1000), value,
-                           [("trace-id", b"ab12cd34")] if headers else [])
-        batch = builder.build()
-        struct.pack_into(">q", batch, 0, n * per_batch)
-        out += batch
-    return bytes(out)
 
 
 def _kafka_python(buf: bytes) -> int:
@@ -75,7 +58,7 @@ def _rates(buf: bytes, reps: int = 9) -> tuple[float, float]:
 @pytest.mark.parametrize("headers", [False, True])
 @pytest.mark.parametrize("codec", [0, 1, 2, 3, 4], ids=["none", "gzip", "snappy", "lz4", "zstd"])
 def test_decode_records_is_faster_than_kafka_python(codec: int, headers: bool) -> None:
-    buf = _batches(codec, 200, 100, headers)
+    buf = kafka_python_batches(random.Random(1), 200, 100, headers, codec)
     theirs, ours = _rates(buf)
     print(f"\ncodec {codec} headers {headers}: kafka-python {theirs:,.0f} rec/s, kfs {ours:,.0f} rec/s, "
           f"x{ours / theirs:.2f}")

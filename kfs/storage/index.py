@@ -43,7 +43,6 @@ class SegmentIndex:
     """One read-only, lazily mapped index file. Subclasses give the entry layout."""
 
     entry_size = 0
-    _entry: struct.Struct
 
     def __init__(self, path: str, base_offset: int) -> None:
         self.path = path
@@ -217,7 +216,6 @@ class OffsetIndex(SegmentIndex):
     """`.index`: maps a relative offset to the byte position of the batch that starts there."""
 
     entry_size = 8
-    _entry = _OFFSET_ENTRY
 
     def _parse(self, slot: int) -> tuple[int, int]:
         assert self._map is not None
@@ -237,7 +235,6 @@ class TimeIndex(SegmentIndex):
     """`.timeindex`: each entry is the largest timestamp so far and the offset of its record."""
 
     entry_size = 12
-    _entry = _TIME_ENTRY
 
     def _parse(self, slot: int) -> tuple[int, int]:
         assert self._map is not None

@@ -228,10 +228,6 @@ class PartitionLog:
 
     # ---- batches and records --------------------------------------------------------------------
 
-    def batches(self, segment: LogSegment, start: int = 0, end: int | None = None
-                ) -> Iterator[tuple[BatchHeader, memoryview]]:
-        return segment.batches(start, segment.valid_size() if end is None else end)
-
     def batches_from(self, segment: LogSegment, position: int
                      ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:
         """Every complete batch from (segment, position) to the log end, across segments."""
