@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import GOLDEN, LOGDIRS, golden_logdir, read_jsonl
-from conftest_fuse import daemon_errors, golden_value, mounted, needs_fuse
+from mounts import daemon_errors, golden_value, mounted, needs_fuse
 
 pytestmark = needs_fuse
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import GOLDEN, LOGDIRS, read_jsonl
-from conftest_fuse import needs_fuse
+from mounts import needs_fuse
 
 pytestmark = needs_fuse
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import GOLDEN, GOLDEN_PARTITIONS, read_jsonl
-from conftest_fuse import mounted, needs_fuse
+from mounts import mounted, needs_fuse
 
 from kfs.fuse.operations import ATTR_TIMEOUT
 

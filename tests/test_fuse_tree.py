@@ -8,12 +8,12 @@ import os
 import stat
 from pathlib import Path
 
-import conftest_fuse
+import mounts
 import pytest
 from conftest import GOLDEN, GOLDEN_PARTITIONS, golden_logdir, read_jsonl
-from conftest_fuse import golden_value, mounted, needs_fuse
+from mounts import golden_value, mounted, needs_fuse
 
-kfs_mount = conftest_fuse.kfs_mount
+kfs_mount = mounts.kfs_mount
 
 pytestmark = needs_fuse
 

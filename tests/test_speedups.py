@@ -37,7 +37,7 @@ from kfs.record import (
     speedups,
 )
 from kfs.record.types import BatchHeader
-from kfs.storage.partition import ControlRecord
+from kfs.storage.record_stream import ControlRecord
 from kfs.views import jsonl
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -276,7 +276,6 @@ def test_offset_index_lookup_equals_bisect(spec) -> None:
         for target in _targets(keys, random.Random(seed)):
             slot = bisect.bisect_right(keys, target) - 1
             assert index.lookup(target) == ((keys[slot], positions[slot]) if slot >= 0 else None), target
-            assert index.plain_largest_lower_bound_slot(target) == slot, target
         index.close()
 
 
@@ -298,7 +297,6 @@ def test_time_index_lookup_equals_bisect(spec) -> None:
         for target in _targets(stamps, rng):
             slot = bisect.bisect_right(stamps, target) - 1
             assert index.lookup(target) == ((stamps[slot], offsets[slot]) if slot >= 0 else None), target
-            assert index.plain_largest_lower_bound_slot(target) == slot, target
         index.close()
 
 

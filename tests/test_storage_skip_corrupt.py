@@ -10,7 +10,7 @@ import struct
 from conftest import run_kfs
 from test_storage_bad_input import _plog, make_log
 
-from kfs.storage.partition import CorruptBatch
+from kfs.storage.record_stream import CorruptBatch
 
 
 def _offsets_and_errors(plog) -> tuple[list[int], list[CorruptBatch]]:

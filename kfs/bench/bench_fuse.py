@@ -28,6 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 BATCH_RECORDS = 1000
 SEGMENT_BYTES = 100 << 20
@@ -53,7 +54,9 @@ def write_partition(directory: Path, total_bytes: int, value_size: int = 1000) -
     directory.mkdir(parents=True, exist_ok=True)
     template = bytearray(_batch(0, BATCH_RECORDS, value_size, 1_700_000_000_000))
     offset, written, segment_base = 0, 0, 0
-    log = index = timeindex = None
+    log: BinaryIO | None = None
+    index: BinaryIO | None = None
+    timeindex: BinaryIO | None = None
     position = 0
     while written < total_bytes:
         if log is None or position + len(template) > SEGMENT_BYTES:
@@ -63,6 +66,7 @@ def write_partition(directory: Path, total_bytes: int, value_size: int = 1000) -
             segment_base, position = offset, 0
             stem = directory / f"{segment_base:020d}"
             log, index, timeindex = (open(f"{stem}{s}", "wb") for s in (".log", ".index", ".timeindex"))  # noqa: SIM115
+        assert log is not None and index is not None and timeindex is not None
         struct.pack_into(">q", template, 0, offset)
         log.write(template)
         index.write(struct.pack(">ii", offset + BATCH_RECORDS - 1 - segment_base, position))

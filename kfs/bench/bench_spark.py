@@ -22,6 +22,7 @@ import os
 import struct
 import sys
 import time
+from typing import BinaryIO
 
 import crc32c
 
@@ -57,7 +58,9 @@ def write_log_dir(path: str, records: int, segment_bytes: int, per_batch: int = 
     batches = build_batches(16, per_batch, value_size)
     offset = 0
     segment = None
-    log = index = timeindex = None
+    log: BinaryIO | None = None
+    index: BinaryIO | None = None
+    timeindex: BinaryIO | None = None
     position = since_entry = 0
     max_ts = last_time_entry = max_ts_offset = -1
     n = 0
@@ -72,6 +75,7 @@ def write_log_dir(path: str, records: int, segment_bytes: int, per_batch: int = 
             log = open(os.path.join(partition, f"{segment:020d}.log"), "wb")  # noqa: SIM115
             index = open(os.path.join(partition, f"{segment:020d}.index"), "wb")  # noqa: SIM115
             timeindex = open(os.path.join(partition, f"{segment:020d}.timeindex"), "wb")  # noqa: SIM115
+        assert log is not None and index is not None and timeindex is not None
         # A copy's base offset is not under the CRC; its timestamps are, so moving them on re-signs it.
         _OFFSET.pack_into(batch, 0, offset)
         shift = (n - 1) // len(batches) * len(batches) * per_batch
@@ -95,7 +99,8 @@ def write_log_dir(path: str, records: int, segment_bytes: int, per_batch: int = 
         position += len(batch)
         offset = last + 1
     for f in (log, index, timeindex):
-        f.close()
+        if f is not None:
+            f.close()
 
 
 def _rate(records: int, seconds: float) -> str:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 
 from kfs.cli.arguments import non_negative_int
-from kfs.storage import KfsError, LogDirs, OffsetOutOfRange
+from kfs.storage import KfsError, Location, LogDirs, OffsetOutOfRange, PartitionLog
 from kfs.views.jsonl import line_prefix, render_lines
 
 EXIT_ERROR = 1
@@ -62,11 +62,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def cmd_locate(args: argparse.Namespace) -> int:
     plog = _logdirs([args.logdir]).partition(args.partition)
-    if args.offset is not None:
-        location = plog.locate_offset(plog.resolve_offset(args.offset))
-    else:
-        location = plog.locate_time(plog.parse_time(args.time))
-    print(json.dumps(location.as_dict()))
+    axis, spec = ("offset", args.offset) if args.offset is not None else ("time", args.time)
+    print(json.dumps(plog.locate(axis, spec).as_dict()))
     return 0
 
 
@@ -74,26 +71,19 @@ def cmd_locate(args: argparse.Namespace) -> int:
 
 def cmd_cat(args: argparse.Namespace) -> int:
     plog = _logdirs([args.logdir]).partition(args.partition)
-    if args.time is not None:
-        location = plog.locate_time(plog.parse_time(args.time))
-        start = location.offset
-    else:
-        start = plog.resolve_offset(args.offset) if args.offset is not None else plog.log_start_offset()
-        location = None
     if args.format == "value":
-        if location is None:
-            record = plog.record_at(start, isolation=args.isolation)
-        else:
-            # ListOffsets may land on a transaction marker: the value is the first record's from
-            # there, the first line of `--time T` (and of time/<T>.jsonl).
-            record = next(iter(plog.records(start, isolation=args.isolation)), None)
-            if record is None:
-                raise KfsError(f"{plog.name} has no record at or after offset {start}")
+        axis, spec = ("time", args.time) if args.time is not None else ("offset", args.offset or "earliest")
+        record = plog.value_record(axis, spec, isolation=args.isolation)
         if record.value is not None:
             _write(record.value)
         return 0
+    if args.time is not None:
+        start = plog.offset_for_time(plog.parse_time(args.time))
+    else:
+        start = plog.resolve_offset(args.offset) if args.offset is not None else plog.log_start_offset()
     if args.format == "raw":
-        return _cat_raw(plog, location or plog.locate_offset(start), args.count)
+        location = plog.locate("time", args.time) if args.time is not None else plog.locate_offset(start)
+        return _cat_raw(plog, location, args.count)
     prefix = line_prefix(plog.topic, plog.partition)
     remaining = args.count
     if remaining == 0:
@@ -109,7 +99,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cat_raw(plog, location, count: int | None) -> int:  # type: ignore[no-untyped-def]
+def _cat_raw(plog: PartitionLog, location: Location, count: int | None) -> int:
     """The batches byte for byte from the located one; with a count, up to the batch holding the K-th record."""
     if count is None:
         for extent in plog.raw_extents(location):
@@ -125,6 +115,8 @@ def _cat_raw(plog, location, count: int | None) -> int:  # type: ignore[no-untyp
         return 0
     seen = 0
     segment = plog.floor_segment(location.segment_base_offset)
+    if segment is None:
+        raise KfsError(f"{plog.name}: the segment at {location.segment_base_offset} is gone")
     for seg, header, body in plog.batches_from(segment, location.position):
         _write(bytes(body))
         if not header.is_control:

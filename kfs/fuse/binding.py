@@ -25,7 +25,7 @@ MISSING = ("kfs needs libfuse to mount: install the fuse3 package (Debian/Ubuntu
            "and pip install mfusepy; `kfs ls/cat/locate` work without it.")
 
 
-def _load():  # type: ignore[no-untyped-def]
+def _load():
     if not (os.environ.get("FUSE_LIBRARY_PATH") or os.environ.get("FUSE_LIBRARY_NAME")) and find_library("fuse3"):
         os.environ["FUSE_LIBRARY_NAME"] = "fuse3"
     try:

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kfs.fuse import binding
-from kfs.fuse.tree import Attr, Handle, KfsTree, TreeError
+from kfs.fuse.handles import Attr, Handle, TreeError
+from kfs.fuse.tree import KfsTree
 from kfs.storage.open_files import OPEN_FILES
 
 log = logging.getLogger("kfs.fuse")

@@ -16,190 +16,21 @@ vanished log (with the storage error chained, so the daemon log names file and p
 
 from __future__ import annotations
 
-import bisect
-import contextlib
 import errno
 import json
 import os
 import stat
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from kfs.storage import (
-    BadSpec,
-    KfsError,
-    LogDirs,
-    NoRecordAtOffset,
-    OffsetOutOfRange,
-    TimestampNotFound,
-    UnknownPartition,
-    VanishedError,
-)
-from kfs.views.decoded import DEFAULT_SIZE_BUDGET, Cursor, DecodedLog, DecodedView
+from kfs.fuse.handles import Attr, BytesHandle, DecodedHandle, Handle, RawHandle, TreeError, as_errno
+from kfs.storage import Extent, Location, LogDirs, OffsetOutOfRange, PartitionLog, UnknownPartition
+from kfs.views.decoded import DEFAULT_SIZE_BUDGET, DecodedLog, DecodedView
 
 BLOCK_SIZE = 1 << 20  # st_blksize: cat/cp size their reads by it (max(128 KiB, st_blksize))
 SMALL_TTL = 1.0  # seconds an info.json / .value rendering is reused (the kernel's attr timeout)
 PARTITION_DIR_NAMES = ("info.json", "messages.jsonl", "offset", "time")
-WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
-_NOT_FOUND = (UnknownPartition, OffsetOutOfRange, TimestampNotFound, NoRecordAtOffset, BadSpec)
-
-
-@contextlib.contextmanager
-def _as_errno(path: str) -> Iterator[None]:
-    """The core's errors as the errno a path gets: not in the log is ENOENT, unreadable is EIO."""
-    try:
-        yield
-    except OSError:
-        raise
-    except _NOT_FOUND as exc:
-        raise TreeError(errno.ENOENT, path) from exc
-    except KfsError as exc:
-        raise TreeError(errno.EIO, path, exc) from exc
-
-
-class TreeError(OSError):
-    """An errno for the kernel, and (for EIO) the storage error that caused it, for the log."""
-
-    def __init__(self, code: int, path: str, cause: BaseException | None = None) -> None:
-        super().__init__(code, os.strerror(code), path)
-        self.cause = cause
-
-
-@dataclass
-class Attr:
-    """What `stat` shows. Times are integer nanoseconds."""
-
-    mode: int
-    size: int = 0
-    uid: int = 0
-    gid: int = 0
-    mtime_ns: int = 0
-    ctime_ns: int = 0
-    atime_ns: int = 0
-    nlink: int = 1
-    exact_size: bool = True
-
-    @classmethod
-    def of_dir(cls, st: os.stat_result) -> Attr:
-        return cls(st.st_mode, 0, st.st_uid, st.st_gid, st.st_mtime_ns, st.st_ctime_ns, st.st_atime_ns, 2)
-
-    @classmethod
-    def of_view(cls, st: os.stat_result, size: int, last: os.stat_result | None = None,
-                exact: bool = True) -> Attr:
-        """A file made from segment data: the segment's owner and mode without write bits."""
-        newest = last or st
-        mode = stat.S_IFREG | (stat.S_IMODE(st.st_mode) & ~WRITE_BITS)
-        return cls(mode, size, st.st_uid, st.st_gid, newest.st_mtime_ns, newest.st_ctime_ns,
-                   newest.st_atime_ns, 1, exact)
-
-
-@dataclass
-class Handle:
-    """An open file. `direct_io`: the kernel sends every read to us; `keep_cache`: the kernel may
-    keep pages from an earlier open (the content is unchanged)."""
-
-    attr: Attr
-    direct_io: bool = False
-    keep_cache: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def read(self, size: int, offset: int) -> bytes:
-        raise NotImplementedError
-
-    def fd_range(self, size: int, offset: int) -> tuple[int, int, int] | None:
-        """(fd, position, length) when the bytes lie in one file, so libfuse can splice them."""
-        return None
-
-    def release(self) -> None:
-        pass
-
-
-@dataclass
-class BytesHandle(Handle):
-    data: bytes = b""
-
-    def read(self, size: int, offset: int) -> bytes:
-        return self.data[offset:offset + size]
-
-
-@dataclass
-class RawHandle(Handle):
-    """`offset/<N>`, `time/<T>`: file ranges of complete batches, snapshotted at open and
-    re-snapshotted when a reader asks past the end (the partition grew)."""
-
-    plog: Any = None
-    location: Any = None
-    extents: list = field(default_factory=list)
-    starts: list[int] = field(default_factory=list)
-    fds: dict[str, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self._index()
-
-    def _index(self) -> None:
-        self.starts, total = [], 0
-        for extent in self.extents:
-            self.starts.append(total)
-            total += extent.end - extent.start
-        self.size = total
-
-    def _refresh(self) -> None:
-        extents = self.plog.raw_extents(self.location)
-        if extents and self.extents and extents[0].start == self.extents[0].start:
-            self.extents = extents
-            self._index()
-
-    def _fd(self, path: str) -> int:
-        fd = self.fds.get(path)
-        if fd is None:
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError as exc:
-                raise VanishedError(f"{path}: segment file vanished before it was read") from exc
-            self.fds[path] = fd
-        return fd
-
-    def _pieces(self, size: int, offset: int) -> list[tuple[int, int, int]]:
-        with self.lock:
-            if offset + size > self.size:
-                self._refresh()
-            pieces = []
-            i = bisect.bisect_right(self.starts, offset) - 1
-            while size > 0 and 0 <= i < len(self.extents):
-                extent = self.extents[i]
-                skip = offset - self.starts[i]
-                n = min(size, extent.end - extent.start - skip)
-                if n > 0:
-                    pieces.append((self._fd(extent.path), extent.start + skip, n))
-                    size -= n
-                    offset += n
-                i += 1
-            return pieces
-
-    def fd_range(self, size: int, offset: int) -> tuple[int, int, int] | None:
-        pieces = self._pieces(size, offset)
-        return pieces[0] if len(pieces) == 1 else None
-
-    def read(self, size: int, offset: int) -> bytes:
-        return b"".join(os.pread(fd, n, position) for fd, position, n in self._pieces(size, offset))
-
-    def release(self) -> None:
-        with self.lock:
-            for fd in self.fds.values():
-                os.close(fd)
-            self.fds.clear()
-
-
-@dataclass
-class DecodedHandle(Handle):
-    cursor: Cursor | None = None
-
-    def read(self, size: int, offset: int) -> bytes:
-        assert self.cursor is not None
-        return self.cursor.read(offset, size)
 
 
 @dataclass(frozen=True)
@@ -230,14 +61,14 @@ class KfsTree:
         self._decoded: dict[str, DecodedLog] = {}
         self._small: dict[str, tuple[float, Attr, bytes]] = {}
         self._signatures: dict[str, tuple[int, int]] = {}
-        self._locations: dict[tuple[str, str, str], tuple[float, Any, Any]] = {}
+        self._locations: dict[tuple[str, str, str], tuple[float, PartitionLog, Location]] = {}
         self._lock = threading.Lock()
 
     # ---- paths ----------------------------------------------------------------------------------
 
     def getattr(self, path: str) -> Attr:
         parts = _split(path)
-        with _as_errno(path):
+        with as_errno(path):
             if not parts:
                 return Attr.of_dir(os.stat(self.logdirs.paths[0]))
             plog = self._partition(parts[0], path)
@@ -266,7 +97,7 @@ class KfsTree:
 
     def open(self, path: str) -> Handle:
         parts = _split(path)
-        with _as_errno(path):
+        with as_errno(path):
             if len(parts) == 2 and parts[1] == "info.json":
                 plog = self._partition(parts[0], path)
                 attr, data = self._info(plog, path)
@@ -291,13 +122,13 @@ class KfsTree:
 
     # ---- views ----------------------------------------------------------------------------------
 
-    def _partition(self, name: str, path: str) -> Any:
+    def _partition(self, name: str, path: str) -> PartitionLog:
         try:
             return self.logdirs.partition(name)
         except UnknownPartition as exc:
             raise TreeError(errno.ENOENT, path) from exc
 
-    def _locate(self, plog: Any, name: ViewName) -> Any:
+    def _locate(self, plog: PartitionLog, name: ViewName) -> Location:
         """The batch a name points at. A lookup decodes a batch, and the kernel asks for a name
         several times per use (lookup, getattr, open), so answers are reused for SMALL_TTL, the
         kernel's own attribute timeout ("latest" and "-K" move as the log grows)."""
@@ -306,44 +137,41 @@ class KfsTree:
         cached = self._locations.get(key)
         if cached and now - cached[0] < SMALL_TTL and cached[1] is plog:
             return cached[2]
-        if name.axis == "offset":
-            location = plog.locate_offset(plog.resolve_offset(name.spec), with_record=False)
-        else:
-            location = plog.locate_time(plog.parse_time(name.spec))
+        location = plog.locate(name.axis, name.spec, with_record=False)
         with self._lock:
             if len(self._locations) > 65536:
                 self._locations.clear()
             self._locations[key] = (now, plog, location)
         return location
 
-    def _view_attr(self, path: str, plog: Any, name: ViewName) -> Attr:
+    def _view_attr(self, path: str, plog: PartitionLog, name: ViewName) -> Attr:
         if name.kind == "raw":
             return self._raw_attr(plog.raw_extents(self._locate(plog, name)))
         if name.kind == "value":
             return self._value(plog, name, path)[0]
         return self._decoded_attr(path, self._decoded_view(plog, name))
 
-    def _raw_attr(self, extents: list) -> Attr:
+    def _raw_attr(self, extents: list[Extent]) -> Attr:
         if not extents:
             raise OffsetOutOfRange("no complete batch from here")
         first, last = os.stat(extents[0].path), os.stat(extents[-1].path)
         return Attr.of_view(first, sum(e.end - e.start for e in extents), last)
 
-    def _decoded_log(self, plog: Any) -> DecodedLog:
+    def _decoded_log(self, plog: PartitionLog) -> DecodedLog:
         with self._lock:
             log = self._decoded.get(plog.name)
             if log is None or log.plog is not plog:
                 log = self._decoded[plog.name] = DecodedLog(plog, self.isolation, self.control)
             return log
 
-    def _decoded_view(self, plog: Any, name: ViewName | None) -> DecodedView:
+    def _decoded_view(self, plog: PartitionLog, name: ViewName | None) -> DecodedView:
         if name is None:
             start = plog.log_start_offset()
         elif name.axis == "offset":
             start = plog.resolve_offset(name.spec)
             self._locate(plog, name)  # ENOENT outside the log
         else:
-            start = self._locate(plog, name).offset
+            start = plog.offset_for_time(plog.parse_time(name.spec))
         return self._decoded_log(plog).view(start)
 
     def _decoded_attr(self, path: str, view: DecodedView) -> Attr:
@@ -362,27 +190,19 @@ class KfsTree:
         attr = self._decoded_attr(path, view)
         return DecodedHandle(attr, direct_io=True, cursor=view.cursor())
 
-    def _value(self, plog: Any, name: ViewName, path: str) -> tuple[Attr, bytes]:
+    def _value(self, plog: PartitionLog, name: ViewName, path: str) -> tuple[Attr, bytes]:
         cached = self._small.get(path)
         if cached and time.monotonic() - cached[0] < SMALL_TTL:
             return cached[1], cached[2]
-        if name.axis == "offset":
-            offset = plog.resolve_offset(name.spec)
-            record = plog.record_at(offset, isolation=self.isolation)
-        else:
-            # The record ListOffsets finds, or (when that is a control marker) the first record
-            # after it: the first line of time/<T>.jsonl, so the two views agree.
-            start = self._locate(plog, name).offset
-            record = next(iter(plog.records(start, isolation=self.isolation)), None)
-            if record is None:
-                raise NoRecordAtOffset(f"{plog.name}: no record at or after {start}")
+        record = plog.value_record(name.axis, name.spec, isolation=self.isolation)
         data = record.value or b""
         segment = plog.floor_segment(record.offset)
+        assert segment is not None
         attr = Attr.of_view(os.stat(segment.log_path), len(data))
         self._small[path] = (time.monotonic(), attr, data)
         return attr, data
 
-    def _info(self, plog: Any, path: str) -> tuple[Attr, bytes]:
+    def _info(self, plog: PartitionLog, path: str) -> tuple[Attr, bytes]:
         cached = self._small.get(path)
         if cached and time.monotonic() - cached[0] < SMALL_TTL:
             return cached[1], cached[2]

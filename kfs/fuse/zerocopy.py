@@ -52,7 +52,7 @@ def _new_vector(bufpp: object) -> FuseBuf:
         raise MemoryError("calloc failed for fuse_bufvec")
     vector = FuseBufvec.from_address(address)
     vector.count = 1
-    ctypes.cast(bufpp, ctypes.POINTER(ctypes.c_void_p))[0] = address
+    ctypes.cast(bufpp, ctypes.POINTER(ctypes.c_void_p))[0] = address  # type: ignore[arg-type]
     return vector.buf[0]
 
 

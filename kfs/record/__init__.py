@@ -40,6 +40,7 @@ __all__ = [
     "crc_is_valid",
     "decode_records",
     "decompress",
+    "legacy_message_checks",
     "parse_batch_header",
     "parse_control_record",
     "peek_size",
@@ -108,3 +109,29 @@ def crc_is_valid(batch, header: BatchHeader) -> bool:
     if header.magic == 2:
         return crc32c.crc32c(mv[default_batch.ATTRIBUTES_OFFSET:size]) == header.crc
     return zlib.crc32(mv[legacy.MAGIC_OFFSET:size]) == header.crc
+
+
+def legacy_message_checks(batch, header: BatchHeader) -> list[tuple[int, bool]]:
+    """(stored CRC, CRC valid) of each record of a legacy message set, as
+    `AbstractLegacyRecordBatch.checksum/isValid` give them (DumpLogSegments prints both).
+
+    An uncompressed message is its own record. A compressed wrapper's inner messages have the
+    message layout too, so they are read with the same header parser and CRC check from the
+    decompressed message set. Raises CorruptBatchError when the wrapper cannot be opened.
+    """
+    if header.compression == "none":
+        return [(header.crc, crc_is_valid(batch, header))]
+    try:
+        key_pos = legacy.KEY_SIZE_OFFSET_V0 if header.magic == 0 else legacy.KEY_SIZE_OFFSET_V1
+        _key, value, _after = legacy.key_value(batch, key_pos, header.size)
+        inner = decompress(header.compression, value or b"")
+        checks = []
+        at = 0
+        while at < len(inner):
+            size, _magic = peek_size(inner, at)
+            inner_header = parse_batch_header(inner, at, at)
+            checks.append((inner_header.crc, crc_is_valid(memoryview(inner)[at:at + size], inner_header)))
+            at += size
+        return checks
+    except (DecompressionError, ValueError, struct.error) as e:
+        raise CorruptBatchError(f"compressed message set: {e}") from None

@@ -273,7 +273,7 @@ def decode_records(batch, header: BatchHeader) -> list[Record]:
             # Headers
             b = data[pos]
             pos += 1
-            headers = []
+            headers: list[tuple[str, bytes | None]] = []
             if b:
                 if b < 0x80:
                     n_headers = zz[b]

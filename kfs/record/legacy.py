@@ -77,7 +77,7 @@ def parse_header(buf, at: int, position: int) -> BatchHeader:
     return h
 
 
-def _key_value(data, pos: int, end: int) -> tuple[bytes | None, bytes | None, int]:
+def key_value(data, pos: int, end: int) -> tuple[bytes | None, bytes | None, int]:
     """(key, value, position after the value) for the KeyLength field at data[pos]."""
     out: list[bytes | None] = []
     for _ in range(2):
@@ -122,7 +122,7 @@ def _inner_records(data: bytes, header: BatchHeader) -> list[Record]:
             timestamp = wrapper_ts if log_append else TIMESTAMP.unpack_from(data, pos + TIMESTAMP_OFFSET)[0]
             ts_type = wrapper_ts_type
             key_pos = pos + KEY_SIZE_OFFSET_V1
-        key, value, after = _key_value(data, key_pos, msg_end)
+        key, value, after = key_value(data, key_pos, msg_end)
         if after != msg_end:
             raise ValueError(f"inner message at {pos} has {msg_end - after} bytes after its value")
         records.append(Record(offset, timestamp, ts_type, key, value, []))
@@ -146,7 +146,7 @@ def decode_records(batch, header: BatchHeader) -> list[Record]:
     try:
         if len(batch) < size:
             raise ValueError(f"{len(batch)} bytes given for a message of {size}")
-        key, value, after = _key_value(batch, key_pos, size)
+        key, value, after = key_value(batch, key_pos, size)
         if after != size:
             raise ValueError(f"{size - after} bytes after the value")
         if header.compression == "none":

@@ -89,7 +89,7 @@ def offset_range(plog: PartitionLog, opts: ReadOptions, bounds: Bounds) -> tuple
     start_ts = opts.starting_timestamp.for_partition(topic, partition) if opts.starting_timestamp else None
     if start_ts is not None:
         try:
-            start = plog.locate_time(start_ts).offset
+            start = plog.offset_for_time(start_ts)
         except TimestampNotFound:
             if not opts.no_match_starting_latest:
                 # KafkaOffsetReaderAdmin: "No offset matched from request of topic-partition ..."
@@ -104,7 +104,7 @@ def offset_range(plog: PartitionLog, opts: ReadOptions, bounds: Bounds) -> tuple
     end_ts = opts.ending_timestamp.for_partition(topic, partition) if opts.ending_timestamp else None
     if end_ts is not None:
         try:
-            end = plog.locate_time(end_ts).offset
+            end = plog.offset_for_time(end_ts)
         except TimestampNotFound:
             end = leo  # as Spark: no record that new, so the end is the latest offset
     else:
@@ -118,7 +118,7 @@ def offset_range(plog: PartitionLog, opts: ReadOptions, bounds: Bounds) -> tuple
         end = min(end, bounds.offset_hi)
     if bounds.timestamp_lo is not None and start < end:
         try:
-            start = max(start, plog.locate_time(bounds.timestamp_lo).offset)
+            start = max(start, plog.offset_for_time(bounds.timestamp_lo))
         except TimestampNotFound:
             return leo, leo
     return start, end

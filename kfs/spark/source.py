@@ -20,6 +20,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from types import FrameType
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,7 +52,7 @@ from kfs.record.types import Record
 from kfs.spark.options import ReadOptions, parse_options
 from kfs.spark.plan import Bounds, Piece, Split, plan_splits
 from kfs.storage import LogDirs, PartitionLog
-from kfs.storage.partition import CorruptBatch
+from kfs.storage.record_stream import CorruptBatch
 
 log = logging.getLogger("kfs.spark")
 
@@ -119,7 +120,7 @@ def _asked_by_pushdown_worker() -> bool:
     filters and every other caller the plain one. Should PySpark rename that module, filters are
     simply not pushed: slower, never wrong.
     """
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if os.path.basename(frame.f_code.co_filename) == "data_source_pushdown_filters.py":
             return True
@@ -176,10 +177,10 @@ def bounds_from_filters(filters: Sequence[Filter]) -> tuple[Bounds, list[Filter]
             offset_lo, offset_hi = lo(offset_lo, min(value)), hi(offset_hi, max(value) + 1)
             remaining.append(f)  # only the range is pruned; Spark keeps the exact set
         elif column == ("topic",) and isinstance(f, (EqualTo, In)):
-            wanted = frozenset(value if isinstance(f, In) else (value,))
+            wanted = frozenset(value if isinstance(value, tuple) else (value,))
             topics = wanted if topics is None else topics & wanted
         elif column == ("partition",) and isinstance(f, (EqualTo, In)):
-            wanted = frozenset(value if isinstance(f, In) else (value,))
+            wanted = frozenset(value if isinstance(value, tuple) else (value,))
             partitions = wanted if partitions is None else partitions & wanted
         elif column == ("timestamp",) and isinstance(value, dt.datetime):
             us = _micros(value)

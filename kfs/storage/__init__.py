@@ -13,8 +13,10 @@ from kfs.storage.errors import (
     UnknownPartition,
     VanishedError,
 )
+from kfs.storage.location import Extent, Location
 from kfs.storage.logdir import LogDirs, parse_partition_dir
-from kfs.storage.partition import ControlRecord, CorruptBatch, Extent, Location, PartitionLog
+from kfs.storage.partition import PartitionLog
+from kfs.storage.record_stream import ControlRecord, CorruptBatch
 from kfs.storage.segment import LogSegment
 
 __all__ = [

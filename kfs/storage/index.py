@@ -35,7 +35,7 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
 
-class IndexError_(ValueError):
+class UnusableIndex(ValueError):
     """An index that cannot be used; the caller falls back to scanning the log."""
 
 
@@ -66,7 +66,7 @@ class SegmentIndex:
         file_bytes = self._file_bytes()
         if file_bytes % self.entry_size:
             # Kafka's sanityCheck: a torn index is corrupt (the broker rebuilds it); never half-trust it.
-            raise IndexError_(f"{self.path}: size {file_bytes} is not a multiple of {self.entry_size}")
+            raise UnusableIndex(f"{self.path}: size {file_bytes} is not a multiple of {self.entry_size}")
         capacity = file_bytes // self.entry_size
         if file_bytes != self._mapped_bytes or (file_bytes and self._map is None):
             # First use, or the broker resized the file (trimmed on roll, truncated): map it anew.
@@ -147,7 +147,7 @@ class SegmentIndex:
         with self._lock:
             self._open()
             if not 0 <= slot < self._entries:
-                raise IndexError_(f"{self.path}: no entry {slot}")
+                raise UnusableIndex(f"{self.path}: no entry {slot}")
             return self._parse(slot)
 
     def entries(self) -> list[tuple[int, int]]:
@@ -196,14 +196,6 @@ class SegmentIndex:
             else:
                 return mid
         return lo
-
-    def plain_largest_lower_bound_slot(self, target: int) -> int:
-        """A plain binary search over the whole index: the baseline the benchmark compares with."""
-        with self._lock:
-            self._open()
-            if self._entries == 0 or self._key(0) > target:
-                return -1
-            return self._binary_search(target, 0, self._entries - 1)
 
     def _search(self, target: int, parse: Callable[[int], tuple[int, int]]) -> tuple[int, int] | None:
         with self._lock:

@@ -12,8 +12,9 @@ import os
 import re
 import threading
 
+from kfs.storage.checkpoints import CheckpointReader
 from kfs.storage.errors import KfsError, UnknownPartition
-from kfs.storage.partition import CheckpointReader, PartitionLog
+from kfs.storage.partition import PartitionLog
 
 _PARTITION_DIR = re.compile(r"^([A-Za-z0-9._-]+)-([0-9]+)$")
 

@@ -9,88 +9,28 @@ largest timestamp is >= T, then `LogSegment.findOffsetByTimestamp` (`UnifiedLog.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-from kfs.record import BatchHeader, Record, parse_control_record
+from kfs.record import BatchHeader, Record
+from kfs.storage.checkpoints import CheckpointReader
 from kfs.storage.errors import (
-    CorruptLogError,
     NoRecordAtOffset,
     OffsetOutOfRange,
     TimestampNotFound,
     UnknownPartition,
 )
+from kfs.storage.location import Extent, Location
+from kfs.storage.record_stream import record_lists_from, record_lists_skipping_corrupt
 from kfs.storage.segment import LogSegment
 from kfs.storage.segments import LogSegments
 from kfs.storage.specs import parse_time_spec, resolve_offset_spec
-from kfs.storage.txn_index import AbortedTxn
+from kfs.storage.transactions import AbortedIndex, collect_aborted
 
 log = logging.getLogger("kfs")
 
 REFRESH_INTERVAL = 0.5  # seconds between directory listings of a partition
-
-
-@dataclass(frozen=True)
-class Location:
-    """Where a lookup landed: the batch (by segment and position) and the record found in it or after."""
-
-    segment_base_offset: int
-    index_entry: tuple[int, int] | None
-    position: int
-    batch_base_offset: int
-    batch_last_offset: int
-    offset: int | None
-    timestamp: int | None
-
-    def as_dict(self) -> dict:
-        return {
-            "segment_base_offset": self.segment_base_offset,
-            "index_entry": list(self.index_entry) if self.index_entry else None,
-            "position": self.position,
-            "batch_base_offset": self.batch_base_offset,
-            "batch_last_offset": self.batch_last_offset,
-            "offset": self.offset,
-            "timestamp": self.timestamp,
-        }
-
-
-@dataclass(frozen=True)
-class Extent:
-    """A byte range [start, end) of one segment file."""
-
-    path: str
-    start: int
-    end: int
-    segment_base_offset: int
-
-
-class ControlRecord(Record):
-    """A transaction marker or other control record, for `control=show`."""
-
-    __slots__ = ("control", "coordinator_epoch", "producer_id")
-
-    def __init__(self, record: Record, control: str, producer_id: int, coordinator_epoch: int | None) -> None:
-        super().__init__(record.offset, record.timestamp, record.timestamp_type, record.key, record.value,
-                         record.headers)
-        self.control = control
-        self.producer_id = producer_id
-        self.coordinator_epoch = coordinator_epoch
-
-
-class CorruptBatch(Record):
-    """Stands in the record stream for a batch that could not be read, with `on_corrupt="skip"`:
-    renderers print it as an `{"error": ...}` line; the records after it follow."""
-
-    __slots__ = ("error", "path", "position")
-
-    def __init__(self, error: CorruptLogError, offset: int) -> None:
-        super().__init__(offset, -1, "NoTimestampType", None, None, [])
-        self.error = str(error)
-        self.path = error.path
-        self.position = error.position
 
 
 class PartitionLog:
@@ -190,8 +130,9 @@ class PartitionLog:
         raise OffsetOutOfRange(f"offset {target} is out of range for {self.name}")
 
     def _first_record_from(self, segment: LogSegment, header: BatchHeader, target: int) -> Record | None:
-        for _, _, record in self._records_from(segment, header.position, target, None, control=False):
-            return record
+        for _, _, records in record_lists_from(self.batches_from(segment, header.position), target, None,
+                                               control=False, aborted=None):
+            return records[0]
         return None
 
     def largest_timestamp(self, segment: LogSegment) -> int:
@@ -216,6 +157,36 @@ class PartitionLog:
                 return Location(segment.base_offset, entry, header.position, segment.base_offset_of(header),
                                 header.last_offset, record.offset, record.timestamp)
         raise TimestampNotFound(f"no record of {self.name} has a timestamp at or after {target_ms}")
+
+    def offset_for_time(self, target_ms: int) -> int:
+        """ListOffsets' answer for T: the offset of the first record whose timestamp is >= T."""
+        found = self.locate_time(target_ms).offset
+        assert found is not None  # a time lookup always lands on a record
+        return found
+
+    def locate(self, axis: str, spec: str, with_record: bool = True) -> Location:
+        """Where an `offset/<spec>` or `time/<spec>` name points: Kafka's fetch or its ListOffsets.
+
+        A time lookup always finds its record (with_record applies to offsets only)."""
+        if axis == "offset":
+            return self.locate_offset(self.resolve_offset(spec), with_record=with_record)
+        if axis == "time":
+            return self.locate_time(self.parse_time(spec))
+        raise ValueError(f"unknown axis {axis!r}: offset or time")
+
+    def value_record(self, axis: str, spec: str, *, isolation: str = "read_uncommitted") -> Record:
+        """The record whose value `offset/<N>.value` or `time/<T>.value` (and `kfs cat --format value`) is.
+
+        An offset names exactly one record (a gap is NoRecordAtOffset). A time names the record
+        ListOffsets finds or, when that is a transaction marker, the first record after it: the
+        first line of `time/<T>.jsonl`, so the two views agree.
+        """
+        if axis == "offset":
+            return self.record_at(self.resolve_offset(spec), isolation=isolation)
+        start = self.offset_for_time(self.parse_time(spec))
+        for record in self.records(start, isolation=isolation):
+            return record
+        raise NoRecordAtOffset(f"{self.name} has no record at or after offset {start}")
 
     def record_at(self, offset: int, *, isolation: str = "read_uncommitted") -> Record:
         """The record at exactly `offset` (a `.value`); a gap is NoRecordAtOffset."""
@@ -285,109 +256,12 @@ class PartitionLog:
         aborted = self.aborted_transactions() if isolation == "read_committed" else None
         first = max(start_offset, self.log_start_offset())
         if on_corrupt == "skip":
-            yield from self._record_lists_skipping_corrupt(segment, location.position, first, end_offset,
-                                                           control=control == "show", aborted=aborted)
+            yield from record_lists_skipping_corrupt(self, segment, location.position, first, end_offset,
+                                                     control=control == "show", aborted=aborted)
             return
-        for _, _, records in self._record_lists_from(segment, location.position, first, end_offset,
-                                                     control=control == "show", aborted=aborted):
+        for _, _, records in record_lists_from(self.batches_from(segment, location.position), first, end_offset,
+                                               control=control == "show", aborted=aborted):
             yield records
-
-    def _record_lists_skipping_corrupt(self, segment: LogSegment, position: int, first_offset: int,
-                                       end_offset: int | None, control: bool, aborted: AbortedIndex | None
-                                       ) -> Iterator[list[Record]]:
-        """`_record_lists_from`, going on after each corrupt batch: past it when its header reads (a
-        bad CRC or record), else at the next offset index entry after it (index entries are batch
-        starts), else at the next segment: a bad length field leaves no other way to the next batch."""
-        current: LogSegment | None = segment
-        last_offset = first_offset - 1
-        while current is not None:
-            try:
-                for _, _, records in self._record_lists_from(current, position, first_offset, end_offset,
-                                                             control, aborted, skip_bad_batches=True):
-                    if records:
-                        last_offset = max(last_offset, records[-1].offset)
-                    yield records
-                return
-            except CorruptLogError as e:
-                log.warning("%s; skipping it", e)
-                yield [CorruptBatch(e, last_offset + 1)]
-                current, position = self._resync_after(e)
-
-    def _resync_after(self, error: CorruptLogError) -> tuple[LogSegment | None, int]:
-        """Where a walk can go on after a batch whose header cannot be read."""
-        segments = self.segments()
-        for i, segment in enumerate(segments):
-            if segment.log_path != error.path:
-                continue
-            for _, entry_position in segment.offset_index_entries():
-                if entry_position > error.position:
-                    try:
-                        if segment.batch_at(entry_position) is not None:
-                            return segment, entry_position
-                    except CorruptLogError:
-                        continue
-            return (segments[i + 1], 0) if i + 1 < len(segments) else (None, 0)
-        return None, 0
-
-    def _records_from(self, segment: LogSegment, position: int, first_offset: int, end_offset: int | None,
-                      control: bool, aborted: AbortedIndex | None = None
-                      ) -> Iterator[tuple[LogSegment, BatchHeader, Record]]:
-        for seg, header, records in self._record_lists_from(segment, position, first_offset, end_offset,
-                                                            control, aborted):
-            for record in records:
-                yield seg, header, record
-
-    def _record_lists_from(self, segment: LogSegment, position: int, first_offset: int, end_offset: int | None,
-                           control: bool, aborted: AbortedIndex | None = None, skip_bad_batches: bool = False
-                           ) -> Iterator[tuple[LogSegment, BatchHeader, list[Record]]]:
-        """Per batch from (segment, position): its records in [first_offset, end_offset), if any.
-
-        skip_bad_batches: a batch whose header reads but whose CRC or records do not becomes a
-        `CorruptBatch`, and the walk goes on with the next batch.
-        """
-        for seg, header, body in self.batches_from(segment, position):
-            if end_offset is not None and header.last_offset >= 0 and seg.base_offset_of(header, body) >= end_offset:
-                return
-            if header.last_offset < first_offset:
-                continue
-            if header.is_control:
-                if not control:
-                    continue
-                markers: list[Record] = []
-                try:
-                    control_records = seg.records_of(header, body)
-                except CorruptLogError as e:
-                    if not skip_bad_batches:
-                        raise
-                    yield seg, header, [CorruptBatch(e, max(first_offset, header.last_offset))]
-                    continue
-                for record in control_records:
-                    if record.offset >= first_offset and (end_offset is None or record.offset < end_offset):
-                        kind, epoch = parse_control_record(record)
-                        markers.append(ControlRecord(record, kind, header.producer_id, epoch))
-                if markers:
-                    yield seg, header, markers
-                continue
-            if aborted is not None and header.is_transactional and aborted.is_aborted(header):
-                continue
-            try:
-                records = seg.records_of(header, body)
-            except CorruptLogError as e:
-                if not skip_bad_batches:
-                    raise
-                log.warning("%s; skipping it", e)
-                yield seg, header, [CorruptBatch(e, max(first_offset, header.base_offset, header.last_offset
-                                                        if header.base_offset < 0 else header.base_offset))]
-                continue
-            if records and records[0].offset < first_offset:
-                records = [r for r in records if r.offset >= first_offset]
-            if end_offset is not None and records and records[-1].offset >= end_offset:
-                records = [r for r in records if r.offset < end_offset]
-                if records:
-                    yield seg, header, records
-                return
-            if records:
-                yield seg, header, records
 
     # ---- transactions ---------------------------------------------------------------------------
 
@@ -401,49 +275,9 @@ class PartitionLog:
         cached = self._aborted_cache
         if cached is not None and cached[0] == key:
             return cached[1]
-        index = self._collect_aborted()
+        index = collect_aborted(segments)
         self._aborted_cache = (key, index)
         return index
-
-    def _collect_aborted(self) -> AbortedIndex:
-        index = AbortedIndex()
-        missing = False
-        for segment in self.segments():
-            entries = segment.aborted_transactions()
-            if entries is None:
-                missing = True
-            else:
-                index.extend(entries)
-        if missing:
-            index.extend(self._aborted_from_markers())
-        return index
-
-    def _aborted_from_markers(self) -> list[AbortedTxn]:
-        """Rebuild aborted transactions as the broker does (ProducerStateManager): first offset of
-        each producer's open transaction, closed by its COMMIT or ABORT marker."""
-        open_txn: dict[int, int] = {}
-        found: list[AbortedTxn] = []
-        first = self._first_segment()
-        if first is None:
-            return found
-        current: LogSegment | None = first
-        while current is not None:
-            for header in current.headers(0, current.valid_size()):
-                if not header.is_transactional:
-                    continue
-                if not header.is_control:
-                    open_txn.setdefault(header.producer_id, current.base_offset_of(header))
-                    continue
-                batch = current.batch_at(header.position)
-                if batch is None:
-                    continue
-                for record in current.records_of(*batch):
-                    kind, _ = parse_control_record(record)
-                    start = open_txn.pop(header.producer_id, header.last_offset)
-                    if kind == "ABORT":
-                        found.append(AbortedTxn(header.producer_id, start, header.last_offset, -1))
-            current = self._segments.higher(current.base_offset)
-        return found
 
     # ---- summary --------------------------------------------------------------------------------
 
@@ -469,66 +303,3 @@ class PartitionLog:
             "segments": segments,
         }
 
-
-class AbortedIndex:
-    """Aborted transactions by producer, for the read_committed check of each transactional batch."""
-
-    def __init__(self) -> None:
-        self._by_producer: dict[int, list[tuple[int, int]]] = {}
-
-    def extend(self, entries: list[AbortedTxn]) -> None:
-        for txn in entries:
-            self._by_producer.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
-
-    def is_aborted(self, header: BatchHeader) -> bool:
-        spans = self._by_producer.get(header.producer_id)
-        if not spans:
-            return False
-        base = header.base_offset if header.base_offset >= 0 else header.last_offset
-        return any(first <= base <= last for first, last in spans)
-
-
-class CheckpointReader:
-    """A log dir's `log-start-offset-checkpoint` (OffsetCheckpointFile), re-read when it changes.
-
-        0                      version
-        N                      number of entries
-        <topic> <partition> <offset>   N lines
-    """
-
-    def __init__(self, logdir: str) -> None:
-        self.path = os.path.join(logdir, "log-start-offset-checkpoint")
-        self._stamp: tuple[int, int] | None = None
-        self._offsets: dict[tuple[str, int], int] = {}
-        self._lock = threading.Lock()
-
-    def log_start_offset(self, topic: str, partition: int) -> int | None:
-        with self._lock:
-            try:
-                st = os.stat(self.path)
-            except OSError:
-                self._stamp, self._offsets = None, {}
-                return None
-            stamp = (st.st_mtime_ns, st.st_size)
-            if stamp != self._stamp:
-                self._offsets = _parse_checkpoint(self.path)
-                self._stamp = stamp
-            return self._offsets.get((topic, partition))
-
-
-def _parse_checkpoint(path: str) -> dict[tuple[str, int], int]:
-    offsets: dict[tuple[str, int], int] = {}
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return offsets
-    for line in lines[2:]:
-        parts = line.split()
-        if len(parts) == 3 and parts[1].isdigit() and parts[2].lstrip("-").isdigit():
-            offsets[(parts[0], int(parts[1]))] = int(parts[2])
-    return offsets
-
-
-__all__ = ["AbortedIndex", "CheckpointReader", "ControlRecord", "CorruptBatch", "CorruptLogError", "Extent", "Location",
-           "PartitionLog"]

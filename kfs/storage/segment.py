@@ -51,11 +51,14 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 class LogSegment:
     """A segment's files, opened lazily; thread-safe for concurrent readers."""
 
-    def __init__(self, directory: str, base_offset: int, inode: int | None = None) -> None:
+    def __init__(self, directory: str, base_offset: int, inode: int | None = None, log_path: str | None = None
+                 ) -> None:
+        """log_path: the `.log` under another name than `<20-digit base offset>.log` (a file given to
+        `kfs dump`); its indexes are still looked for under their segment names."""
         self.directory = directory
         self.base_offset = base_offset
         self.inode = inode  # of the `.log` when listed: a different inode later is a different segment
-        self.log_path = os.path.join(directory, segment_file_name(base_offset, ".log"))
+        self.log_path = log_path or os.path.join(directory, segment_file_name(base_offset, ".log"))
         self.offset_index = OffsetIndex(os.path.join(directory, segment_file_name(base_offset, ".index")),
                                         base_offset)
         self.time_index = TimeIndex(os.path.join(directory, segment_file_name(base_offset, ".timeindex")),
@@ -321,7 +324,7 @@ class LogSegment:
 
     # ---- index lookups, checked against the log -------------------------------------------------
 
-    def _safe_index(self, call):  # type: ignore[no-untyped-def]
+    def _safe_index(self, call):
         try:
             return call()
         except FileNotFoundError:

@@ -45,8 +45,8 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterator
 from itertools import accumulate
-from typing import Any
 
+from kfs.storage import LogSegment, PartitionLog
 from kfs.views.jsonl import line_prefix, render_line_list
 
 MAP_INTERVAL = 32 * 1024  # decoded bytes between seek-map entries (cf. index.interval.bytes)
@@ -66,7 +66,7 @@ class SegmentRun:
 
     __slots__ = ("length", "lock", "mapped_to", "offsets", "positions", "segment", "start")
 
-    def __init__(self, segment: Any, start: int) -> None:
+    def __init__(self, segment: LogSegment, start: int) -> None:
         self.segment = segment
         self.start = start
         self.positions = array("q", [0])
@@ -104,7 +104,7 @@ class SegmentRun:
 class DecodedLog:
     """The decoded stream of one partition under one isolation/control setting, and its run maps."""
 
-    def __init__(self, plog: Any, isolation: str = "read_uncommitted", control: str = "hide") -> None:
+    def __init__(self, plog: PartitionLog, isolation: str = "read_uncommitted", control: str = "hide") -> None:
         self.plog = plog
         self.isolation = isolation
         self.control = control
@@ -115,7 +115,7 @@ class DecodedLog:
     def view(self, start_offset: int) -> DecodedView:
         return DecodedView(self, start_offset)
 
-    def run(self, segment: Any, start: int) -> SegmentRun:
+    def run(self, segment: LogSegment, start: int) -> SegmentRun:
         # Keyed by the segment object: the storage layer makes a new one when a segment file is
         # replaced (log cleaner swap), and holding it in the run keeps its id from being reused.
         key = (id(segment), start)
@@ -129,11 +129,6 @@ class DecodedLog:
                 self._runs.move_to_end(key)
             return run
 
-    def records(self, start: int, end: int) -> Iterator[Any]:
-        if start >= end:
-            return iter(())
-        return self.plog.records(start, isolation=self.isolation, control=self.control, end_offset=end)
-
     def rendered(self, start: int, end: int) -> Iterator[tuple[list[int], list[bytes]]]:
         """(offsets, JSON lines) a batch at a time from `start` to `end` (rendered compiled when built)."""
         if start >= end:
@@ -142,11 +137,6 @@ class DecodedLog:
         for records in self.plog.record_lists(start, isolation=self.isolation, control=self.control,
                                               end_offset=end):
             yield [r.offset for r in records], render_line_list(prefix, records)
-
-
-def _segment_bytes(segment: Any) -> int:
-    valid_size = getattr(segment, "valid_size", None)
-    return valid_size() if callable(valid_size) else int(segment.size)
 
 
 class DecodedView:
@@ -203,7 +193,7 @@ class DecodedView:
         return self.known_size(layout)
 
     def _unmapped_bytes(self, run: SegmentRun) -> int:
-        size = _segment_bytes(run.segment)
+        size = run.segment.valid_size()
         try:
             position = self.log.plog.locate_offset(run.mapped_to, with_record=False).position
         except Exception:  # at the log end, or outside it: nothing left to map here

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 
 from kfs.record import Record, speedups
 
-_encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]  # C-accelerated, keeps UTF-8
+_encode_str = json.encoder.encode_basestring  # C-accelerated, keeps UTF-8
 
 # The compiled twin of render_line over many records (kfs/record/_speedups.c), when built; else None.
 _render_jsonl = speedups.render_jsonl

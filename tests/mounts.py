@@ -1,6 +1,6 @@
 """Real mounts for the FUSE tests: mount into tmp_path, unmount at teardown, fail on daemon errors.
 
-Import the fixtures into a test module (`from conftest_fuse import kfs_mount, mount_kfs`); the
+Import the fixtures into a test module (`from mounts import kfs_mount, mount_kfs`); the
 mounts are real (`kfs.fuse.mount.mount`, a detached daemon), so the tests exercise exactly
 what `kfs mount` does. Skipped where /dev/fuse or libfuse is missing.
 """

@@ -1,0 +1,189 @@
+"""What the mounted tree hands the FUSE layer: attributes, open files, and errors with an errno.
+
+`KfsTree` makes them; `operations.py` serves them. A handle reads its own bytes: raw views from
+segment file ranges (spliced by libfuse when one file holds them), decoded views from a cursor.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import errno
+import os
+import stat
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from kfs.storage import (
+    BadSpec,
+    Extent,
+    KfsError,
+    Location,
+    NoRecordAtOffset,
+    OffsetOutOfRange,
+    PartitionLog,
+    TimestampNotFound,
+    UnknownPartition,
+    VanishedError,
+)
+from kfs.views.decoded import Cursor
+
+WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+_NOT_FOUND = (UnknownPartition, OffsetOutOfRange, TimestampNotFound, NoRecordAtOffset, BadSpec)
+
+
+@contextlib.contextmanager
+def as_errno(path: str) -> Iterator[None]:
+    """The core's errors as the errno a path gets: not in the log is ENOENT, unreadable is EIO."""
+    try:
+        yield
+    except OSError:
+        raise
+    except _NOT_FOUND as exc:
+        raise TreeError(errno.ENOENT, path) from exc
+    except KfsError as exc:
+        raise TreeError(errno.EIO, path, exc) from exc
+
+
+class TreeError(OSError):
+    """An errno for the kernel, and (for EIO) the storage error that caused it, for the log."""
+
+    def __init__(self, code: int, path: str, cause: BaseException | None = None) -> None:
+        super().__init__(code, os.strerror(code), path)
+        self.cause = cause
+
+
+@dataclass
+class Attr:
+    """What `stat` shows. Times are integer nanoseconds."""
+
+    mode: int
+    size: int = 0
+    uid: int = 0
+    gid: int = 0
+    mtime_ns: int = 0
+    ctime_ns: int = 0
+    atime_ns: int = 0
+    nlink: int = 1
+    exact_size: bool = True
+
+    @classmethod
+    def of_dir(cls, st: os.stat_result) -> Attr:
+        return cls(st.st_mode, 0, st.st_uid, st.st_gid, st.st_mtime_ns, st.st_ctime_ns, st.st_atime_ns, 2)
+
+    @classmethod
+    def of_view(cls, st: os.stat_result, size: int, last: os.stat_result | None = None,
+                exact: bool = True) -> Attr:
+        """A file made from segment data: the segment's owner and mode without write bits."""
+        newest = last or st
+        mode = stat.S_IFREG | (stat.S_IMODE(st.st_mode) & ~WRITE_BITS)
+        return cls(mode, size, st.st_uid, st.st_gid, newest.st_mtime_ns, newest.st_ctime_ns,
+                   newest.st_atime_ns, 1, exact)
+
+
+@dataclass
+class Handle:
+    """An open file. `direct_io`: the kernel sends every read to us; `keep_cache`: the kernel may
+    keep pages from an earlier open (the content is unchanged)."""
+
+    attr: Attr
+    direct_io: bool = False
+    keep_cache: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def read(self, size: int, offset: int) -> bytes:
+        raise NotImplementedError
+
+    def fd_range(self, size: int, offset: int) -> tuple[int, int, int] | None:
+        """(fd, position, length) when the bytes lie in one file, so libfuse can splice them."""
+        return None
+
+    def release(self) -> None:
+        pass
+
+
+@dataclass
+class BytesHandle(Handle):
+    data: bytes = b""
+
+    def read(self, size: int, offset: int) -> bytes:
+        return self.data[offset:offset + size]
+
+
+@dataclass
+class RawHandle(Handle):
+    """`offset/<N>`, `time/<T>`: file ranges of complete batches, snapshotted at open and
+    re-snapshotted when a reader asks past the end (the partition grew)."""
+
+    plog: PartitionLog | None = None
+    location: Location | None = None
+    extents: list[Extent] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    fds: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._index()
+
+    def _index(self) -> None:
+        self.starts, total = [], 0
+        for extent in self.extents:
+            self.starts.append(total)
+            total += extent.end - extent.start
+        self.size = total
+
+    def _refresh(self) -> None:
+        assert self.plog is not None and self.location is not None
+        extents = self.plog.raw_extents(self.location)
+        if extents and self.extents and extents[0].start == self.extents[0].start:
+            self.extents = extents
+            self._index()
+
+    def _fd(self, path: str) -> int:
+        fd = self.fds.get(path)
+        if fd is None:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError as exc:
+                raise VanishedError(f"{path}: segment file vanished before it was read") from exc
+            self.fds[path] = fd
+        return fd
+
+    def _pieces(self, size: int, offset: int) -> list[tuple[int, int, int]]:
+        with self.lock:
+            if offset + size > self.size:
+                self._refresh()
+            pieces = []
+            i = bisect.bisect_right(self.starts, offset) - 1
+            while size > 0 and 0 <= i < len(self.extents):
+                extent = self.extents[i]
+                skip = offset - self.starts[i]
+                n = min(size, extent.end - extent.start - skip)
+                if n > 0:
+                    pieces.append((self._fd(extent.path), extent.start + skip, n))
+                    size -= n
+                    offset += n
+                i += 1
+            return pieces
+
+    def fd_range(self, size: int, offset: int) -> tuple[int, int, int] | None:
+        pieces = self._pieces(size, offset)
+        return pieces[0] if len(pieces) == 1 else None
+
+    def read(self, size: int, offset: int) -> bytes:
+        return b"".join(os.pread(fd, n, position) for fd, position, n in self._pieces(size, offset))
+
+    def release(self) -> None:
+        with self.lock:
+            for fd in self.fds.values():
+                os.close(fd)
+            self.fds.clear()
+
+
+@dataclass
+class DecodedHandle(Handle):
+    cursor: Cursor | None = None
+
+    def read(self, size: int, offset: int) -> bytes:
+        assert self.cursor is not None
+        return self.cursor.read(offset, size)

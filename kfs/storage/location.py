@@ -1,0 +1,39 @@
+"""Where a lookup landed, and the file ranges a raw view serves: the values every front end passes around."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a lookup landed: the batch (by segment and position) and the record found in it or after."""
+
+    segment_base_offset: int
+    index_entry: tuple[int, int] | None
+    position: int
+    batch_base_offset: int
+    batch_last_offset: int
+    offset: int | None
+    timestamp: int | None
+
+    def as_dict(self) -> dict:
+        return {
+            "segment_base_offset": self.segment_base_offset,
+            "index_entry": list(self.index_entry) if self.index_entry else None,
+            "position": self.position,
+            "batch_base_offset": self.batch_base_offset,
+            "batch_last_offset": self.batch_last_offset,
+            "offset": self.offset,
+            "timestamp": self.timestamp,
+        }
+
+
+@dataclass(frozen=True)
+class Extent:
+    """A byte range [start, end) of one segment file."""
+
+    path: str
+    start: int
+    end: int
+    segment_base_offset: int

@@ -1,0 +1,142 @@
+"""From batches to the records a reader sees: offset range, control markers, aborted transactions,
+and what a corrupt batch becomes (an error, or with on_corrupt="skip" a `CorruptBatch` in the stream).
+
+`PartitionLog.record_lists` is the entry point; this module keeps each of those rules in one place.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from kfs.record import BatchHeader, Record, parse_control_record
+from kfs.storage.errors import CorruptLogError
+from kfs.storage.segment import LogSegment
+from kfs.storage.transactions import AbortedIndex
+
+if TYPE_CHECKING:
+    from kfs.storage.partition import PartitionLog
+
+log = logging.getLogger("kfs")
+
+Batches = Iterable[tuple[LogSegment, BatchHeader, memoryview]]
+RecordLists = Iterator[tuple[LogSegment, BatchHeader, list[Record]]]
+
+
+class ControlRecord(Record):
+    """A transaction marker or other control record, for `control=show`."""
+
+    __slots__ = ("control", "coordinator_epoch", "producer_id")
+
+    def __init__(self, record: Record, control: str, producer_id: int, coordinator_epoch: int | None) -> None:
+        super().__init__(record.offset, record.timestamp, record.timestamp_type, record.key, record.value,
+                         record.headers)
+        self.control = control
+        self.producer_id = producer_id
+        self.coordinator_epoch = coordinator_epoch
+
+
+class CorruptBatch(Record):
+    """Stands in the record stream for a batch that could not be read, with `on_corrupt="skip"`:
+    renderers print it as an `{"error": ...}` line; the records after it follow."""
+
+    __slots__ = ("error", "path", "position")
+
+    def __init__(self, error: CorruptLogError, offset: int) -> None:
+        super().__init__(offset, -1, "NoTimestampType", None, None, [])
+        self.error = str(error)
+        self.path = error.path
+        self.position = error.position
+
+
+def record_lists_from(batches: Batches, first_offset: int, end_offset: int | None, *, control: bool,
+                      aborted: AbortedIndex | None, skip_bad_batches: bool = False) -> RecordLists:
+    """Per batch: its records in [first_offset, end_offset), when it has any a reader sees.
+
+    Control batches show only with `control` (as `ControlRecord`s); aborted transactional batches
+    are dropped when `aborted` is given (read_committed). skip_bad_batches: a batch whose header
+    reads but whose CRC or records do not becomes a `CorruptBatch`, and the walk goes on.
+    """
+    for segment, header, body in batches:
+        if end_offset is not None and header.last_offset >= 0 and segment.base_offset_of(header, body) >= end_offset:
+            return
+        if header.last_offset < first_offset or _hidden(header, control, aborted):
+            continue
+        try:
+            records = segment.records_of(header, body)
+        except CorruptLogError as e:
+            if not skip_bad_batches:
+                raise
+            log.warning("%s; skipping it", e)
+            yield segment, header, [CorruptBatch(e, _first_offset_of(header, first_offset))]
+            continue
+        if header.is_control:
+            records = [_marker(header, record) for record in records]
+        in_range = _in_range(records, first_offset, end_offset)
+        if in_range:
+            yield segment, header, in_range
+        if end_offset is not None and not header.is_control and records and records[-1].offset >= end_offset:
+            return
+
+
+def _hidden(header: BatchHeader, control: bool, aborted: AbortedIndex | None) -> bool:
+    if header.is_control:
+        return not control
+    return aborted is not None and header.is_transactional and aborted.is_aborted(header)
+
+
+def _marker(header: BatchHeader, record: Record) -> ControlRecord:
+    kind, epoch = parse_control_record(record)
+    return ControlRecord(record, kind, header.producer_id, epoch)
+
+
+def _in_range(records: list[Record], first_offset: int, end_offset: int | None) -> list[Record]:
+    if records and records[0].offset < first_offset:
+        records = [r for r in records if r.offset >= first_offset]
+    if end_offset is not None and records and records[-1].offset >= end_offset:
+        records = [r for r in records if r.offset < end_offset]
+    return records
+
+
+def _first_offset_of(header: BatchHeader, first_offset: int) -> int:
+    """The offset a corrupt batch stands at in the stream (legacy wrappers know only their last)."""
+    return max(first_offset, header.base_offset if header.base_offset >= 0 else header.last_offset)
+
+
+def record_lists_skipping_corrupt(plog: PartitionLog, segment: LogSegment, position: int, first_offset: int,
+                                  end_offset: int | None, *, control: bool, aborted: AbortedIndex | None
+                                  ) -> Iterator[list[Record]]:
+    """`record_lists_from`, going on after each corrupt batch: past it when its header reads (a
+    bad CRC or record), else at the next offset index entry after it (index entries are batch
+    starts), else at the next segment: a bad length field leaves no other way to the next batch."""
+    current: LogSegment | None = segment
+    last_offset = first_offset - 1
+    while current is not None:
+        try:
+            for _, _, records in record_lists_from(plog.batches_from(current, position), first_offset, end_offset,
+                                                   control=control, aborted=aborted, skip_bad_batches=True):
+                if records:
+                    last_offset = max(last_offset, records[-1].offset)
+                yield records
+            return
+        except CorruptLogError as e:
+            log.warning("%s; skipping it", e)
+            yield [CorruptBatch(e, last_offset + 1)]
+            current, position = resync_after(plog.segments(), e)
+
+
+def resync_after(segments: list[LogSegment], error: CorruptLogError) -> tuple[LogSegment | None, int]:
+    """Where a walk can go on after a batch whose header cannot be read."""
+    for i, segment in enumerate(segments):
+        if segment.log_path != error.path:
+            continue
+        for _, entry_position in segment.offset_index_entries():
+            if entry_position > error.position:
+                try:
+                    if segment.batch_at(entry_position) is not None:
+                        return segment, entry_position
+                except CorruptLogError:
+                    continue
+        return (segments[i + 1], 0) if i + 1 < len(segments) else (None, 0)
+    return None, 0
