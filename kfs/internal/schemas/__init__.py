@@ -1,0 +1,1 @@
+"""Kafka message schemas as data, one module per Kafka source directory."""
