@@ -1,0 +1,291 @@
+"""The schema interpreter (kfs/internal) on bytes packed by hand here, field by field, the way
+Kafka's generated `write()` lays them out (MessageDataGenerator): each test states the layout it
+builds, so a reader that drifts from Kafka's wire rules fails here."""
+
+from __future__ import annotations
+
+import base64
+import struct
+import uuid
+
+import pytest
+
+from kfs.internal import DecodeError, decode_control, decode_key, decode_metadata, decode_value, internal_topic
+from kfs.internal.render import java_double, jsonl, kafka_json
+from kfs.internal.schema import Versions, parse
+
+OFFSETS = "__consumer_offsets"
+TXN = "__transaction_state"
+
+
+def i8(v: int) -> bytes:
+    return struct.pack(">b", v)
+
+
+def i16(v: int) -> bytes:
+    return struct.pack(">h", v)
+
+
+def i32(v: int) -> bytes:
+    return struct.pack(">i", v)
+
+
+def i64(v: int) -> bytes:
+    return struct.pack(">q", v)
+
+
+def string(s: str | None) -> bytes:  # non-flexible: int16 length, -1 null
+    if s is None:
+        return i16(-1)
+    b = s.encode()
+    return i16(len(b)) + b
+
+
+def blob(b: bytes | None) -> bytes:  # non-flexible bytes: int32 length, -1 null
+    return i32(-1) if b is None else i32(len(b)) + b
+
+
+def uv(v: int) -> bytes:  # unsigned varint
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def cstring(s: str | None) -> bytes:  # flexible: uvarint length + 1, 0 null
+    if s is None:
+        return uv(0)
+    b = s.encode()
+    return uv(len(b) + 1) + b
+
+
+def carray(items: list[bytes] | None) -> bytes:
+    return uv(0) if items is None else uv(len(items) + 1) + b"".join(items)
+
+
+def tags(fields: dict[int, bytes]) -> bytes:
+    return uv(len(fields)) + b"".join(uv(t) + uv(len(v)) + v for t, v in sorted(fields.items()))
+
+
+def kafka_uuid(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def commit_key(version: int, group: str = "billing", topic: str = "orders", partition: int = 3) -> bytes:
+    return i16(version) + string(group) + string(topic) + i32(partition)
+
+
+def test_offset_commit_key_both_versions_name_the_same_schema():
+    for version in (0, 1):
+        key = decode_key(OFFSETS, commit_key(version))
+        assert key is not None
+        assert (key.type, key.version) == ("OffsetCommitKey", version)
+        assert key.data == {"group": "billing", "topic": "orders", "partition": 3}
+
+
+@pytest.mark.parametrize("version,body,want", [
+    (0, i64(42) + string("m") + i64(1000), {"offset": 42, "metadata": "m", "commitTimestamp": 1000}),
+    (1, i64(42) + string("m") + i64(1000) + i64(2000),
+     {"offset": 42, "metadata": "m", "commitTimestamp": 1000, "expireTimestamp": 2000}),
+    (2, i64(42) + string("") + i64(1000), {"offset": 42, "metadata": "", "commitTimestamp": 1000}),
+    (3, i64(42) + i32(7) + string("m") + i64(1000),
+     {"offset": 42, "leaderEpoch": 7, "metadata": "m", "commitTimestamp": 1000}),
+    # v4 is flexible: compact string, then the tagged-field section (an unknown tag 9 is skipped)
+    (4, i64(42) + i32(-1) + cstring("m") + i64(1000) + tags({9: b"xyz"}),
+     {"offset": 42, "leaderEpoch": -1, "metadata": "m", "commitTimestamp": 1000}),
+])
+def test_offset_commit_value_every_version(version, body, want):
+    value = decode_value(OFFSETS, commit_key(1), i16(version) + body)
+    assert value is not None
+    assert (value.type, value.version, value.data) == ("OffsetCommitValue", version, want)
+    assert list(value.data) == list(want)  # schema order, as Kafka's converters write it
+
+
+def test_tombstone_value_is_none_but_the_key_still_chooses_the_schema():
+    assert decode_value(OFFSETS, commit_key(1), None) is None
+    with pytest.raises(DecodeError, match="unknown record type 99"):
+        decode_value(OFFSETS, i16(99) + b"x", None)
+
+
+def subscription_v1(topics: list[str], owned: dict[str, list[int]]) -> bytes:
+    return (i16(1) + i32(len(topics)) + b"".join(string(t) for t in topics) + blob(None)
+            + i32(len(owned)) + b"".join(string(t) + i32(len(ps)) + b"".join(i32(p) for p in ps)
+                                         for t, ps in owned.items()))
+
+
+def assignment_v0(assigned: dict[str, list[int]], user_data: bytes | None) -> bytes:
+    return (i16(0) + i32(len(assigned))
+            + b"".join(string(t) + i32(len(ps)) + b"".join(i32(p) for p in ps) for t, ps in assigned.items())
+            + blob(user_data))
+
+
+def group_value_v3(protocol_type: str, subscription: bytes, assignment: bytes) -> bytes:
+    member = (string("m-1") + string(None) + string("client") + string("/10.0.0.1") + i32(300000) + i32(10000)
+              + blob(subscription) + blob(assignment))
+    return (i16(3) + string(protocol_type) + i32(5) + string("range") + string("m-1") + i64(99)
+            + i32(1) + member)
+
+
+def test_group_metadata_of_consumer_protocol_decodes_subscription_and_assignment():
+    key = i16(2) + string("billing")
+    subscription = subscription_v1(["orders", "refunds"], {"orders": [0, 1]})
+    assignment = assignment_v0({"orders": [0]}, b"\xff")
+    value = decode_value(OFFSETS, key, group_value_v3("consumer", subscription, assignment))
+    assert decode_key(OFFSETS, key).data == {"group": "billing"}  # type: ignore[union-attr]
+    assert value is not None and value.type == "GroupMetadataValue"
+    (member,) = value.data["members"]
+    assert member["subscription"] == {"topics": ["orders", "refunds"], "userData": None,
+                                      "ownedPartitions": [{"topic": "orders", "partitions": [0, 1]}]}
+    assert member["assignment"] == {"assignedPartitions": [{"topic": "orders", "partitions": [0]}],
+                                    "userData": b"\xff"}
+    assert member["groupInstanceId"] is None and member["rebalanceTimeout"] == 300000
+
+
+def test_group_metadata_keeps_bytes_of_other_protocols_and_of_what_does_not_decode():
+    key = i16(2) + string("g")
+    other = decode_value(OFFSETS, key, group_value_v3("connect", b"\x00\x01abc", b"\x00"))
+    assert other is not None and other.data["members"][0]["subscription"] == b"\x00\x01abc"
+    broken = decode_value(OFFSETS, key, group_value_v3("consumer", b"\x00\x00\x00\x00\x00\x09", b""))
+    assert broken is not None
+    assert broken.data["members"][0]["subscription"] == b"\x00\x00\x00\x00\x00\x09"
+    assert broken.data["members"][0]["assignment"] == b""
+
+
+def test_consumer_group_records_of_kip_848():
+    topic_id = uuid.uuid4().bytes
+    key = i16(8) + string("cg") + string("member-a")  # ConsumerGroupCurrentMemberAssignmentKey
+    value = (i16(0) + i32(4) + i32(3) + i8(0)
+             + carray([topic_id + carray([i32(0), i32(2)]) + tags({})]) + carray([]) + tags({}))
+    k, v = decode_key(OFFSETS, key), decode_value(OFFSETS, key, value)
+    assert k is not None and (k.type, k.version) == ("ConsumerGroupCurrentMemberAssignmentKey", 8)
+    assert v is not None and v.type == "ConsumerGroupCurrentMemberAssignmentValue"
+    assert v.data == {"memberEpoch": 4, "previousMemberEpoch": 3, "state": 0,
+                      "assignedPartitions": [{"topicId": kafka_uuid(topic_id), "partitions": [0, 2]}],
+                      "partitionsPendingRevocation": []}
+
+
+def test_tagged_nullable_struct_is_printed_only_when_present():
+    # ConsumerGroupMemberMetadataValue v0: ClassicMemberMetadata is tag 0, nullable, default null
+    key = i16(5) + string("cg") + string("m")
+    base = (i16(0) + cstring(None) + cstring("rack-1") + cstring("c") + cstring("/h") + carray([cstring("orders")])
+            + cstring(None) + i32(45000) + cstring("uniform"))
+    without = decode_value(OFFSETS, key, base + tags({}))
+    assert without is not None and "classicMemberMetadata" not in without.data
+    classic = uv(1) + i32(10000) + carray([cstring("range") + uv(3) + b"\x01\x02" + tags({})]) + tags({})
+    with_it = decode_value(OFFSETS, key, base + tags({0: classic}))
+    assert with_it is not None
+    assert with_it.data["classicMemberMetadata"] == {
+        "sessionTimeoutMs": 10000, "supportedProtocols": [{"name": "range", "metadata": b"\x01\x02"}]}
+    assert list(with_it.data)[-1] == "classicMemberMetadata"
+
+
+def test_transaction_log_records():
+    key = i16(0) + string("txn-1")
+    value = (i16(0) + i64(1000) + i16(2) + i32(60000) + i8(1)
+             + i32(1) + string("orders") + i32(2) + i32(0) + i32(1) + i64(5000) + i64(4000))
+    k, v = decode_key(TXN, key), decode_value(TXN, key, value)
+    assert k is not None and (k.type, k.data) == ("TransactionLogKey", {"transactionalId": "txn-1"})
+    assert v is not None and v.data == {
+        "producerId": 1000, "producerEpoch": 2, "transactionTimeoutMs": 60000, "transactionStatus": 1,
+        "transactionPartitions": [{"topic": "orders", "partitionIds": [0, 1]}],
+        "transactionLastUpdateTimestampMs": 5000, "transactionStartTimestampMs": 4000}
+    # v1 is flexible; tagged previousProducerId (0) printed, clientTransactionVersion (2) at its default not
+    v1 = (i16(1) + i64(1000) + i16(2) + i32(60000) + i8(4) + carray(None) + i64(5000) + i64(4000)
+          + tags({0: i64(999), 2: i16(0)}))
+    got = decode_value(TXN, key, v1)
+    assert got is not None and got.data == {
+        "producerId": 1000, "previousProducerId": 999, "producerEpoch": 2, "transactionTimeoutMs": 60000,
+        "transactionStatus": 4, "transactionPartitions": None, "transactionLastUpdateTimestampMs": 5000,
+        "transactionStartTimestampMs": 4000}
+    with pytest.raises(DecodeError, match="TransactionLogValue version 7"):
+        decode_value(TXN, key, i16(7) + b"\x00" * 40)
+
+
+def metadata_frame(api_key: int, version: int, body: bytes) -> bytes:
+    return uv(1) + uv(api_key) + uv(version) + body
+
+
+def test_metadata_records_by_api_key_with_tagged_defaults():
+    topic_id = uuid.uuid4().bytes
+    topic = decode_metadata(metadata_frame(2, 0, cstring("orders") + topic_id + tags({})))
+    assert (topic.type, topic.version, topic.data) == ("TopicRecord", 0, {"name": "orders",
+                                                                          "topicId": kafka_uuid(topic_id)})
+    # PartitionChangeRecord: leader is tag 1 with default -2: printed when it differs, left out when equal
+    change = i32(0) + topic_id
+    moved = decode_metadata(metadata_frame(5, 0, change + tags({1: i32(3), 0: carray([i32(1), i32(3)])})))
+    assert moved.data == {"partitionId": 0, "topicId": kafka_uuid(topic_id), "isr": [1, 3], "leader": 3}
+    same = decode_metadata(metadata_frame(5, 0, change + tags({1: i32(-2)})))
+    assert same.data == {"partitionId": 0, "topicId": kafka_uuid(topic_id)}
+
+
+def test_metadata_frame_errors_are_one_sentence():
+    good = metadata_frame(20, 0, tags({}))  # NoOpRecord
+    assert decode_metadata(good).data == {}
+    for bad, reason in [(good + b"\x00", "garbage after NoOpRecord"), (b"\x00\x14\x00\x00", "frame version 0"),
+                        (metadata_frame(99, 0, b""), "unknown metadata record type 99"),
+                        (metadata_frame(2, 5, b""), "TopicRecord version 5 is unknown"),
+                        (metadata_frame(2, 0, cstring("orders")), "ends early"), (b"\x01", "ends early")]:
+        with pytest.raises(DecodeError, match=reason):
+            decode_metadata(bad)
+    with pytest.raises(DecodeError, match="has a key"):
+        decode_key("__cluster_metadata", b"k")
+    assert decode_key("__cluster_metadata", None) is None
+
+
+def test_errors_for_short_and_null_input():
+    with pytest.raises(DecodeError, match="version from the key"):
+        decode_key(OFFSETS, b"\x00")
+    with pytest.raises(DecodeError, match="version from the key"):
+        decode_key(OFFSETS, None)
+    with pytest.raises(DecodeError):
+        decode_key(OFFSETS, i16(1) + string("billing"))  # topic and partition missing
+    with pytest.raises(DecodeError, match="non-nullable field group"):
+        decode_key(OFFSETS, i16(1) + string(None) + string("t") + i32(0))
+    with pytest.raises(KeyError):
+        decode_key("orders", b"")
+    assert internal_topic("__consumer_offsets") and not internal_topic("__consumer_offsets_copy")
+
+
+def test_kraft_control_records_read_at_version_zero():
+    voter = i32(1) + tags({})
+    leader_change = i16(0) + i32(1) + carray([voter]) + carray([voter]) + tags({})
+    got = decode_control("LEADER_CHANGE", leader_change)
+    assert got is not None and (got.type, got.version) == ("LeaderChangeMessage", 0)
+    assert got.data == {"version": 0, "leaderId": 1, "voters": [{"voterId": 1}], "grantingVoters": [{"voterId": 1}]}
+    header = decode_control("SNAPSHOT_HEADER", i16(0) + i64(1234) + tags({}))
+    assert header is not None and header.data == {"version": 0, "lastContainedLogTimestamp": 1234}
+    assert decode_control("COMMIT", b"\x00\x00\x00\x00\x00\x00") is None
+
+
+def test_rendering_in_json_lines_and_as_kafka_prints_it():
+    value = decode_value(OFFSETS, i16(2) + string("g"), group_value_v3("connect", b"\xff\x00", b"plain"))
+    line = jsonl(value)
+    assert '"subscription": {"base64": "/wA="}' in line and '"assignment": "plain"' in line
+    assert line.startswith('{"type": "GroupMetadataValue", "version": 3, "data": {"protocolType": "connect"')
+    assert jsonl(None) == "null"
+    assert kafka_json({"version": "3", "data": {"b": b"\xff\x00", "s": "é\n"}}) == \
+        '{"version":"3","data":{"b":"/wA=","s":"é\\n"}}'
+    assert [java_double(x) for x in (1.0, 1e7, 0.0001, 123.5, 2e-3, float("nan"))] == \
+        ["1.0", "1.0E7", "1.0E-4", "123.5", "0.002", "NaN"]
+
+
+def test_schema_notation_parses_versions_structs_and_options():
+    messages = parse("""
+Thing 0-2 flex:1+ api:7
+  id int32 0+
+  items []Item 1+ null:2+
+    name string 1+
+    flag bool 1+ tag:0:1+ =true
+  again []Item 2+
+""")
+    thing = messages["Thing"]
+    assert (thing.api_key, str(thing.versions), str(thing.flexible)) == (7, "0-2", "1+")
+    items, again = thing.body.fields[1], thing.body.fields[2]
+    assert items.struct is again.struct and [f.name for f in items.struct.fields] == ["name", "flag"]  # type: ignore[union-attr]
+    assert 2 in items.nullable and 1 not in items.nullable and str(Versions.parse("none")) == "none"
+    with pytest.raises(ValueError, match="schema line 3"):
+        parse("A 0\n  x int32 0+\n      y int32 0+\n")
+    with pytest.raises(ValueError, match="struct B has no fields"):
+        parse("A 0\n  x B 0+\n")
