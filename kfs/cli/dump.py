@@ -1,4 +1,4 @@
-"""`kfs dump FILE ...`: what Kafka's `kafka-dump-log.sh` prints, without a JVM (SPEC section 5).
+"""`kfs dump FILE ...`: what Kafka's `kafka-dump-log.sh` prints, without a JVM.
 
 Follows `org.apache.kafka.tools.DumpLogSegments` (tools/src/main/java/..., Kafka 4.x) line for line:
 

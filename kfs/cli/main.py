@@ -1,4 +1,4 @@
-"""`kfs`: mount Kafka log dirs, or ask them questions from the shell (SPEC sections 4 and 5).
+"""`kfs`: mount Kafka log dirs, or ask them questions from the shell.
 
 Every error a user can cause is one sentence on stderr and a non-zero exit, never a traceback.
 """

@@ -1,14 +1,12 @@
 """The one place kfs imports a FUSE binding.
 
 kfs is written against the fusepy API (`FUSE`, `Operations`, `FuseOSError`) and runs on
-mfusepy, the maintained fork, loaded on **libfuse3**. Measured on the read path (`python -m
-kfs.bench.bench_fuse --bindings`, `cat` of a 100 MiB file through a read-only passthrough):
-libfuse3 gets 256 KiB read requests from the kernel where libfuse2 gets 128 KiB (half the
-Python calls), fusepy/libfuse2 was the slowest (0.6-0.9x bindfs), mfusepy/libfuse3 about
-bindfs's speed; and libfuse3's `read_buf` takes an fd-backed `fuse_bufvec`, so raw segment
-bytes are spliced by libfuse from the segment file to /dev/fuse and never enter Python. mfusepy loads libfuse2 when
-both are installed, so we ask it for fuse3 first; libfuse2 (mfusepy or fusepy) still works,
-through plain `read`.
+mfusepy, the maintained fork, loaded on **libfuse3**: libfuse3 gets 256 KiB read requests from
+the kernel where libfuse2 gets 128 KiB (half the Python calls), and its `read_buf` takes an
+fd-backed `fuse_bufvec`, so raw segment bytes are spliced by libfuse from the segment file to
+/dev/fuse and never enter Python (README, "How it performs", has the measurements). mfusepy
+loads libfuse2 when both are installed, so we ask it for fuse3 first; libfuse2 (mfusepy or
+fusepy) still works, through plain `read`.
 """
 
 from __future__ import annotations

@@ -190,7 +190,8 @@ class KfsOperations(binding.Operations):
 
 
 def _close_idle_files() -> None:
-    """Indexes and segment files are opened on first use; close them once idle (SPEC section 4)."""
+    """Indexes and segment files are opened on first use; close them once idle, so a mount of
+    thousands of partitions holds few descriptors."""
     while True:
         time.sleep(IDLE_CHECK_SECONDS)
         closed = OPEN_FILES.close_idle(IDLE_CLOSE_SECONDS)

@@ -1,4 +1,4 @@
-"""The mounted tree of SPEC section 2 as a "mount source": paths in, attributes and handles out.
+"""The mounted tree (README: "The mounted tree") as a "mount source": paths in, attributes and handles out.
 
 No FUSE in here (ratarmount's MountSource idea): `operations.py` only translates. Every answer
 comes from the storage core (`kfs.storage`) and the decoded views (`kfs.views.decoded`):

@@ -2,7 +2,7 @@
  *
  *   decode_v2_records  the records section of a magic v2 batch -> Record objects; the twin of the
  *                      loop in kfs/record/default_batch.py:decode_records
- *   render_jsonl       Record objects -> JSON lines (SPEC section 3); the twin of
+ *   render_jsonl       Record objects -> JSON lines; the twin of
  *                      kfs/views/jsonl.py:render_line, for many records at once
  *
  * The Python code stays the reference and the fallback (kfs/record/speedups.py loads this module

@@ -2,7 +2,7 @@
 
 Both plan with `plan_splits`, so offset and timestamp ranges never read splits that cannot match,
 and both read with the same record path as the DataFrame (`piece_records`). `grep` skips the
-DataFrame: a match is decided and rendered (SPEC section 3, `kfs.views.jsonl`) in the task that
+DataFrame: a match is decided and rendered (`kfs.views.jsonl`, the lines `kfs cat` prints) in the task that
 decoded the record, so only matching lines cross to the driver, in split order, which is
 partition order and then offset order.
 """

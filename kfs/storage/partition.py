@@ -282,7 +282,7 @@ class PartitionLog:
     # ---- summary --------------------------------------------------------------------------------
 
     def info(self) -> dict:
-        """SPEC section 5: the partition summary shared by `info.json` and `kfs ls --json`."""
+        """The partition summary shared by `info.json` and `kfs ls --json`."""
         segments = []
         for segment in self.segments():
             segments.append({

@@ -46,9 +46,6 @@ class LogSegments:
         with self._lock:
             return list(self._segments.values())
 
-    def __len__(self) -> int:
-        return len(self._segments)
-
     def first(self) -> LogSegment | None:
         with self._lock:
             return self._segments.peekitem(0)[1] if self._segments else None

@@ -1,6 +1,6 @@
 """Decoded views (`offset/<N>.jsonl`, `time/<T>.jsonl`, `messages.jsonl`) as files with sizes and seeks.
 
-A decoded view is the JSON lines (SPEC section 3) of a partition's records from a start offset to
+A decoded view is the JSON lines (`kfs.views.jsonl`) of a partition's records from a start offset to
 the log end. Shell tools want a file: `tail -n` seeks to st_size and reads backwards, `dd skip=`
 and `less` seek anywhere, `cat`/`head`/`grep`/`wc`/`jq`/`cp` read forward until EOF. Two things are
 needed: the byte position of a record in the decoded stream, and the stream's length.

@@ -1,4 +1,5 @@
-"""The one renderer of decoded records as JSON lines (SPEC section 3); every front end calls it.
+"""The one renderer of decoded records as JSON lines (one object per record: topic, partition,
+offset, timestamp, timestamp_type, key, value, headers); every front end calls it.
 
     {"topic": "orders", "partition": 0, "offset": 268, "timestamp": 1526384718288,
      "timestamp_type": "CreateTime", "key": "user-17", "value": "...", "headers": [["trace-id", "ab12"]]}
