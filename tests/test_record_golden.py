@@ -12,15 +12,12 @@ import json
 from pathlib import Path
 
 import pytest
+from builders import golden_batches
 
 from kfs.record import (
-    HEADER_PROBE_SIZE,
-    complete_legacy_header,
     crc_is_valid,
     decode_records,
-    parse_batch_header,
     parse_control_record,
-    peek_size,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kafka-written"
@@ -31,31 +28,6 @@ BATCH_FIELDS = (
     "max_timestamp", "crc", "is_transactional", "is_control", "producer_id", "producer_epoch",
     "base_sequence", "partition_leader_epoch", "delete_horizon_ms", "record_count",
 )
-
-
-def _segments(partition: str) -> list[Path]:
-    """The partition's .log files, in base offset order, from whichever log dir holds it."""
-    found = []
-    for logdir in sorted((FIXTURES / "logdirs").iterdir()):
-        d = logdir / partition
-        if d.is_dir() and not d.name.endswith(("-delete", "-future", "-stray")):
-            found += [f for f in d.iterdir() if f.name.endswith(".log")]
-    return sorted(found, key=lambda f: int(f.name[:-4]))
-
-
-def _walk(partition: str):
-    """(segment base offset, header, batch bytes) of every batch, with only the probe read for the header."""
-    for seg in _segments(partition):
-        data = seg.read_bytes()
-        pos = 0
-        while pos < len(data):
-            size, _magic = peek_size(data, pos)
-            probe = data[pos:pos + min(HEADER_PROBE_SIZE, size)]
-            header = parse_batch_header(probe, 0, pos)
-            batch = memoryview(data)[pos:pos + size]
-            complete_legacy_header(header, batch)
-            yield int(seg.name[:-4]), header, batch
-            pos += size
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -76,7 +48,7 @@ def _render(b: bytes | None):
 def test_batches_equal_kafkas_file_records_iteration(partition: str) -> None:
     expected = _jsonl(GOLDEN / partition / "batches.jsonl")
     got = []
-    for base, h, batch in _walk(partition):
+    for base, h, batch in golden_batches(partition):
         row = {"segment_base_offset": base, **{f: getattr(h, f) for f in BATCH_FIELDS}}
         row["is_valid"] = crc_is_valid(batch, h)
         got.append(row)
@@ -90,7 +62,7 @@ def test_records_equal_kafkas_decoding(partition: str) -> None:
     info = json.loads((GOLDEN / partition / "info.json").read_text())
     expected = _jsonl(GOLDEN / partition / "records.jsonl")
     got = []
-    for _base, h, batch in _walk(partition):
+    for _base, h, batch in golden_batches(partition):
         if h.is_control:
             continue
         for r in decode_records(batch, h):
@@ -110,7 +82,7 @@ def test_records_equal_kafkas_decoding(partition: str) -> None:
 def test_control_records_equal_kafkas_markers(partition: str) -> None:
     expected = _jsonl(GOLDEN / partition / "control.jsonl")
     got = []
-    for _base, h, batch in _walk(partition):
+    for _base, h, batch in golden_batches(partition):
         if not h.is_control:
             continue
         for r in decode_records(batch, h):

@@ -21,7 +21,8 @@ import pytest
 pytest.importorskip("pyarrow")
 pyspark = pytest.importorskip("pyspark")
 
-from test_spark_plan import ALL, LOGDIRS, PARTITIONS, golden  # noqa: E402
+from builders import ALL_LOGDIRS, golden_rows  # noqa: E402
+from conftest import GOLDEN_PARTITIONS, LOGDIRS  # noqa: E402
 
 import kfs.spark  # noqa: E402
 from kfs.spark.plan import Bounds, plan_splits  # noqa: E402
@@ -53,7 +54,7 @@ def spark():
     session.stop()
 
 
-def kfs_read(spark, path: str = ALL, **options: str):
+def kfs_read(spark, path: str = ALL_LOGDIRS, **options: str):
     return spark.read.format("kfs").options(**options).load(path)
 
 
@@ -72,7 +73,7 @@ def rows_of(df) -> list[tuple]:
 
 
 def golden_all(name: str = "records.jsonl") -> list[tuple]:
-    return sorted((r for p in PARTITIONS for r in golden(p, name)), key=lambda r: (r[0], r[1], r[2]))
+    return sorted((r for p in GOLDEN_PARTITIONS for r in golden_rows(p, name)), key=lambda r: (r[0], r[1], r[2]))
 
 
 def without_headers(rows: list[tuple]) -> list[tuple]:
@@ -99,20 +100,20 @@ def test_every_partition_equals_the_golden_records(spark):
 def test_without_include_headers_there_is_no_headers_column(spark):
     df = kfs_read(spark, LOGDIRS[1])
     assert "headers" not in df.columns
-    b_partitions = [p for p in PARTITIONS if (Path(LOGDIRS[1]) / p).is_dir()]
-    assert rows_of(df) == without_headers(sorted(r for p in b_partitions for r in golden(p)))
+    b_partitions = [p for p in GOLDEN_PARTITIONS if (Path(LOGDIRS[1]) / p).is_dir()]
+    assert rows_of(df) == without_headers(sorted(r for p in b_partitions for r in golden_rows(p)))
 
 
 def test_read_committed(spark):
     df = kfs_read(spark, includeHeaders="true", isolation="read_committed", subscribe="payments")
-    assert rows_of(df) == golden("payments-0", "records.read_committed.jsonl")
+    assert rows_of(df) == golden_rows("payments-0", "records.read_committed.jsonl")
 
 
 def test_offset_options_return_exactly_the_range(spark):
     df = kfs_read(spark, includeHeaders="true", subscribe="orders,payments",
                   startingOffsets='{"orders": {"0": 300}, "payments": {"0": -2}}',
                   endingOffsets='{"orders": {"0": 1000}}', maxSplitBytes="8192")
-    want = [r for r in golden("orders-0") if 300 <= r[2] < 1000] + golden("payments-0")
+    want = [r for r in golden_rows("orders-0") if 300 <= r[2] < 1000] + golden_rows("payments-0")
     assert rows_of(df) == want
     everything = kfs_read(spark, subscribe="orders,payments", maxSplitBytes="8192")
     assert df.rdd.getNumPartitions() < everything.rdd.getNumPartitions()
@@ -126,7 +127,7 @@ def test_timestamp_options_return_kafkas_list_offsets_range(spark):
     assert start["offset"] < end["offset"]
     df = kfs_read(spark, subscribe="audit.events-v2", startingTimestamp=str(start["target"]),
                   endingTimestamp=str(end["target"]))
-    want = [r for r in golden("audit.events-v2-3") if start["offset"] <= r[2] < end["offset"]]
+    want = [r for r in golden_rows("audit.events-v2-3") if start["offset"] <= r[2] < end["offset"]]
     assert rows_of(df) == without_headers(want)
 
 
@@ -135,16 +136,16 @@ def test_timestamp_options_return_kafkas_list_offsets_range(spark):
 def test_offset_and_partition_filters_are_answered_from_the_index(spark):
     df = kfs_read(spark, includeHeaders="true", maxSplitBytes="8192").where(
         "topic = 'orders' AND partition = 0 AND offset >= 700 AND offset < 800")
-    assert rows_of(df) == [r for r in golden("orders-0") if 700 <= r[2] < 800]
+    assert rows_of(df) == [r for r in golden_rows("orders-0") if 700 <= r[2] < 800]
     # The filters reached the planner: Spark runs exactly the splits planned for these bounds.
     bounds = Bounds(700, 800, None, frozenset({"orders"}), frozenset({0}))
-    assert df.rdd.getNumPartitions() == len(plan_splits({"path": ALL, "maxSplitBytes": "8192"}, bounds)) <= 2
+    assert df.rdd.getNumPartitions() == len(plan_splits({"path": ALL_LOGDIRS, "maxSplitBytes": "8192"}, bounds)) <= 2
     assert kfs_read(spark, maxSplitBytes="8192").rdd.getNumPartitions() > 20
 
 
 def test_timestamp_filter_prunes_and_spark_keeps_it_exact(spark):
     # audit.events has out-of-order timestamps: a lower bound prunes, Spark re-checks each row.
-    records = golden("audit.events-v2-3")
+    records = golden_rows("audit.events-v2-3")
     t = sorted(r[3] for r in records)[len(records) * 3 // 4]
     since = dt.datetime.fromtimestamp(t / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
     df = kfs_read(spark, subscribe="audit.events-v2", maxSplitBytes="4096").where(
@@ -179,7 +180,8 @@ def test_grep_prints_matching_records_per_partition_in_offset_order(spark, patte
     def hit(data: bytes | None) -> bool:
         return data is not None and (re.search(needle, data) is not None if regex else needle in data)
 
-    want = [r for p in PARTITIONS for r in golden(p) if hit(r[5]) or hit(r[6]) or any(hit(v) for _, v in r[7])]
+    want = [r for p in GOLDEN_PARTITIONS for r in golden_rows(p)
+            if hit(r[5]) or hit(r[6]) or any(hit(v) for _, v in r[7])]
     assert want and count == len(want)
     assert [(x["topic"], x["partition"], x["offset"]) for x in lines] == [r[:3] for r in want]
     # Same lines as the one renderer produces for `kfs cat`.
@@ -215,7 +217,7 @@ def py_files_job(tmp_path_factory):
             z.write(f, f.relative_to(package.parent))
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     # cwd outside the checkout: a local worker's path starts with its cwd, a cluster's does not.
-    job = subprocess.Popen([sys.executable, "-c", PY_FILES_JOB, str(archive), ALL], cwd=workdir, env=env,
+    job = subprocess.Popen([sys.executable, "-c", PY_FILES_JOB, str(archive), ALL_LOGDIRS], cwd=workdir, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     yield job
     if job.poll() is None:
@@ -228,7 +230,7 @@ def test_workers_import_kfs_from_a_py_files_zip(py_files_job):
     stdout, stderr = job.communicate(timeout=300)
     assert job.returncode == 0, stderr[-3000:]
     count, where = stdout.split()[-2:]
-    assert int(count) == sum(len(golden(p)) for p in PARTITIONS)
+    assert int(count) == sum(len(golden_rows(p)) for p in GOLDEN_PARTITIONS)
     assert where.endswith("/kfs.zip/kfs/__init__.py"), where  # the copy Spark shipped, not this checkout
 
 

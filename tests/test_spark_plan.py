@@ -7,7 +7,6 @@ DataFrame tests (`test_spark_dataframe.py`) only need to show that Spark sees th
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import itertools
 import json
@@ -15,33 +14,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from builders import ALL_LOGDIRS, golden_rows
+from conftest import FIXTURES, LOGDIRS
+from conftest import GOLDEN_PARTITIONS as PARTITIONS
 
 from kfs.spark.options import OptionError, parse_options
 from kfs.spark.plan import Bounds, plan_splits
-
-FIXTURES = Path(__file__).parent / "fixtures" / "kafka-written"
-LOGDIRS = [str(FIXTURES / "logdirs" / "broker-a"), str(FIXTURES / "logdirs" / "broker-b")]
-ALL = ",".join(LOGDIRS)
-PARTITIONS = sorted(p.name for p in (FIXTURES / "golden").iterdir())
-
-
-def _bytes(v: object) -> bytes | None:
-    if v is None:
-        return None
-    if isinstance(v, dict):
-        return base64.b64decode(v["base64"])
-    assert isinstance(v, str)
-    return v.encode("utf-8")
-
-
-def golden(partition: str, name: str = "records.jsonl") -> list[tuple]:
-    """(topic, partition, offset, timestamp ms, type, key, value, headers) per golden record."""
-    out = []
-    for line in (FIXTURES / "golden" / partition / name).read_text().splitlines():
-        r = json.loads(line)
-        out.append((r["topic"], r["partition"], r["offset"], r["timestamp"], r["timestamp_type"],
-                    _bytes(r["key"]), _bytes(r["value"]), [(k, _bytes(v)) for k, v in r["headers"]]))
-    return out
 
 
 def info(partition: str) -> dict:
@@ -55,7 +33,7 @@ def covered(splits, partition: str) -> list[tuple[int, int]]:
 # ---- options ------------------------------------------------------------------------------------
 
 def test_options_are_case_insensitive_and_default_as_spark():
-    opts = parse_options({"PATH": ALL, "startingoffsets": "earliest", "INCLUDEHEADERS": "true"})
+    opts = parse_options({"PATH": ALL_LOGDIRS, "startingoffsets": "earliest", "INCLUDEHEADERS": "true"})
     assert opts.logdirs == tuple(LOGDIRS)
     assert opts.include_headers and opts.isolation == "read_uncommitted" and opts.on_corrupt == "fail"
 
@@ -73,7 +51,7 @@ def test_options_are_case_insensitive_and_default_as_spark():
 ])
 def test_bad_options_are_one_sentence_errors(options):
     with pytest.raises(OptionError):
-        parse_options({"path": ALL, **options})
+        parse_options({"path": ALL_LOGDIRS, **options})
 
 
 def test_no_path_is_an_error():
@@ -89,7 +67,7 @@ def test_paths_option_from_a_list_load():
 
 @pytest.mark.parametrize("max_split_bytes", ["1", "5000", "33554432"])
 def test_pieces_tile_each_partition_from_log_start_to_log_end(max_split_bytes):
-    splits = plan_splits({"path": ALL, "maxSplitBytes": max_split_bytes})
+    splits = plan_splits({"path": ALL_LOGDIRS, "maxSplitBytes": max_split_bytes})
     for partition in PARTITIONS:
         ranges = covered(splits, partition)
         assert ranges[0][0] == info(partition)["log_start_offset"]
@@ -101,30 +79,30 @@ def test_big_segments_are_cut_at_offset_index_entries():
     indexes = json.loads((FIXTURES / "golden" / "orders-0" / "indexes.json").read_text())
     entries = {(int(base), o, pos) for base, seg in indexes.items() for o, pos in seg["offset_index"]}
     bases = {(s["base_offset"], s["base_offset"], 0) for s in info("orders-0")["segments"]}
-    splits = plan_splits({"path": ALL, "subscribe": "orders", "maxSplitBytes": "1"})
+    splits = plan_splits({"path": ALL_LOGDIRS, "subscribe": "orders", "maxSplitBytes": "1"})
     starts = {(p.segment_base_offset, p.start_offset, p.start_position) for s in splits for p in s.pieces}
     assert starts == entries | bases  # with 1-byte splits, every entry starts one
 
 
 def test_min_partitions_fans_one_partition_out():
-    splits = plan_splits({"path": ALL, "subscribe": "orders", "minPartitions": "12"})
+    splits = plan_splits({"path": ALL_LOGDIRS, "subscribe": "orders", "minPartitions": "12"})
     assert len(splits) >= 12
     assert {p.partition_name for s in splits for p in s.pieces} == {"orders-0"}
 
 
 def test_splits_balance_bytes_in_whole_waves_of_the_sessions_cores():
-    splits = plan_splits({"path": ALL, "maxSplitBytes": "100000", "parallelism": "4"})
+    splits = plan_splits({"path": ALL_LOGDIRS, "maxSplitBytes": "100000", "parallelism": "4"})
     assert len(splits) == 8  # 550 kB / 100 kB = 6 tasks, rounded up to two waves of 4
     sizes = [s.size for s in splits]
     assert max(sizes) < 1.3 * min(sizes)
 
 
 def test_small_partitions_are_packed_into_one_task_by_default():
-    assert len(plan_splits({"path": ALL})) == 1
+    assert len(plan_splits({"path": ALL_LOGDIRS})) == 1
 
 
 def test_offset_range_plans_fewer_splits():
-    base = {"path": ALL, "maxSplitBytes": "4096"}
+    base = {"path": ALL_LOGDIRS, "maxSplitBytes": "4096"}
     everything = plan_splits(base)
     ranged = plan_splits({**base, "startingOffsets": '{"orders": {"0": 700}}',
                           "endingOffsets": '{"orders": {"0": 800}}', "subscribe": "orders"})
@@ -135,13 +113,13 @@ def test_offset_range_plans_fewer_splits():
 
 
 def test_left_out_partitions_take_the_default():
-    splits = plan_splits({"path": ALL, "startingOffsets": '{"orders": {"0": 1500}}'})
+    splits = plan_splits({"path": ALL_LOGDIRS, "startingOffsets": '{"orders": {"0": 1500}}'})
     assert covered(splits, "orders-0")[0][0] == 1500
     assert covered(splits, "payments-0")[0][0] == 0
 
 
 def test_offsets_outside_the_log_are_clamped():
-    splits = plan_splits({"path": ALL, "subscribe": "metrics_raw",
+    splits = plan_splits({"path": ALL_LOGDIRS, "subscribe": "metrics_raw",
                           "startingOffsets": '{"metrics_raw": {"0": 0}}',
                           "endingOffsets": '{"metrics_raw": {"0": 99999999999}}'})
     lso, leo = info("metrics_raw-0")["log_start_offset"], info("metrics_raw-0")["log_end_offset"]
@@ -157,7 +135,7 @@ def test_timestamp_options_follow_kafka_list_offsets(partition):
     found = [x for x in _time_lookups(partition) if "error" not in x]
     start, end = found[len(found) // 4], found[3 * len(found) // 4]
     topic = partition.rsplit("-", 1)[0]
-    splits = plan_splits({"path": ALL, "subscribe": topic, "startingTimestamp": str(start["target"]),
+    splits = plan_splits({"path": ALL_LOGDIRS, "subscribe": topic, "startingTimestamp": str(start["target"]),
                           "endingTimestamp": str(end["target"])})
     if start["offset"] < end["offset"]:
         assert covered(splits, partition)[0][0] == start["offset"]
@@ -169,28 +147,28 @@ def test_timestamp_options_follow_kafka_list_offsets(partition):
 def test_starting_timestamp_after_every_record_fails_unless_strategy_latest():
     late = str(max(s["largest_timestamp"] for p in PARTITIONS for s in info(p)["segments"]) + 1)
     with pytest.raises(OptionError):
-        plan_splits({"path": ALL, "startingTimestamp": late})
-    assert plan_splits({"path": ALL, "startingTimestamp": late,
+        plan_splits({"path": ALL_LOGDIRS, "startingTimestamp": late})
+    assert plan_splits({"path": ALL_LOGDIRS, "startingTimestamp": late,
                         "startingOffsetsByTimestampStrategy": "latest"}) == []
 
 
 def test_ending_timestamp_after_every_record_means_the_log_end():
     late = str(max(s["largest_timestamp"] for p in PARTITIONS for s in info(p)["segments"]) + 1)
-    splits = plan_splits({"path": ALL, "endingTimestamp": late})
+    splits = plan_splits({"path": ALL_LOGDIRS, "endingTimestamp": late})
     assert covered(splits, "orders-0")[-1][1] == info("orders-0")["log_end_offset"]
 
 
 def test_timestamp_lower_bound_prunes_through_list_offsets():
     lookups = [x for x in _time_lookups("orders-0") if "error" not in x]
     probe = lookups[-len(lookups) // 5]
-    splits = plan_splits({"path": ALL, "subscribe": "orders", "maxSplitBytes": "4096"},
+    splits = plan_splits({"path": ALL_LOGDIRS, "subscribe": "orders", "maxSplitBytes": "4096"},
                          Bounds(timestamp_lo=probe["target"]))
     assert covered(splits, "orders-0")[0][0] == probe["offset"]
-    assert len(splits) < len(plan_splits({"path": ALL, "subscribe": "orders", "maxSplitBytes": "4096"})) / 2
+    assert len(splits) < len(plan_splits({"path": ALL_LOGDIRS, "subscribe": "orders", "maxSplitBytes": "4096"})) / 2
 
 
 def test_topic_and_partition_bounds_select_partitions():
-    splits = plan_splits({"path": ALL}, Bounds(topics=frozenset({"orders", "payments"}),
+    splits = plan_splits({"path": ALL_LOGDIRS}, Bounds(topics=frozenset({"orders", "payments"}),
                                                partitions=frozenset({0})))
     assert {p.partition_name for s in splits for p in s.pieces} == {"orders-0", "payments-0"}
 
@@ -229,18 +207,18 @@ def arrow_row(r: dict) -> tuple:
 
 @pytest.mark.parametrize("max_split_bytes", ["1", "33554432"])
 def test_tasks_read_exactly_the_golden_records(max_split_bytes):
-    rows = read_all({"path": ALL, "includeHeaders": "true", "maxSplitBytes": max_split_bytes})
-    assert rows == [r for p in PARTITIONS for r in golden(p)]
+    rows = read_all({"path": ALL_LOGDIRS, "includeHeaders": "true", "maxSplitBytes": max_split_bytes})
+    assert rows == [r for p in PARTITIONS for r in golden_rows(p)]
 
 
 def test_read_committed_hides_aborted_records():
-    rows = read_all({"path": ALL, "subscribe": "payments", "isolation": "read_committed", "includeHeaders": "true",
-                     "maxSplitBytes": "2000"})
-    assert rows == golden("payments-0", "records.read_committed.jsonl")
+    rows = read_all({"path": ALL_LOGDIRS, "subscribe": "payments", "isolation": "read_committed",
+                     "includeHeaders": "true", "maxSplitBytes": "2000"})
+    assert rows == golden_rows("payments-0", "records.read_committed.jsonl")
 
 
 def test_v0_messages_have_kafkas_no_timestamp():
-    rows = read_all({"path": ALL, "subscribe": "legacy"})
+    rows = read_all({"path": ALL_LOGDIRS, "subscribe": "legacy"})
     v0 = [r for r in rows if r[4] == "NoTimestampType"]
     assert v0 and all(r[3] == -1 for r in v0)
 
@@ -268,7 +246,7 @@ def test_on_corrupt_fail_raises(corrupt_logdir):
 def test_on_corrupt_skip_drops_only_the_corrupt_batch(corrupt_logdir):
     path, bad = corrupt_logdir
     offsets = [r[2] for r in read_all({"path": path, "onCorrupt": "skip", "maxSplitBytes": "3000"})]
-    assert offsets == [r[2] for r in golden("orders-0") if r[2] not in bad]
+    assert offsets == [r[2] for r in golden_rows("orders-0") if r[2] not in bad]
 
 
 # ---- filter pushdown, translated ----------------------------------------------------------------
@@ -295,7 +273,7 @@ def test_grep_split_matches_key_value_and_header_values(pattern, regex):
 
     from kfs.spark.jobs import grep_split
 
-    opts = parse_options({"path": ALL, "maxSplitBytes": "8000"})
+    opts = parse_options({"path": ALL_LOGDIRS, "maxSplitBytes": "8000"})
     lines = b"".join(chunk for split in plan_splits(opts) for chunk in grep_split(split, opts, pattern, regex))
     got = [json.loads(x) for x in lines.splitlines()]
     needle = pattern.encode()
@@ -303,6 +281,6 @@ def test_grep_split_matches_key_value_and_header_values(pattern, regex):
     def hit(data: bytes | None) -> bool:
         return data is not None and (re.search(needle, data) is not None if regex else needle in data)
 
-    want = [r for p in PARTITIONS for r in golden(p) if hit(r[5]) or hit(r[6]) or any(hit(v) for _, v in r[7])]
+    want = [r for p in PARTITIONS for r in golden_rows(p) if hit(r[5]) or hit(r[6]) or any(hit(v) for _, v in r[7])]
     assert want
     assert [(g["topic"], g["partition"], g["offset"]) for g in got] == [r[:3] for r in want]

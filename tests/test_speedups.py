@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import random
-import struct
-import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
+from builders import golden_batches, kafka_python_batches
+from conftest import GOLDEN_PARTITIONS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from kfs.record import (
@@ -39,9 +36,6 @@ from kfs.record import (
 from kfs.record.types import BatchHeader
 from kfs.storage.record_stream import ControlRecord
 from kfs.views import jsonl
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_record_golden import PARTITIONS, _walk
 
 BUILT = speedups.decode_v2_records is not None
 PATHS = ["python", pytest.param("c", marks=pytest.mark.skipif(not BUILT, reason="extension not built"))]
@@ -123,22 +117,6 @@ def batch_of(payload: bytes, count: int, base_offset: int = 0, base_ts: int = 0,
     return bytes(default_batch.RECORDS_OFFSET) + payload, h
 
 
-def kafka_python_batches(rnd: random.Random, n_batches: int, per_batch: int, headers: bool,
-                         codec: int = 0) -> bytes:
-    alphabet = b'abcdefghij {}":,0123456789'
-    out = bytearray()
-    for n in range(n_batches):
-        builder = DefaultRecordBatchBuilder(2, codec, False, -1, -1, -1, 1 << 30)
-        for i in range(per_batch):
-            value = bytes(rnd.choice(alphabet) for _ in range(rnd.randrange(50, 150)))
-            builder.append(i, 1526384718288 + 3 * i, b"user-%d" % rnd.randrange(1000), value,
-                           [("trace-id", b"ab12cd34"), ("content-type", b"json")] if headers else [])
-        batch = builder.build()
-        struct.pack_into(">q", batch, 0, n * per_batch)
-        out += batch
-    return bytes(out)
-
-
 def walk(buf: bytes) -> Iterator[tuple[BatchHeader, memoryview]]:
     pos = 0
     view = memoryview(buf)
@@ -213,10 +191,10 @@ def test_decoder_agrees_with_kafka_python(path: str, seed: int, headers: bool, c
 
 
 @needs_c
-@pytest.mark.parametrize("partition", PARTITIONS)
+@pytest.mark.parametrize("partition", GOLDEN_PARTITIONS)
 def test_compiled_decoder_agrees_on_the_kafka_written_fixtures(partition: str) -> None:
     n = 0
-    for _base, h, batch in _walk(partition):
+    for _base, h, batch in golden_batches(partition):
         if h.magic != 2:
             continue
         py = [fields(r) for r in decode("python", batch, h)]
@@ -444,46 +422,3 @@ def _best(fn: Callable[[], int], reps: int) -> float:
         n = fn()
         best = min(best, time.process_time() - start)
     return n / best
-
-
-@pytest.mark.skipif(not os.environ.get("KFS_BENCH"), reason="benchmark: set KFS_BENCH=1")
-@needs_c
-@pytest.mark.parametrize("headers", [False, True])
-def test_bench_decode_and_render(headers: bool) -> None:
-    rnd = random.Random(1)
-    per_batch = 100
-    one = kafka_python_batches(rnd, 100, per_batch, headers)  # ~1.2 MB
-    buf = one * max(1, (50 << 20) // len(one))
-    batches = list(walk(buf))
-    n_records = len(batches) * per_batch
-
-    def kafka_python() -> int:
-        n = 0
-        records = MemoryRecords(buf)
-        while (batch := records.next_batch()) is not None:
-            for _ in batch:
-                n += 1
-        return n
-
-    def kfs_decode(path: str) -> Callable[[], int]:
-        return lambda: sum(len(decode(path, b, h)) for h, b in batches)
-
-    def kfs_render(path: str) -> Callable[[], int]:
-        return lambda: sum(len(render(path, PREFIX, c)) and len(c) for c in chunks)
-
-    def kfs_both(path: str) -> Callable[[], int]:
-        return lambda: sum(len(render(path, PREFIX, decode(path, b, h))) and h.record_count for h, b in batches)
-
-    assert kafka_python() == n_records
-    print(f"\n{len(buf) / 1e6:.0f} MB, {n_records:,} records, headers={headers}")
-    print(f"  decode  kafka-python {_best(kafka_python, 2):12,.0f} rec/s")
-    for path in ("python", "c"):
-        print(f"  decode  kfs {path:6}     {_best(kfs_decode(path), 3):12,.0f} rec/s")
-    # decoded only now: a heap of live records would slow every measurement above through the GC
-    decoded = [r for h, b in batches for r in decode("c", b, h)]
-    chunks = [decoded[i:i + 1000] for i in range(0, len(decoded), 1000)]
-
-    for path in ("python", "c"):
-        print(f"  render  kfs {path:6}     {_best(kfs_render(path), 3):12,.0f} lines/s")
-    for path in ("python", "c"):
-        print(f"  decode+render {path:6}   {_best(kfs_both(path), 3):12,.0f} lines/s")

@@ -2,7 +2,7 @@
 
 Truncated and corrupt batches, garbage, empty and lying indexes, files deleted mid-read, a
 preallocated `.log`. Each case starts from a partition written by conftest's kafka-python writer and
-compares with a brute-force scan of what was written (test_storage_properties.Oracle).
+compares with a brute-force scan of what was written (builders.Oracle).
 """
 
 from __future__ import annotations
@@ -15,41 +15,9 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import v2_batch, write_segment
-from test_storage_properties import Oracle
+from builders import PEAK, Oracle, make_log, partition_log
 
-from kfs.storage import CorruptLogError, LogDirs, OffsetOutOfRange, TimestampNotFound, VanishedError
-
-T0 = 1_700_000_000_000
-
-
-PEAK = T0 + 10**6
-
-
-def make_log(tmp_path: Path, segments: int = 3, codec: int = 0, peak: bool = False):
-    """A partition of `segments` segments, 12 batches of 5 records each, out-of-order timestamps; with
-    `peak`, the last record of segment 0's 7th batch has the partition's largest timestamp, PEAK."""
-    directory = tmp_path / "bad.input-0"
-    directory.mkdir()
-    rng = random.Random(7)
-    offset, ts, written = 0, T0, []
-    for s in range(segments):
-        appends = []
-        for b in range(12):
-            records = []
-            for r in range(5):
-                ts += rng.randint(-30, 50)
-                value = f"value-{offset}-{'x' * rng.randint(0, 60)}".encode()
-                stamp = PEAK if peak and (s, b, r) == (0, 6, 4) else ts
-                records.append((offset, stamp, f"k{offset}".encode(), value, [("h", b"v")]))
-                offset += 1
-            appends.append([(v2_batch(records[0][0], records, codec), records)])
-        written.append(write_segment(str(directory), appends[0][0][1][0][0], appends, 200, closed=s < segments - 1))
-    return directory, written
-
-
-def _plog(directory: Path):
-    return LogDirs([str(directory.parent)]).partition(directory.name)
+from kfs.storage import CorruptLogError, OffsetOutOfRange, TimestampNotFound, VanishedError
 
 
 def _records(plog, start=None) -> list[tuple]:
@@ -88,7 +56,7 @@ def test_a_batch_cut_short_at_the_log_end_is_not_shown(tmp_path) -> None:
     last = written[-1].batches[-1]
     log = directory / f"{written[-1].base_offset:020d}.log"
     os.truncate(log, last.position + last.size // 2)
-    plog = _plog(directory)
+    plog = partition_log(directory)
     assert plog.log_end_offset() == last.base_offset
     assert _records(plog)[-1][0] == written[-1].batches[-2].last_offset
     with pytest.raises(OffsetOutOfRange):
@@ -100,7 +68,7 @@ def test_a_closed_segment_cut_mid_batch_ends_there_and_the_next_segment_follows(
     directory, written = make_log(tmp_path)
     cut = written[0].batches[5]
     os.truncate(directory / f"{written[0].base_offset:020d}.log", cut.position + 20)
-    plog = _plog(directory)
+    plog = partition_log(directory)
     oracle = Oracle(written)
     expected = [r for b, r in oracle.records if b.segment_base_offset != 0 or b.position < cut.position]
     assert _records(plog) == expected
@@ -115,7 +83,7 @@ def test_garbage_in_the_middle_is_a_corrupt_log_error_naming_file_and_position(t
     with open(log, "r+b") as f:  # an impossible magic byte
         f.seek(bad.position + 16)
         f.write(b"\x07")
-    plog = _plog(directory)
+    plog = partition_log(directory)
     got = []
     with pytest.raises(CorruptLogError) as caught:
         for r in plog.records():
@@ -136,7 +104,7 @@ def test_a_flipped_byte_inside_a_record_is_a_crc_error_not_a_wrong_value(tmp_pat
     at = data.index(b"value-", bad.position + 61) + 3  # inside a value: the record still parses
     data[at] ^= 0x20
     log.write_bytes(bytes(data))
-    plog = _plog(directory)
+    plog = partition_log(directory)
     got = []
     with pytest.raises(CorruptLogError) as caught:
         for r in plog.records():
@@ -153,7 +121,7 @@ def test_a_corrupt_compressed_batch_is_a_corrupt_log_error(tmp_path) -> None:
     data[bad.position + 61:bad.position + bad.size] = bytes(bad.size - 61)
     log.write_bytes(bytes(data))
     with pytest.raises(CorruptLogError) as caught:
-        list(_plog(directory).records())
+        list(partition_log(directory).records())
     assert caught.value.position == bad.position
 
 
@@ -161,7 +129,7 @@ def test_a_preallocated_log_with_a_zero_tail_ends_at_its_last_batch(tmp_path) ->
     directory, written = make_log(tmp_path)
     with open(directory / f"{written[-1].base_offset:020d}.log", "ab") as f:
         f.write(bytes(1 << 20))
-    plog = _plog(directory)
+    plog = partition_log(directory)
     oracle = Oracle(written)
     assert_answers_like_oracle(plog, oracle)
     assert plog.info()["segments"][-1]["size"] == sum(b.size for b in written[-1].batches)
@@ -187,7 +155,7 @@ def test_damaged_indexes_fall_back_to_scanning(tmp_path, suffix: str, damage: st
         else:
             size = path.stat().st_size or 24
             path.write_bytes(rng.randbytes(size + (5 if damage == "garbage-torn" else 0)))
-    assert_answers_like_oracle(_plog(directory), Oracle(written))
+    assert_answers_like_oracle(partition_log(directory), Oracle(written))
 
 
 def test_an_offset_index_pointing_past_the_log_or_to_wrong_positions_falls_back(tmp_path) -> None:
@@ -198,7 +166,7 @@ def test_an_offset_index_pointing_past_the_log_or_to_wrong_positions_falls_back(
             wrong = (position + 10**7, position + 7, seg.batches[-1].position, 0)[i % 4]  # past, mid-batch, later
             entries.append(struct.pack(">ii", offset - seg.base_offset, wrong))
         (directory / f"{seg.base_offset:020d}.index").write_bytes(b"".join(entries))
-    assert_answers_like_oracle(_plog(directory), Oracle(written))
+    assert_answers_like_oracle(partition_log(directory), Oracle(written))
 
 
 def test_a_time_index_pointing_past_the_segment_falls_back(tmp_path) -> None:
@@ -206,7 +174,7 @@ def test_a_time_index_pointing_past_the_segment_falls_back(tmp_path) -> None:
     for seg in written:
         entries = [struct.pack(">qi", ts, offset - seg.base_offset + 10**6) for ts, offset in seg.time_index]
         (directory / f"{seg.base_offset:020d}.timeindex").write_bytes(b"".join(entries))
-    assert_answers_like_oracle(_plog(directory), Oracle(written))
+    assert_answers_like_oracle(partition_log(directory), Oracle(written))
 
 
 def test_a_torn_time_index_is_treated_as_corrupt(tmp_path) -> None:
@@ -216,7 +184,7 @@ def test_a_torn_time_index_is_treated_as_corrupt(tmp_path) -> None:
     assert seg.time_index[-1] == (PEAK, peak.last_offset)  # only the time index's last entry records it
     timeindex = directory / f"{seg.base_offset:020d}.timeindex"
     timeindex.write_bytes(timeindex.read_bytes()[:-4])  # the last entry is torn
-    plog = _plog(directory)
+    plog = partition_log(directory)
     assert plog.info()["segments"][0]["largest_timestamp"] == PEAK
     got = plog.locate_time(PEAK).as_dict()
     assert (got["offset"], got["segment_base_offset"]) == (peak.last_offset, seg.base_offset)
@@ -226,7 +194,7 @@ def test_a_torn_time_index_is_treated_as_corrupt(tmp_path) -> None:
 
 def test_a_segment_deleted_after_listing_is_vanished_or_skipped(tmp_path) -> None:
     directory, written = make_log(tmp_path)
-    plog = _plog(directory)
+    plog = partition_log(directory)
     assert len(plog.segments()) == 3
     os.remove(directory / f"{written[1].base_offset:020d}.log")
     for call in (lambda: list(plog.records()), lambda: plog.locate_offset(written[1].batches[2].base_offset),
@@ -238,7 +206,7 @@ def test_a_segment_deleted_after_listing_is_vanished_or_skipped(tmp_path) -> Non
 
 def test_a_segment_deleted_while_records_are_read_is_vanished_or_skipped(tmp_path) -> None:
     directory, written = make_log(tmp_path)
-    plog = _plog(directory)
+    plog = partition_log(directory)
     records = plog.records()
     offsets = [next(records).offset]
     for seg in written[1:]:
@@ -250,7 +218,7 @@ def test_a_segment_deleted_while_records_are_read_is_vanished_or_skipped(tmp_pat
 
 def test_the_first_segment_deleted_by_retention_moves_the_log_start(tmp_path) -> None:
     directory, written = make_log(tmp_path)
-    plog = _plog(directory)
+    plog = partition_log(directory)
     plog.segments()
     for suffix in (".log", ".index", ".timeindex"):
         os.remove(directory / f"{written[0].base_offset:020d}{suffix}")

@@ -22,7 +22,8 @@ import tempfile
 from dataclasses import dataclass
 
 import pytest
-from conftest import WrittenBatch, WrittenSegment, v2_batch, write_segment
+from builders import Oracle
+from conftest import WrittenSegment, v2_batch, write_segment
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -120,37 +121,6 @@ def write_layout(directory: str, layout: Layout) -> list[WrittenSegment]:
         _damage(stem + ".timeindex", layout.time_index_modes[i], 12, rng)
         written.append(seg)
     return written
-
-
-class Oracle:
-    """Brute force over what was written."""
-
-    def __init__(self, segments: list[WrittenSegment]) -> None:
-        self.segments = segments
-        self.batches: list[WrittenBatch] = [b for s in segments for b in s.batches]
-        self.records = [(b, r) for b in self.batches for r in b.records]
-        self.log_start = segments[0].base_offset
-        last = segments[-1]
-        self.log_end = last.batches[-1].last_offset + 1 if last.batches else last.base_offset
-
-    def records_from(self, n: int) -> list[tuple]:
-        return [r for _, r in self.records if r[0] >= n]
-
-    def locate_offset(self, n: int) -> dict:
-        batch = next(b for b in self.batches if b.last_offset >= n)
-        record = next(r for _, r in self.records if r[0] >= n)
-        return {"segment_base_offset": batch.segment_base_offset, "position": batch.position,
-                "batch_base_offset": batch.base_offset, "batch_last_offset": batch.last_offset,
-                "offset": record[0], "timestamp": record[1]}
-
-    def locate_time(self, t: int) -> dict | None:
-        for seg in self.segments:
-            if seg.batches and max(b.max_timestamp for b in seg.batches) >= t:
-                batch, record = next((b, r) for b in seg.batches for r in b.records if r[1] >= t)
-                return {"segment_base_offset": seg.base_offset, "position": batch.position,
-                        "batch_base_offset": batch.base_offset, "batch_last_offset": batch.last_offset,
-                        "offset": record[0], "timestamp": record[1]}
-        return None
 
 
 def _as_tuple(record) -> tuple:

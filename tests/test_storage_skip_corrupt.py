@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import struct
 
+from builders import make_log, partition_log
 from conftest import run_kfs
-from test_storage_bad_input import _plog, make_log
 
 from kfs.storage.record_stream import CorruptBatch
 
@@ -34,7 +34,7 @@ def test_a_batch_with_a_bad_crc_is_one_error_and_every_other_record_is_read(tmp_
     data = bytearray(log.read_bytes())
     data[data.index(b"value-", bad.position + 61) + 3] ^= 0x20
     log.write_bytes(bytes(data))
-    offsets, errors = _offsets_and_errors(_plog(directory))
+    offsets, errors = _offsets_and_errors(partition_log(directory))
     lost = {r[0] for r in bad.records}
     assert offsets == [o for o in _all_offsets(written) if o not in lost]
     assert [(e.path, e.position, e.offset) for e in errors] == [(str(log), bad.position, bad.base_offset)]
@@ -49,7 +49,7 @@ def test_a_garbage_length_resumes_at_the_next_index_entry(tmp_path) -> None:
     data = bytearray(log.read_bytes())
     struct.pack_into(">i", data, bad.position + 8, 3)  # an impossible length: no way to the next batch
     log.write_bytes(bytes(data))
-    offsets, errors = _offsets_and_errors(_plog(directory))
+    offsets, errors = _offsets_and_errors(partition_log(directory))
     resume = next(p for _, p in seg.offset_index if p > bad.position)
     lost = {r[0] for b in seg.batches if bad.position <= b.position < resume for r in b.records}
     assert offsets == [o for o in _all_offsets(written) if o not in lost]
@@ -64,7 +64,7 @@ def test_a_garbage_length_without_a_later_index_entry_resumes_at_the_next_segmen
     data = bytearray(log.read_bytes())
     struct.pack_into(">i", data, bad.position + 8, 3)
     log.write_bytes(bytes(data))
-    offsets, errors = _offsets_and_errors(_plog(directory))
+    offsets, errors = _offsets_and_errors(partition_log(directory))
     assert offsets == [o for o in _all_offsets(written) if o not in {r[0] for r in bad.records}]
     assert len(errors) == 1
 
