@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from kfs.bench.bench_core import drop_cache, pages_of_one_lookup, resident_pages, write_offset_index
+from kfs.bench.index_pages import drop_cache, pages_of_one_lookup, resident_pages, write_offset_index
 from kfs.storage.index import OffsetIndex
 
 
