@@ -186,6 +186,7 @@ def test_a_vanished_segment_is_an_error_not_a_crash(tmp_path: Path) -> None:
 def test_a_partition_created_after_mounting_appears(tmp_path: Path) -> None:
     logdir = tmp_path / "logdir"
     logdir.mkdir()
+    shutil.copy(Path(LOGDIRS[0]) / "meta.properties", logdir)  # a broker's empty log dir: just its meta.properties
     with mounted(tmp_path, [str(logdir)]) as mnt:
         assert os.listdir(mnt) == []
         shutil.copytree(Path(golden_logdir("web_clicks-1")) / "web_clicks-1", logdir / "web_clicks-1")
@@ -250,6 +251,7 @@ def test_mounting_5000_partitions_is_lazy(tmp_path: Path) -> None:
 def test_a_partition_directory_without_segments_is_an_empty_log(tmp_path: Path) -> None:
     logdir = tmp_path / "logdir"
     (logdir / "fresh-0").mkdir(parents=True)
+    shutil.copy(Path(LOGDIRS[0]) / "meta.properties", logdir)
     with mounted(tmp_path, [str(logdir)]) as mnt:
         assert (mnt / "fresh-0" / "messages.jsonl").read_bytes() == b""
         assert json.loads((mnt / "fresh-0" / "info.json").read_bytes())["log_end_offset"] == 0

@@ -12,8 +12,10 @@ import os
 import sys
 from collections.abc import Callable
 
+import kfs
 from kfs.cli.arguments import non_negative_int
-from kfs.storage import KfsError, Location, LogDirs, OffsetOutOfRange, PartitionLog
+from kfs.storage import KfsError, Location, LogDirs, OffsetOutOfRange, PartitionLog, parse_partition_dir
+from kfs.storage.logdir import split_log_dirs
 from kfs.views.jsonl import line_prefix, render_lines
 
 EXIT_ERROR = 1
@@ -25,9 +27,7 @@ class CliError(Exception):
 
 
 def _logdirs(paths: list[str]) -> LogDirs:
-    for path in paths:
-        if not os.path.exists(path):
-            raise CliError(f"{path}: no such log dir")
+    """The log dirs named (comma-separated lists too), each checked: NotALogDir says what a log dir is."""
     return LogDirs(paths)
 
 
@@ -39,7 +39,7 @@ def _write(data: bytes) -> None:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     paths = list(args.paths)
-    if args.partition is None and len(paths) > 1 and not os.path.isdir(paths[-1]):
+    if args.partition is None and len(paths) > 1 and parse_partition_dir(paths[-1]) and not os.path.isdir(paths[-1]):
         args.partition = paths.pop()
     dirs = _logdirs(paths)
     names = [args.partition] if args.partition else dirs.partition_names()
@@ -138,6 +138,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kfs", description="Read Apache Kafka log directories without a broker.")
+    parser.add_argument("--version", action="version", version=f"kfs {kfs.__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what kfs does to stderr")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
@@ -217,10 +218,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+SUBCOMMANDS = ("ls", "locate", "cat", "dump", "mount", "umount", "spark")
+
+
 def _mount_helper_form(argv: list[str]) -> Callable[[], int] | None:
     """`kfs LOGDIR MOUNTPOINT -o OPTS`, the form mount.fuse uses: hand it to the FUSE layer."""
-    if len(argv) >= 2 and not argv[0].startswith("-") and os.path.isdir(argv[0]) and argv[0] not in (
-            "ls", "locate", "cat", "dump", "mount", "umount", "spark"):
+    if len(argv) >= 2 and not argv[0].startswith("-") and argv[0] not in SUBCOMMANDS and (
+            "/" in argv[0] or any(os.path.isdir(p) for p in split_log_dirs([argv[0]]))):
         try:
             from kfs.fuse import cli as fuse_cli
         except ImportError as e:

@@ -5,9 +5,10 @@
     kfs LOGDIR [LOGDIR ...] MOUNTPOINT -o OPTS                 main_mount_helper(argv)
 
 The last form is what mount.fuse3 runs for `mount -t fuse.kfs LOGDIR MOUNTPOINT` and for an
-fstab line `LOGDIR MOUNTPOINT fuse.kfs defaults,allow_other 0 0`. Options: `allow_other`
-(implies `default_permissions`), `isolation=read_committed`, `control=show`, `log=PATH`,
-`size_budget=BYTES` (decoding a stat may do to give an exact size), `debug`; others go to libfuse.
+fstab line `LOGDIR MOUNTPOINT fuse.kfs defaults,allow_other 0 0` (LOGDIR may be a comma-separated
+list, as in `log.dirs`). Options: `allow_other` (implies `default_permissions`),
+`isolation=read_committed`, `control=show`, `log=PATH`, `size_budget=BYTES` (decoding a stat may do
+to give an exact size), `nonempty` (mount over a non-empty directory), `debug`; others go to libfuse.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="LOGDIR [LOGDIR ...] MOUNTPOINT")
     parser.add_argument("-o", dest="options", action="append", default=[], metavar="OPTS",
                         help="comma-separated: allow_other, isolation=read_committed, control=show, log=PATH, "
-                             "or any libfuse option")
+                             "nonempty, or any libfuse option")
     parser.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
     parser.add_argument("--isolation", choices=("read_uncommitted", "read_committed"))
     parser.add_argument("--control", choices=("hide", "show"))
@@ -35,7 +36,7 @@ def add_mount_commands(subparsers: Any) -> None:
     p = subparsers.add_parser("mount", help="mount log dirs read-only (returns once the mount answers)")
     add_mount_arguments(p)
     p.set_defaults(func=run_mount)
-    p = subparsers.add_parser("umount", help="unmount a kfs mount")
+    p = subparsers.add_parser("umount", help="unmount a kfs mount (also one whose daemon died)")
     p.add_argument("mountpoint", metavar="MOUNTPOINT")
     p.add_argument("-z", "--lazy", action="store_true", help="detach now, clean up when no longer busy")
     p.set_defaults(func=run_umount)

@@ -14,15 +14,21 @@ import contextlib
 import json
 import logging
 import os
+import re
 import select
-import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
-from kfs.storage import KfsError
+from kfs.fuse.mounts import MountError, is_dead, is_mounted, unmount
+from kfs.storage import check_log_dirs
 from kfs.views.decoded import DEFAULT_SIZE_BUDGET
+
+__all__ = ["MountError", "is_mounted", "mount", "parse_options", "unmount"]
 
 log = logging.getLogger("kfs.fuse")
 
@@ -34,11 +40,7 @@ IGNORED_OPTIONS = frozenset({
     "relatime", "norelatime", "strictatime", "lazytime", "diratime", "nodiratime", "loop", "x-systemd.automount",
 })
 #: kfs's own options; everything else is handed to libfuse as `-o key[=value]`.
-KFS_OPTIONS = frozenset({"isolation", "control", "log", "size_budget", "debug", "foreground"})
-
-
-class MountError(KfsError):
-    """A mount or unmount that did not happen; the message is one sentence."""
+KFS_OPTIONS = frozenset({"isolation", "control", "log", "size_budget", "debug", "foreground", "nonempty"})
 
 
 def parse_options(strings: list[str] | None) -> dict[str, Any]:
@@ -76,27 +78,14 @@ def default_log_path(mountpoint: str) -> str:
     return os.path.join(base, name + ".log")
 
 
-def is_mounted(mountpoint: str) -> bool:
-    try:
-        return os.path.ismount(mountpoint)
-    except OSError:
-        return False
-
-
 def mount(logdirs: list[str], mountpoint: str, options: dict[str, Any] | None = None,
           foreground: bool = False) -> int | None:
     """Mount `logdirs` read-only at `mountpoint`. Returns the daemon's pid (None in the foreground,
     where it returns when unmounted). Raises MountError with one sentence when it cannot."""
     options = dict(options or {})
     check_options(options)
-    for path in logdirs:
-        if not os.path.isdir(path):
-            raise MountError(f"{path} is not a directory (expected a Kafka log dir).")
-    if not os.path.isdir(mountpoint):
-        raise MountError(f"mount point {mountpoint} is not a directory.")
-    if is_mounted(mountpoint):
-        raise MountError(f"{mountpoint} is already a mount point.")
-    logdirs = [os.path.abspath(p) for p in logdirs]
+    logdirs = [os.path.abspath(p) for p in check_log_dirs(logdirs)]
+    check_mountpoint(mountpoint, bool(options.get("nonempty")))
     mountpoint = os.path.abspath(mountpoint)
     log_path = os.path.abspath(str(options.get("log") or default_log_path(mountpoint)))
     options["log"] = log_path
@@ -109,6 +98,20 @@ def mount(logdirs: list[str], mountpoint: str, options: dict[str, Any] | None = 
         serve(logdirs, mountpoint, options, stderr_too=True)
         return None
     return _spawn(logdirs, mountpoint, options, log_path)
+
+
+def check_mountpoint(mountpoint: str, nonempty: bool = False) -> None:
+    """An empty directory that nothing is mounted on (a non-empty one with `nonempty`)."""
+    if is_dead(mountpoint):
+        raise MountError(f"{mountpoint} is a mount whose daemon died (Transport endpoint is not connected): "
+                         f"clear it with `kfs umount {mountpoint}` and mount again.")
+    if not os.path.isdir(mountpoint):
+        raise MountError(f"mount point {mountpoint} is not a directory.")
+    if is_mounted(mountpoint):
+        raise MountError(f"{mountpoint} is already a mount point (`kfs umount {mountpoint}` first).")
+    if not nonempty and os.listdir(mountpoint):
+        raise MountError(f"mount point {mountpoint} is not empty: the mount would hide its files "
+                         "(give -o nonempty to mount over them anyway).")
 
 
 def _spawn(logdirs: list[str], mountpoint: str, options: dict[str, Any], log_path: str) -> int:
@@ -170,7 +173,8 @@ def setup_logging(log_path: str, debug: bool = False, stderr_too: bool = False) 
 
 def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_fd: int | None = None,
           stderr_too: bool = False) -> None:
-    """Run the daemon in this process until unmounted."""
+    """Run the daemon in this process until unmounted, or until SIGINT/SIGTERM/SIGHUP (libfuse's
+    handlers end its loop and unmount): both are a clean stop. MountError when it cannot mount."""
     setup_logging(options["log"], bool(options.get("debug")), stderr_too)
     try:
         from kfs.fuse import binding
@@ -186,21 +190,85 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
         fuse_options.pop("ro", None)
         if fuse_options.get("allow_other"):
             fuse_options["default_permissions"] = True
+        if options.get("nonempty") and binding.LIBFUSE_MAJOR == 2:  # libfuse3 always allows it, and
+            fuse_options["nonempty"] = True                          # rejects the option as unknown
         fuse_options.setdefault("fsname", "kfs:" + logdirs[0])
         fuse_options.setdefault("subtype", "kfs")
     except Exception as exc:
+        log.error("could not mount at %s: %s", mountpoint, exc)
         _report(status_fd, f"{exc}")
-        raise
-    if status_fd is not None:
-        _close_on_init(operations, status_fd)
+        raise MountError(f"could not mount at {mountpoint}: {exc}") from None
+    libfuse_stderr = _LibfuseStderr()
+    mounted = threading.Event()
+
+    def on_init() -> None:
+        libfuse_stderr.release()
+        mounted.set()
+
+    _hook_init(operations, on_init, status_fd)
     log.info("starting daemon for %s at %s with %s", logdirs, mountpoint, fuse_options)
     try:
         binding.FUSE(operations, mountpoint, foreground=True, ro=True, raw_fi=True, **fuse_options)
     except Exception as exc:
-        log.error("FUSE stopped: %s", exc)
-        _report(status_fd, f"libfuse failed to mount ({exc})")
-        raise
+        said = libfuse_reason(libfuse_stderr.release())
+        if mounted.is_set() and not is_mounted(mountpoint):
+            # libfuse's loop ended on SIGINT/SIGTERM/SIGHUP (fuse_main reports that as 8) and unmounted.
+            log.info("stopped by a signal (libfuse status %s); unmounted %s", exc, mountpoint)
+            return
+        reason = said or f"libfuse status {exc}"
+        log.error("could not mount at %s: libfuse says: %s", mountpoint, reason)
+        _report(status_fd, f"libfuse says: {reason}")
+        raise MountError(f"could not mount at {mountpoint}: libfuse says: {reason}.") from None
+    finally:
+        libfuse_stderr.release()
     log.info("unmounted %s", mountpoint)
+
+
+def libfuse_reason(text: str) -> str:
+    """libfuse's own lines from what it wrote to stderr ("fuse: unknown option(s): `-o foo'",
+    "fusermount3: option allow_other only allowed if 'user_allow_other' is set in /etc/fuse.conf")."""
+    lines = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or _LOG_LINE.match(line) or line.startswith(_NOISE.decode()):
+            continue
+        lines.append(line.removeprefix("fuse: "))
+    return "; ".join(lines)
+
+
+#: libfuse 3.14's fuse_main warns about its own unset thread limit on every mount: not news to a user.
+_NOISE = b"Ignoring invalid max threads value"
+_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ \d+ [A-Z]+ ")
+
+
+class _LibfuseStderr:
+    """libfuse says why a mount failed only on stderr (fd 2), so fd 2 points at a temporary file from
+    the mount until `init` (or failure); then it is restored and what was caught is written to it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115 (lives until release)
+        sys.stderr.flush()
+        self._saved: int | None = os.dup(2)
+        os.dup2(self._file.fileno(), 2)
+
+    def release(self) -> str:
+        """Restore fd 2 (once), replay the caught bytes there, and return them as text."""
+        with self._lock:
+            if self._saved is None:
+                return ""
+            sys.stderr.flush()
+            os.dup2(self._saved, 2)
+            os.close(self._saved)
+            self._saved = None
+            self._file.seek(0)
+            caught = self._file.read()
+            self._file.close()
+        shown = b"".join(line for line in caught.splitlines(keepends=True) if not line.startswith(_NOISE))
+        if shown:
+            with contextlib.suppress(OSError):
+                os.write(2, shown)
+        return caught.decode(errors="replace")
 
 
 def _report(status_fd: int | None, message: str) -> None:
@@ -212,9 +280,10 @@ def _report(status_fd: int | None, message: str) -> None:
             pass
 
 
-def _close_on_init(operations: Any, status_fd: int) -> None:
-    """Close the status pipe once libfuse has the mount (init runs on the first kernel request)."""
-    pending = [status_fd]
+def _hook_init(operations: Any, on_init: Callable[[], None], status_fd: int | None) -> None:
+    """Call `on_init` when libfuse has the mount (init runs on the first kernel request), then close
+    the status pipe: the caller takes a close without a message as success."""
+    pending = [status_fd] if status_fd is not None else []
 
     def close_once() -> None:
         while pending:
@@ -227,6 +296,7 @@ def _close_on_init(operations: Any, status_fd: int) -> None:
             continue
 
         def hooked(*args: Any, _original: Any = original) -> Any:
+            on_init()
             try:
                 return _original(operations, *args)
             finally:
@@ -235,30 +305,13 @@ def _close_on_init(operations: Any, status_fd: int) -> None:
         setattr(operations, name, hooked)
 
 
-def unmount(mountpoint: str, lazy: bool = False) -> None:
-    """`fusermount3 -u` (or `fusermount -u`, or umount as root); raises MountError in one sentence."""
-    mountpoint = os.path.abspath(mountpoint)
-    if not is_mounted(mountpoint):
-        raise MountError(f"{mountpoint} is not mounted.")
-    commands = []
-    for tool in ("fusermount3", "fusermount"):
-        if shutil.which(tool):
-            commands.append([tool, "-u", *(["-z"] if lazy else []), mountpoint])
-    if os.geteuid() == 0 and shutil.which("umount"):
-        commands.append(["umount", *(["-l"] if lazy else []), mountpoint])
-    error = "no fusermount3, fusermount or umount found"
-    for command in commands:
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode == 0:
-            return
-        error = (done.stderr.strip().splitlines() or [f"{command[0]} failed"])[-1]
-    raise MountError(f"could not unmount {mountpoint}: {error}.")
-
-
 def _main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "--serve":
         request = json.loads(argv[1])
-        serve(request["logdirs"], request["mountpoint"], request["options"], request["status_fd"])
+        try:
+            serve(request["logdirs"], request["mountpoint"], request["options"], request["status_fd"])
+        except MountError:  # logged, and the caller has the sentence through the status pipe
+            return 1
         return 0
     print("usage: python -m kfs.fuse.mount --serve JSON (internal; use `kfs mount`)", file=sys.stderr)
     return 2

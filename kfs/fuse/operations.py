@@ -98,9 +98,29 @@ class KfsOperations(binding.Operations):
         return 0
 
     def statfs(self, path: str) -> dict[str, int]:
-        st = os.statvfs(self.tree.logdirs.paths[0])
-        return {"f_bsize": 1 << 20, "f_frsize": st.f_frsize, "f_blocks": st.f_blocks, "f_bfree": 0,
-                "f_bavail": 0, "f_files": st.f_files, "f_ffree": 0, "f_namemax": 255}
+        """The log dirs' filesystems' numbers (each filesystem counted once), so `df` shows the disk the
+        data lives on and how full it is; answering 0 free made `df` report the mount 100% full."""
+        seen: set[int] = set()
+        blocks = bfree = bavail = files = ffree = 0
+        frsize = 4096
+        for logdir in self.tree.logdirs.paths:
+            try:
+                device = os.stat(logdir).st_dev
+                st = os.statvfs(logdir)
+            except OSError:
+                continue
+            if device in seen:
+                continue
+            if not seen:
+                frsize = st.f_frsize or 4096
+            seen.add(device)
+            blocks += st.f_blocks * st.f_frsize // frsize
+            bfree += st.f_bfree * st.f_frsize // frsize
+            bavail += st.f_bavail * st.f_frsize // frsize
+            files += st.f_files
+            ffree += st.f_ffree
+        return {"f_bsize": frsize, "f_frsize": frsize, "f_blocks": blocks, "f_bfree": bfree, "f_bavail": bavail,
+                "f_files": files, "f_ffree": ffree, "f_favail": ffree, "f_namemax": 255}
 
     # ---- files ----------------------------------------------------------------------------------
 

@@ -8,13 +8,14 @@ from kfs.storage.errors import (
     CorruptLogError,
     KfsError,
     NoRecordAtOffset,
+    NotALogDir,
     OffsetOutOfRange,
     TimestampNotFound,
     UnknownPartition,
     VanishedError,
 )
 from kfs.storage.location import Extent, Location
-from kfs.storage.logdir import LogDirs, parse_partition_dir
+from kfs.storage.logdir import LogDirs, check_log_dirs, parse_partition_dir
 from kfs.storage.partition import PartitionLog
 from kfs.storage.record_stream import ControlRecord, CorruptBatch
 from kfs.storage.segment import LogSegment
@@ -22,6 +23,6 @@ from kfs.storage.segment import LogSegment
 __all__ = [
     "BadSpec", "ControlRecord", "CorruptBatch", "CorruptLogError", "Extent", "KfsError", "Location", "LogDirs",
     "LogSegment",
-    "NoRecordAtOffset", "OffsetOutOfRange", "PartitionLog", "TimestampNotFound", "UnknownPartition",
-    "VanishedError", "parse_partition_dir",
+    "NoRecordAtOffset", "NotALogDir", "OffsetOutOfRange", "PartitionLog", "TimestampNotFound", "UnknownPartition",
+    "VanishedError", "check_log_dirs", "parse_partition_dir",
 ]

@@ -7,6 +7,10 @@ class KfsError(Exception):
     """Base of every error kfs reports to a user."""
 
 
+class NotALogDir(KfsError):
+    """A path given as a log dir that is not one; the message says what it is and what a log dir is."""
+
+
 class UnknownPartition(KfsError):
     pass
 

@@ -4,6 +4,12 @@ A partition directory is `<topic>-<partition>`: the topic may contain `-`, `.` a
 partition is the number after the last `-`. Directories the broker is moving or deleting
 (`-delete`, `-future`, `-stray` suffixes after a `.<uuid>`) end in a word, not a number, so
 they are not partitions of this log dir.
+
+What counts as a log dir (`check_log_dir`): a directory holding `meta.properties` (every broker
+writes one into each of its log dirs at startup), or at least one `<topic>-<partition>` directory
+holding a `<20-digit base offset>.log` segment file (a copy without its `meta.properties`).
+Anything else (`/etc`, a partition directory, the directory above the log dirs, an empty one)
+is refused with a sentence that says what was given and what a log dir looks like.
 """
 
 from __future__ import annotations
@@ -13,10 +19,13 @@ import re
 import threading
 
 from kfs.storage.checkpoints import CheckpointReader
-from kfs.storage.errors import KfsError, UnknownPartition
+from kfs.storage.errors import NotALogDir, UnknownPartition
 from kfs.storage.partition import PartitionLog
 
 _PARTITION_DIR = re.compile(r"^([A-Za-z0-9._-]+)-([0-9]+)$")
+_SEGMENT_FILE = re.compile(r"^[0-9]{20}\.log$")
+LOG_DIR_RULE = ("a Kafka log dir holds meta.properties or <topic>-<partition> directories "
+                "with <20-digit base offset>.log segment files")
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
@@ -25,13 +34,84 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     return (m.group(1), int(m.group(2))) if m else None
 
 
+def split_log_dirs(paths: list[str]) -> list[str]:
+    """Log dirs given one per argument or comma-separated as in the broker's `log.dirs`.
+
+    A path that exists as written is kept whole, even with a comma in its name."""
+    found: list[str] = []
+    for path in paths:
+        parts = [path] if os.path.exists(path) else [p.strip() for p in path.split(",")]
+        found.extend(p for p in parts if p)
+    return list(dict.fromkeys(found))
+
+
+def _has_segment_files(path: str) -> bool:
+    try:
+        with os.scandir(path) as entries:
+            return any(_SEGMENT_FILE.match(entry.name) for entry in entries)
+    except OSError:
+        return False
+
+
+def _partition_dirs(path: str) -> list[str]:
+    """`<topic>-<partition>` subdirectories of `path` (names only)."""
+    try:
+        with os.scandir(path) as entries:
+            return [e.name for e in entries if parse_partition_dir(e.name) and e.is_dir()]
+    except OSError:
+        return []
+
+
+def is_log_dir(path: str) -> bool:
+    """The rule of this module's docstring: meta.properties, or a partition directory with segments."""
+    if os.path.isfile(os.path.join(path, "meta.properties")):
+        return True
+    return any(_has_segment_files(os.path.join(path, name)) for name in _partition_dirs(path))
+
+
+def check_log_dir(path: str) -> None:
+    """Raise NotALogDir, in one sentence, unless `path` is a log dir by `is_log_dir`'s rule."""
+    if not os.path.exists(path):
+        raise NotALogDir(f"{path}: no such directory ({LOG_DIR_RULE}).")
+    if not os.path.isdir(path):
+        raise NotALogDir(f"{path} is a file, not a log dir ({LOG_DIR_RULE}).")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise NotALogDir(f"{path}: permission denied (kfs needs to list and read the log dir).")
+    if is_log_dir(path):
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if parse_partition_dir(os.path.basename(os.path.abspath(path))) and _has_segment_files(path):
+        raise NotALogDir(f"{path} is a partition directory, not a log dir: give its parent {parent} "
+                         f"({LOG_DIR_RULE}).")
+    try:
+        with os.scandir(path) as entries:
+            children = sorted(e.name for e in entries if e.is_dir())
+    except OSError:
+        children = []
+    inner = [name for name in children[:1000] if is_log_dir(os.path.join(path, name))]
+    if inner:
+        shown = ",".join(os.path.join(path, name) for name in inner[:4]) + (",..." if len(inner) > 4 else "")
+        raise NotALogDir(f"{path} holds log dirs rather than partitions: give the log dirs, e.g. {shown} "
+                         f"({LOG_DIR_RULE}).")
+    what = "an empty directory" if not os.listdir(path) else "not a Kafka log dir"
+    raise NotALogDir(f"{path} is {what}: {LOG_DIR_RULE}.")
+
+
+def check_log_dirs(paths: list[str]) -> list[str]:
+    """The log dirs named by `paths` (comma-separated lists split), each checked; NotALogDir otherwise."""
+    dirs = split_log_dirs(paths)
+    if not dirs:
+        raise NotALogDir(f"no log dir given ({LOG_DIR_RULE}).")
+    for path in dirs:
+        check_log_dir(path)
+    return dirs
+
+
 class LogDirs:
     """One or several log dirs seen as one broker's partitions. Nothing is opened until asked."""
 
     def __init__(self, paths: list[str]) -> None:
-        for path in paths:
-            if not os.path.isdir(path):
-                raise KfsError(f"{path} is not a directory (expected a Kafka log dir)")
+        paths = check_log_dirs(paths)
         self.paths = [os.path.abspath(p) for p in paths]
         self._checkpoints = {p: CheckpointReader(p) for p in self.paths}
         self._partitions: dict[str, PartitionLog] = {}
