@@ -65,7 +65,8 @@ def is_dead(mountpoint: str) -> bool:
     try:
         os.statvfs(mountpoint)
     except OSError as exc:
-        return exc.errno == errno.ENOTCONN
+        # ECONNABORTED: a request in flight when the daemon's /dev/fuse closed; ENOTCONN ever after.
+        return exc.errno in (errno.ENOTCONN, errno.ECONNABORTED)
     return False
 
 
