@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import kfs
 from kfs.cli.arguments import non_negative_int
+from kfs.internal.lines import DECODE_MODES, line_decoder
 from kfs.storage import KfsError, Location, LogDirs, OffsetOutOfRange, PartitionLog, parse_partition_dir
 from kfs.storage.logdir import split_log_dirs
 from kfs.views.jsonl import line_prefix, render_lines
@@ -85,6 +86,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
         location = plog.locate("time", args.time) if args.time is not None else plog.locate_offset(start)
         return _cat_raw(plog, location, args.count)
     prefix = line_prefix(plog.topic, plog.partition)
+    decoder = line_decoder(plog.topic, args.decode)
     remaining = args.count
     if remaining == 0:
         return 0
@@ -93,7 +95,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
         if remaining is not None:
             records = records[:remaining]
             remaining -= len(records)
-        _write(render_lines(prefix, records))
+        _write(render_lines(prefix, records, decoder))
         if remaining == 0:
             break
     return 0
@@ -168,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--control", choices=("hide", "show"), default="hide")
     p.add_argument("--on-corrupt", choices=("fail", "skip"), default="fail",
                    help='skip: a corrupt batch becomes an {"error": ...} line and reading goes on (jsonl)')
+    p.add_argument("--decode", choices=DECODE_MODES, default="auto",
+                   help="auto: keys and values of Kafka's internal topics as decoded objects; raw: as bytes")
     p.set_defaults(func=cmd_cat)
 
     for hook in _extension_hooks():

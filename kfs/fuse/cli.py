@@ -7,8 +7,9 @@
 The last form is what mount.fuse3 runs for `mount -t fuse.kfs LOGDIR MOUNTPOINT` and for an
 fstab line `LOGDIR MOUNTPOINT fuse.kfs defaults,allow_other 0 0` (LOGDIR may be a comma-separated
 list, as in `log.dirs`). Options: `allow_other` (implies `default_permissions`),
-`isolation=read_committed`, `control=show`, `log=PATH`, `size_budget=BYTES` (decoding a stat may do
-to give an exact size), `nonempty` (mount over a non-empty directory), `debug`; others go to libfuse.
+`isolation=read_committed`, `control=show`, `decode=raw` (internal topics as bytes), `log=PATH`,
+`size_budget=BYTES` (decoding a stat may do to give an exact size), `nonempty` (mount over a
+non-empty directory), `debug`; others go to libfuse.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from kfs.fuse.mount import MountError, mount, parse_options, unmount
 def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="LOGDIR [LOGDIR ...] MOUNTPOINT")
     parser.add_argument("-o", dest="options", action="append", default=[], metavar="OPTS",
-                        help="comma-separated: allow_other, isolation=read_committed, control=show, log=PATH, "
-                             "nonempty, or any libfuse option")
+                        help="comma-separated: allow_other, isolation=read_committed, control=show, decode=raw, "
+                             "log=PATH, nonempty, or any libfuse option")
     parser.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
     parser.add_argument("--isolation", choices=("read_uncommitted", "read_committed"))
     parser.add_argument("--control", choices=("hide", "show"))
+    parser.add_argument("--decode", choices=("auto", "raw"),
+                        help="auto (default): Kafka's internal topics decoded; raw: their bytes, as any topic")
     parser.add_argument("--allow-other", action="store_true", help="let other users read (with default_permissions)")
     parser.add_argument("--log", metavar="PATH", help="the daemon's log file")
 
@@ -44,7 +47,7 @@ def add_mount_commands(subparsers: Any) -> None:
 
 def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     options = parse_options(args.options)
-    for key in ("isolation", "control", "log"):
+    for key in ("isolation", "control", "decode", "log"):
         if getattr(args, key, None):
             options[key] = getattr(args, key)
     if getattr(args, "allow_other", False):

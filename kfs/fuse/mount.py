@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kfs.fuse.mounts import MountError, is_dead, is_mounted, unmount
+from kfs.internal.lines import DECODE_MODES
 from kfs.storage import check_log_dirs
 from kfs.views.decoded import DEFAULT_SIZE_BUDGET
 
@@ -40,7 +41,8 @@ IGNORED_OPTIONS = frozenset({
     "relatime", "norelatime", "strictatime", "lazytime", "diratime", "nodiratime", "loop", "x-systemd.automount",
 })
 #: kfs's own options; everything else is handed to libfuse as `-o key[=value]`.
-KFS_OPTIONS = frozenset({"isolation", "control", "log", "size_budget", "debug", "foreground", "nonempty"})
+KFS_OPTIONS = frozenset({"isolation", "control", "decode", "log", "size_budget", "debug", "foreground",
+                         "nonempty"})
 
 
 def parse_options(strings: list[str] | None) -> dict[str, Any]:
@@ -65,6 +67,9 @@ def check_options(options: dict[str, Any]) -> None:
     control = options.get("control", "hide")
     if control not in ("hide", "show"):
         raise MountError(f"control must be hide or show, not {control}.")
+    decode = options.get("decode", "auto")
+    if decode not in DECODE_MODES:
+        raise MountError(f"decode must be auto or raw, not {decode}.")
     budget = options.get("size_budget", str(DEFAULT_SIZE_BUDGET))
     if not str(budget).isdigit():
         raise MountError(f"size_budget must be a number of bytes, not {budget}.")
@@ -183,7 +188,7 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
         from kfs.storage import LogDirs
 
         tree = KfsTree(LogDirs(logdirs), isolation=options.get("isolation", "read_uncommitted"),
-                       control=options.get("control", "hide"),
+                       control=options.get("control", "hide"), decode=options.get("decode", "auto"),
                        size_budget=int(options.get("size_budget", DEFAULT_SIZE_BUDGET)))
         operations = KfsOperations(tree)
         fuse_options = {k: v for k, v in options.items() if k not in KFS_OPTIONS}

@@ -53,10 +53,11 @@ class KfsTree:
     """The whole mounted tree over some log dirs. Thread-safe; nothing is opened until asked."""
 
     def __init__(self, logdirs: LogDirs, isolation: str = "read_uncommitted", control: str = "hide",
-                 size_budget: int = DEFAULT_SIZE_BUDGET) -> None:
+                 size_budget: int = DEFAULT_SIZE_BUDGET, decode: str = "auto") -> None:
         self.logdirs = logdirs
         self.isolation = isolation
         self.control = control
+        self.decode = decode
         self.size_budget = size_budget
         self._decoded: dict[str, DecodedLog] = {}
         self._small: dict[str, tuple[float, Attr, bytes]] = {}
@@ -161,7 +162,7 @@ class KfsTree:
         with self._lock:
             log = self._decoded.get(plog.name)
             if log is None or log.plog is not plog:
-                log = self._decoded[plog.name] = DecodedLog(plog, self.isolation, self.control)
+                log = self._decoded[plog.name] = DecodedLog(plog, self.isolation, self.control, self.decode)
             return log
 
     def _decoded_view(self, plog: PartitionLog, name: ViewName | None) -> DecodedView:

@@ -45,7 +45,7 @@ def _run(args: argparse.Namespace) -> int:
             jobs.export(args.logdirs, args.out, args.master, options=options,
                         mode="overwrite" if args.overwrite else "errorifexists")
         else:
-            jobs.grep(args.pattern, args.logdirs, args.regex, args.master, options=options)
+            jobs.grep(args.pattern, args.logdirs, args.regex, args.master, options=options, decode=args.decode)
     except (OptionError, KfsError, ValueError) as e:
         return _fail(str(e))
     except BrokenPipeError:
@@ -81,4 +81,6 @@ def add_spark_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("pattern", metavar="PATTERN")
     p.add_argument("logdirs", nargs="+", metavar="LOGDIR")
     p.add_argument("--regex", action="store_true", help="PATTERN is a (Python) regular expression over the bytes")
+    p.add_argument("--decode", choices=("auto", "raw"), default="auto",
+                   help="auto: Kafka's internal topics print decoded (the match is on the bytes); raw: as bytes")
     common(p)

@@ -125,8 +125,10 @@ def record_matches(record: Any, test: Callable[[bytes], bool]) -> bool:
     return any(v is not None and test(v) for _, v in record.headers)
 
 
-def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: bool) -> Iterator[bytes]:
+def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: bool,
+               decode: str = "auto") -> Iterator[bytes]:
     """The matching records of one split as JSON lines, joined into chunks of about `_CHUNK` bytes."""
+    from kfs.internal.lines import line_decoder
     from kfs.spark.source import no_cyclic_gc, piece_records
     from kfs.storage import LogDirs
     from kfs.views.jsonl import line_prefix, render_line
@@ -138,9 +140,10 @@ def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: boo
     with no_cyclic_gc():
         for piece in split.pieces:
             prefix = line_prefix(piece.topic, piece.partition)
+            decoder = line_decoder(piece.topic, decode)
             for record in piece_records(dirs.partition(piece.partition_name), piece, opts):
                 if record_matches(record, test):
-                    line = render_line(prefix, record).encode("utf-8")
+                    line = render_line(prefix, record, decoder).encode("utf-8")
                     chunk.append(line)
                     size += len(line)
                     if size >= _CHUNK:
@@ -151,7 +154,8 @@ def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: boo
 
 
 def grep(pattern: str | bytes, logdirs: Sequence[str], regex: bool = False, master: str = DEFAULT_MASTER, *,
-         options: Mapping[str, str] | None = None, out: IO[bytes] | None = None, spark: Any = None) -> int:
+         options: Mapping[str, str] | None = None, out: IO[bytes] | None = None, spark: Any = None,
+         decode: str = "auto") -> int:
     """Print the records whose key, value or a header value contains `pattern`; returns how many.
 
     Output is each partition's matches in offset order (partitions in name order), as JSON lines.
@@ -172,7 +176,7 @@ def grep(pattern: str | bytes, logdirs: Sequence[str], regex: bool = False, mast
         _progress(f"grep: {_describe(splits)}")
         if splits:
             rdd = spark.sparkContext.parallelize(splits, len(splits))
-            lines = rdd.flatMap(lambda split: grep_split(split, opts, pattern, regex))
+            lines = rdd.flatMap(lambda split: grep_split(split, opts, pattern, regex, decode))
             # toLocalIterator keeps the split order and fetches one task's output at a time, so the
             # driver never holds more than a task's matches.
             for chunk in lines.toLocalIterator(prefetchPartitions=True):

@@ -46,6 +46,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from itertools import accumulate
 
+from kfs.internal.lines import line_decoder
 from kfs.storage import LogSegment, PartitionLog
 from kfs.views.jsonl import line_prefix, render_line_list
 
@@ -102,13 +103,18 @@ class SegmentRun:
 
 
 class DecodedLog:
-    """The decoded stream of one partition under one isolation/control setting, and its run maps."""
+    """The decoded stream of one partition under one isolation/control/decode setting, and its run maps.
 
-    def __init__(self, plog: PartitionLog, isolation: str = "read_uncommitted", control: str = "hide") -> None:
+    `decode`: "auto" shows Kafka's internal topics decoded (SPEC section 8), "raw" as bytes."""
+
+    def __init__(self, plog: PartitionLog, isolation: str = "read_uncommitted", control: str = "hide",
+                 decode: str = "auto") -> None:
         self.plog = plog
         self.isolation = isolation
         self.control = control
+        self.decode = decode
         self.prefix = line_prefix(plog.topic, plog.partition)
+        self.decoder = line_decoder(plog.topic, decode)
         self._runs: OrderedDict[tuple[int, int], SegmentRun] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -133,10 +139,10 @@ class DecodedLog:
         """(offsets, JSON lines) a batch at a time from `start` to `end` (rendered compiled when built)."""
         if start >= end:
             return
-        prefix = self.prefix
+        prefix, decoder = self.prefix, self.decoder
         for records in self.plog.record_lists(start, isolation=self.isolation, control=self.control,
                                               end_offset=end):
-            yield [r.offset for r in records], render_line_list(prefix, records)
+            yield [r.offset for r in records], render_line_list(prefix, records, decoder)
 
 
 class DecodedView:

@@ -7,6 +7,11 @@ offset, timestamp, timestamp_type, key, value, headers); every front end calls i
 Bytes become a JSON string when they are valid UTF-8, `{"base64": "..."}` when not, `null` when
 null. Lines are assembled from pieces rather than through `json.dumps` of a dict: the keys and
 the topic/partition prefix never change, and the C string encoder does the escaping.
+
+Kafka's internal topics (SPEC section 8) pass a `decoder` (kfs.internal.lines.line_decoder) that
+gives the key and value as decoded objects, or the reason they do not decode (`"decode_error"`,
+last in the line). Their lines are rendered here in Python; every other topic keeps the compiled
+path (`decoder=None`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import base64
 import json
 from collections.abc import Iterable, Iterator
 
+from kfs.internal.lines import LineDecoder
 from kfs.record import Record, speedups
 
 _encode_str = json.encoder.encode_basestring  # C-accelerated, keeps UTF-8
@@ -40,12 +46,13 @@ def line_prefix(topic: str, partition: int) -> str:
     return '{"topic": ' + _encode_str(topic) + ', "partition": ' + str(partition) + ', "offset": '
 
 
-def render_record(topic: str, partition: int, record: Record, prefix: str | None = None) -> bytes:
+def render_record(topic: str, partition: int, record: Record, prefix: str | None = None,
+                  decoder: LineDecoder | None = None) -> bytes:
     """One record as one JSON line, ending in a newline."""
-    return render_line(prefix or line_prefix(topic, partition), record).encode("utf-8")
+    return render_line(prefix or line_prefix(topic, partition), record, decoder).encode("utf-8")
 
 
-def render_line(prefix: str, record: Record) -> str:
+def render_line(prefix: str, record: Record, decoder: LineDecoder | None = None) -> str:
     error = getattr(record, "error", None)
     if error is not None:  # a batch skipped with on_corrupt=skip (kfs.storage.partition.CorruptBatch)
         return (prefix + str(record.offset) + ', "error": '
@@ -57,46 +64,59 @@ def render_line(prefix: str, record: Record) -> str:
             "[" + _encode_str(k) + ", " + render_bytes(v) + "]" for k, v in headers) + "]"
     else:
         rendered_headers = "[]"
+    key = value = decode_error = None
+    if decoder is not None:
+        key, value, decode_error = decoder(record)
     line = (prefix + str(record.offset) + ', "timestamp": ' + str(record.timestamp)
-            + ', "timestamp_type": "' + record.timestamp_type + '", "key": ' + render_bytes(record.key)
-            + ', "value": ' + render_bytes(record.value) + ', "headers": ' + rendered_headers)
+            + ', "timestamp_type": "' + record.timestamp_type + '", "key": '
+            + (render_bytes(record.key) if key is None else key)
+            + ', "value": ' + (render_bytes(record.value) if value is None else value)
+            + ', "headers": ' + rendered_headers)
     control = getattr(record, "control", None)
     if control is not None:
         epoch = record.coordinator_epoch  # type: ignore[attr-defined]
         line += (', "control": "' + control + '", "producer_id": ' + str(record.producer_id)  # type: ignore[attr-defined]
                  + ', "coordinator_epoch": ' + ("null" if epoch is None else str(epoch)))
+    if decode_error is not None:
+        line += ', "decode_error": ' + _encode_str(decode_error)
     return line + "}\n"
 
 
-def render_lines(prefix: str, records: Iterable[Record]) -> bytes:
+def render_lines(prefix: str, records: Iterable[Record], decoder: LineDecoder | None = None) -> bytes:
     """`render_line(prefix, record)` of every record, as UTF-8, concatenated; compiled when built."""
+    if decoder is not None:
+        return "".join([render_line(prefix, record, decoder) for record in records]).encode("utf-8")
     if _render_jsonl is not None:
         return _render_jsonl(prefix, records, render_line)  # type: ignore[return-value]
     return "".join([render_line(prefix, record) for record in records]).encode("utf-8")
 
 
-def render_line_list(prefix: str, records: list[Record]) -> list[bytes]:
+def render_line_list(prefix: str, records: list[Record], decoder: LineDecoder | None = None) -> list[bytes]:
     """`render_line(prefix, record)` of each record, as UTF-8 bytes, one per record; compiled when built."""
+    if decoder is not None:
+        return [render_line(prefix, record, decoder).encode("utf-8") for record in records]
     if _render_jsonl is not None:
         return _render_jsonl(prefix, records, render_line, lines=True)  # type: ignore[return-value]
     return [render_line(prefix, record).encode("utf-8") for record in records]
 
 
-def render_records(topic: str, partition: int, records: Iterable[Record]) -> Iterator[bytes]:
+def render_records(topic: str, partition: int, records: Iterable[Record],
+                   decoder: LineDecoder | None = None) -> Iterator[bytes]:
     """One JSON line (bytes) per record, lazily."""
-    for _, line in render_pairs(line_prefix(topic, partition), records):
+    for _, line in render_pairs(line_prefix(topic, partition), records, decoder):
         yield line
 
 
-def render_pairs(prefix: str, records: Iterable[Record]) -> Iterator[tuple[Record, bytes]]:
+def render_pairs(prefix: str, records: Iterable[Record],
+                 decoder: LineDecoder | None = None) -> Iterator[tuple[Record, bytes]]:
     """(record, its JSON line) for each record, lazily; compiled a chunk at a time when built.
 
     The lines come out in step with the records: the records taken before `records` raises are
     rendered first, and so are the lines before one that fails to render.
     """
-    if _render_jsonl is None:
+    if _render_jsonl is None or decoder is not None:
         for record in records:
-            yield record, render_line(prefix, record).encode("utf-8")
+            yield record, render_line(prefix, record, decoder).encode("utf-8")
         return
     it = iter(records)
     size = _CHUNK_FIRST

@@ -1,0 +1,42 @@
+"""The hook of the JSON-lines renderer (kfs/views/jsonl.py) for Kafka's internal topics (SPEC section 8).
+
+`line_decoder(topic)` is None for an ordinary topic (the renderer's compiled fast path stays as it
+is) and, for an internal topic, a function giving a record's key and value as JSON text:
+`{"type": NAME, "version": V, "data": {...}}` objects, or, when the record does not decode, the
+section-3 rendering of both and the reason, which the renderer adds as `"decode_error"`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kfs.internal.framing import CLUSTER_METADATA, decode_control, decode_key, decode_value, internal_topic
+from kfs.internal.reader import DecodeError
+from kfs.internal.render import jsonl
+
+# (record) -> (key JSON, value JSON, decode error); a None JSON: that part is rendered as bytes.
+LineDecoder = Callable[[Any], "tuple[str | None, str | None, str | None]"]
+
+DECODE_MODES = ("auto", "raw")  # mount option decode=, `kfs cat --decode`: auto decodes the internal topics
+
+
+def line_decoder(topic: str, decode: str = "auto") -> LineDecoder | None:
+    """The key/value renderer for `topic`'s records, or None where section 3's bytes apply."""
+    if decode == "raw" or not internal_topic(topic):
+        return None
+    metadata = topic == CLUSTER_METADATA
+
+    def decoded(record: Any) -> tuple[str | None, str | None, str | None]:
+        control = getattr(record, "control", None)
+        try:
+            if control is not None:  # a control record: KRaft's messages are decoded, markers are not
+                value = decode_control(control, record.value) if metadata else None
+                return None, (None if value is None else jsonl(value)), None
+            return jsonl(decode_key(topic, record.key)), jsonl(decode_value(topic, record.key, record.value)), None
+        except DecodeError as e:
+            return None, None, str(e)
+        except Exception as e:  # never a failed read over one odd record: it shows as raw, with the reason
+            return None, None, f"{type(e).__name__}: {e}"
+
+    return decoded
