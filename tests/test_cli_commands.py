@@ -112,12 +112,13 @@ def test_cat_value_prints_the_exact_value_bytes() -> None:
     records = read_jsonl(GOLDEN / "audit.events-v2-3" / "records.jsonl")
     for r in (records[0], next(r for r in records if isinstance(r["value"], dict)),
               next(r for r in records if r["value"] is None)):
-        out = _ok("cat", golden_logdir("audit.events-v2-3"), "audit.events-v2-3", "--offset", str(r["offset"]),
-                  "--format", "value")
+        done = run_kfs("cat", golden_logdir("audit.events-v2-3"), "audit.events-v2-3", "--offset", str(r["offset"]),
+                       "--format", "value")
         value = r["value"]
         expected = b"" if value is None else (base64.b64decode(value["base64"]) if isinstance(value, dict)
                                               else value.encode())
-        assert out == expected, r["offset"]
+        assert done.stdout == expected, r["offset"]
+        assert done.returncode == (3 if value is None else 0)  # 3: a tombstone, not an empty value
 
 
 def test_cat_raw_prints_the_batches_byte_for_byte() -> None:

@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 
@@ -21,6 +22,7 @@ from kfs.views.jsonl import line_prefix, render_lines
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_TOMBSTONE = 3  # `kfs cat --format value`: the value (or one of the K values) is a tombstone (null)
 
 
 class CliError(Exception):
@@ -72,16 +74,17 @@ def cmd_locate(args: argparse.Namespace) -> int:
 
 def cmd_cat(args: argparse.Namespace) -> int:
     plog = _logdirs([args.logdir]).partition(args.partition)
-    if args.format == "value":
+    if args.format == "value" and args.count is None:
         axis, spec = ("time", args.time) if args.time is not None else ("offset", args.offset or "earliest")
         record = plog.value_record(axis, spec, isolation=args.isolation)
-        if record.value is not None:
-            _write(record.value)
-        return 0
+        _write(record.value if record.value is not None else _escapes(args.null or ""))
+        return EXIT_TOMBSTONE if record.value is None else 0
     if args.time is not None:
         start = plog.offset_for_time(plog.parse_time(args.time))
     else:
         start = plog.resolve_offset(args.offset) if args.offset is not None else plog.log_start_offset()
+    if args.format == "value":
+        return _cat_values(plog, start, args)
     if args.format == "raw":
         location = plog.locate("time", args.time) if args.time is not None else plog.locate_offset(start)
         return _cat_raw(plog, location, args.count)
@@ -99,6 +102,33 @@ def cmd_cat(args: argparse.Namespace) -> int:
         if remaining == 0:
             break
     return 0
+
+
+def _cat_values(plog: PartitionLog, start: int, args: argparse.Namespace) -> int:
+    """`--format value --count K`: the values of K records from `start`, each followed by the delimiter;
+    a tombstone is `--null` TEXT (empty by default) and makes the exit status EXIT_TOMBSTONE."""
+    delimiter, null = _escapes(args.delimiter), _escapes(args.null or "")
+    remaining, tombstone = args.count, False
+    if remaining == 0:
+        return 0
+    for records in plog.record_lists(start, isolation=args.isolation):
+        records = records[:remaining]
+        remaining -= len(records)
+        tombstone = tombstone or any(r.value is None for r in records)
+        _write(b"".join((null if r.value is None else r.value) + delimiter for r in records))
+        if remaining == 0:
+            break
+    return EXIT_TOMBSTONE if tombstone else 0
+
+
+_ESCAPE = re.compile(rb"\\(x[0-9a-fA-F]{2}|[0ntr\\])")
+_ESCAPES = {b"0": b"\0", b"n": b"\n", b"t": b"\t", b"r": b"\r", b"\\": b"\\"}
+
+
+def _escapes(text: str) -> bytes:
+    """`--delimiter '\\0'`, `'\\t'`, `'\\x1e'`: a shell argument cannot hold a NUL, so escapes stand for bytes."""
+    return _ESCAPE.sub(lambda m: bytes([int(m.group(1)[1:], 16)]) if m.group(1).startswith(b"x")
+                       else _ESCAPES[m.group(1)], os.fsencode(text))
 
 
 def _cat_raw(plog: PartitionLog, location: Location, count: int | None) -> int:
@@ -164,8 +194,16 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--offset", metavar="N", help="an offset, earliest, latest or -K (default: the log start)")
     g.add_argument("--time", metavar="T", help="milliseconds since the epoch or ISO-8601")
-    p.add_argument("--count", type=non_negative_int, metavar="K", help="stop after K records")
-    p.add_argument("--format", choices=("jsonl", "raw", "value"), default="jsonl")
+    p.add_argument("--count", type=non_negative_int, metavar="K",
+                   help="stop after K records (with --format value: K values, each followed by --delimiter)")
+    p.add_argument("--format", choices=("jsonl", "raw", "value"), default="jsonl",
+                   help="value: the value bytes of the record at N (exact: a gap is an error); exit status 3 "
+                        "when it is a tombstone (null value), which prints as --null")
+    p.add_argument("--delimiter", default="\\n", metavar="TEXT",
+                   help="with --format value --count K: what follows each value (default: a newline; "
+                        "escapes \\n \\t \\0 \\xHH)")
+    p.add_argument("--null", metavar="TEXT",
+                   help="with --format value: what a tombstone prints (default: nothing, as its .value file)")
     p.add_argument("--isolation", choices=("read_uncommitted", "read_committed"), default="read_uncommitted")
     p.add_argument("--control", choices=("hide", "show"), default="hide")
     p.add_argument("--on-corrupt", choices=("fail", "skip"), default="fail",
