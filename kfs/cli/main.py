@@ -221,7 +221,7 @@ def _extension_hooks() -> list[Callable[[argparse._SubParsersAction], None]]:
     """Subcommands that live with their layer (dump, mount, spark), added when importable."""
     hooks = []
     for module, name in (("kfs.cli.dump", "add_dump_command"), ("kfs.fuse.cli", "add_mount_commands"),
-                         ("kfs.spark.cli", "add_spark_commands")):
+                         ("kfs.spark.cli", "add_spark_commands"), ("kfs.groups.cli", "add_groups_command")):
         try:
             mod = __import__(module, fromlist=[name])
         except ImportError:
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-SUBCOMMANDS = ("ls", "locate", "cat", "dump", "mount", "umount", "spark")
+SUBCOMMANDS = ("ls", "locate", "cat", "dump", "mount", "umount", "spark", "groups")
 
 
 def _mount_helper_form(argv: list[str]) -> Callable[[], int] | None:

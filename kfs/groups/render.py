@@ -1,0 +1,72 @@
+"""`kfs groups` output: JSON lines (SPEC section 8) and the table people read.
+
+The table follows `kafka-consumer-groups.sh --describe`: per group a line with its state, then one
+row per committed partition. Times are UTC, to the millisecond.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from kfs.groups.state import Snapshot
+
+_COLUMNS = ("TOPIC", "PARTITION", "OFFSET", "LEADER-EPOCH", "COMMITTED-AT", "LOG-OFFSET", "METADATA")
+
+
+def json_lines(snapshot: Snapshot, group: str | None = None) -> Iterator[str]:
+    for obj in snapshot.lines(group):
+        yield json.dumps(obj, ensure_ascii=False) + "\n"
+
+
+def group_json(snapshot: Snapshot, group: str) -> bytes:
+    """One group as one JSON document (the mount's `.groups/<group>.json`)."""
+    state = snapshot.groups.get(group)
+    doc = {"group": group, "at": snapshot.at, "state": state.as_json() if state else None,
+           "offsets": [c.as_json() for c in snapshot.offsets.get(group, ())]}
+    return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def iso_ms(ms: int) -> str:
+    """2024-05-01T12:00:00.123Z, or the number itself where it is no time (-1)."""
+    if ms < 0:
+        return str(ms)
+    when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def table(snapshot: Snapshot, group: str | None = None) -> Iterator[str]:
+    """Per group: a heading line with its state, then its committed offsets as aligned columns."""
+    names = [group] if group is not None else snapshot.group_names()
+    at = "the log end" if snapshot.at is None else iso_ms(snapshot.at)
+    yield f"Committed offsets as of {at}: {len(names)} group(s)\n"
+    for name in names:
+        yield "\n" + _heading(snapshot, name) + "\n"
+        rows = [_COLUMNS] + [
+            (c.topic, str(c.partition), str(c.offset), str(c.leader_epoch), iso_ms(c.commit_timestamp),
+             f"{c.log_partition}:{c.log_offset}", c.metadata if c.metadata is not None else "null")
+            for c in snapshot.offsets.get(name, ())]
+        if len(rows) == 1:
+            yield "  (no committed offsets)\n"
+            continue
+        widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
+        numeric = {1, 2, 3}
+        for row in rows:
+            cells = [cell.rjust(w) if i in numeric and row is not rows[0] else cell.ljust(w)
+                     for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
+            yield "  " + "  ".join(cells).rstrip() + "\n"
+
+
+def _heading(snapshot: Snapshot, name: str) -> str:
+    state = snapshot.groups.get(name)
+    if state is None:
+        return f"GROUP {name}  (no group metadata: offsets only)"
+    parts: list[Any] = [f"GROUP {name}", state.group_type, state.state, f"generation {state.generation}"]
+    if state.protocol_type or state.protocol:
+        parts.append(f"protocol {state.protocol_type or '-'}/{state.protocol or '-'}")
+    if state.leader:
+        parts.append(f"leader {state.leader}")
+    parts.append(f"{len(state.members)} member(s)")
+    return "  ".join(str(p) for p in parts)

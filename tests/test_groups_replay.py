@@ -1,0 +1,209 @@
+"""The group replay against a brute-force oracle, on `__consumer_offsets` logs written here.
+
+The oracle is the coordinator's replay taken literally: every record of a partition in offset order,
+each decoded, skipped when its timestamp is after T; a commit sets, a tombstone removes (also from
+open transactions), transactional commits wait for their marker and then win only over older
+record offsets. kfs's scan keeps the last record per raw key and decodes afterwards; the two must
+agree at every record timestamp (and around it), and at the log end.
+
+The keys and values here are JSON under a stand-in codec: this pins the replay, not the decoding
+(the Kafka-written golden data pins that, in test_groups_golden.py).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kfs.bench.offsets_log import PartitionWriter, end_txn_marker
+from kfs.groups.codec import Decoded
+from kfs.groups.reader import GroupsReader
+from kfs.storage import LogDirs
+
+
+class JsonCodec:
+    """Keys are {"type", "version", "data"} objects; values their data."""
+
+    def key(self, data: bytes) -> Decoded:
+        obj = json.loads(data)
+        return Decoded(obj["type"], obj["version"], obj["data"])
+
+    def value(self, key_type: str, data: bytes) -> Decoded:
+        return Decoded(key_type.replace("Key", "Value"), 0, json.loads(data))
+
+
+def commit_key(group: str, topic: str, partition: int, version: int) -> bytes:
+    return json.dumps({"type": "OffsetCommitKey", "version": version,
+                       "data": {"group": group, "topic": topic, "partition": partition}}).encode()
+
+
+def group_key(group: str) -> bytes:
+    return json.dumps({"type": "GroupMetadataKey", "version": 2, "data": {"group": group}}).encode()
+
+
+@dataclass
+class Written:
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    producer_id: int
+    transactional: bool
+    control: bool
+
+
+def write_log(tmp: Path, rnd: random.Random, partitions: int, batches: int) -> list[Written]:
+    """Random commits, tombstones, group metadata, transactions and gaps over a few partitions."""
+    groups = [f"g{i}" for i in range(4)]
+    home = {g: i % partitions for i, g in enumerate(groups)}  # a group lives in one partition
+    writers = [PartitionWriter(str(tmp), p, segment_bytes=rnd.choice([600, 1 << 20])) for p in range(partitions)]
+    open_txns: dict[int, list[int]] = {p: [] for p in range(partitions)}
+    written: list[Written] = []
+    clock = 1_700_000_000_000
+    for _ in range(batches):
+        clock += rnd.choice([0, 1, 5, 40])
+        group = rnd.choice(groups)
+        p = home[group]
+        writer = writers[p]
+        if rnd.random() < 0.1:
+            writer.skip(rnd.randint(1, 3))
+        kind = rnd.random()
+        records: list[tuple[int, bytes | None, bytes | None]] = []
+        flags: dict[str, Any] = {}
+        if kind < 0.12 and open_txns[p]:
+            pid = open_txns[p].pop(rnd.randrange(len(open_txns[p])))
+            records = [(clock, *end_txn_marker(rnd.random() < 0.7))]
+            flags = {"producer_id": pid, "producer_epoch": 0, "transactional": True, "control": True}
+        else:
+            for _ in range(rnd.randint(1, 4)):
+                ts = clock + rnd.choice([0, 0, 0, -3, 2])  # CreateTime is the writer's: not always in order
+                if rnd.random() < 0.15:
+                    value = None if rnd.random() < 0.3 else json.dumps({
+                        "protocolType": "consumer", "generation": rnd.randint(1, 9), "protocol": "range",
+                        "leader": "m1", "members": [{"memberId": f"m{i}"} for i in range(rnd.randint(0, 2))],
+                    }).encode()
+                    records.append((ts, group_key(group), value))
+                else:
+                    key = commit_key(group, rnd.choice(["a", "b"]), rnd.randint(0, 2), rnd.choice([0, 1, 1]))
+                    value = None if rnd.random() < 0.15 else json.dumps({
+                        "offset": rnd.randint(0, 10**6), "leaderEpoch": rnd.randint(-1, 3), "metadata": "",
+                        "commitTimestamp": ts}).encode()
+                    records.append((ts, key, value))
+            if kind < 0.35:
+                pid = 1000 + rnd.randint(0, 3)
+                if pid not in open_txns[p]:
+                    open_txns[p].append(pid)
+                records = [r for r in records if b"OffsetCommitKey" in (r[1] or b"")] or records[:0]
+                flags = {"producer_id": pid, "producer_epoch": 0, "transactional": True}
+            if not records:
+                continue
+        base = writer.append(records, **flags)
+        for i, (ts, key, value) in enumerate(records):
+            written.append(Written(p, base + i, ts, key, value, flags.get("producer_id", -1),
+                                   bool(flags.get("transactional")), bool(flags.get("control"))))
+    for writer in writers:
+        writer.close()
+    return written
+
+
+def oracle(written: list[Written], at: int | None) -> list[dict[str, Any]]:
+    """The coordinator's replay, record by record, up to `at`."""
+    codec = JsonCodec()
+    offsets: dict[tuple, Written] = {}
+    groups: dict[str, Written] = {}
+    pending: dict[tuple[int, int], dict[tuple, Written]] = {}
+    for w in sorted(written, key=lambda w: (w.partition, w.offset)):
+        if at is not None and w.timestamp > at:
+            continue
+        if w.control:
+            staged = pending.pop((w.partition, w.producer_id), {})
+            if w.key is not None and w.key[3] == 1:  # COMMIT
+                for ident, rec in staged.items():
+                    if ident not in offsets or rec.offset > offsets[ident].offset:
+                        offsets[ident] = rec
+            continue
+        assert w.key is not None
+        key = codec.key(w.key)
+        if key.type == "GroupMetadataKey":
+            if w.value is None:
+                groups.pop(key.data["group"], None)
+            else:
+                groups[key.data["group"]] = w
+            continue
+        ident = (key.data["group"], key.data["topic"], key.data["partition"])
+        if w.value is None:
+            offsets.pop(ident, None)
+            for (p, _pid), staged in pending.items():
+                if p == w.partition:
+                    staged.pop(ident, None)
+        elif w.transactional:
+            pending.setdefault((w.partition, w.producer_id), {})[ident] = w
+        else:
+            offsets[ident] = w
+    lines: list[dict[str, Any]] = []
+    for group in sorted({i[0] for i in offsets} | set(groups)):
+        if group in groups:
+            g = groups[group]
+            data = json.loads(g.value or b"")
+            lines.append({"group": group, "state": "Stable" if data["members"] else "Empty",
+                          "generation": data["generation"], "log_offset": g.offset, "log_partition": g.partition})
+        for ident in sorted(i for i in offsets if i[0] == group):
+            c = offsets[ident]
+            data = json.loads(c.value or b"")
+            lines.append({"group": group, "topic": ident[1], "partition": ident[2], "offset": data["offset"],
+                          "leader_epoch": data["leaderEpoch"], "commit_timestamp": data["commitTimestamp"],
+                          "log_offset": c.offset, "log_partition": c.partition, "timestamp": c.timestamp})
+    return lines
+
+
+def observed(reader: GroupsReader, at: int | None) -> list[dict[str, Any]]:
+    """kfs's answer, cut to the keys the oracle computes."""
+    out = []
+    for line in reader.snapshot(at).lines():
+        if "topic" in line:
+            out.append({k: line[k] for k in ("group", "topic", "partition", "offset", "leader_epoch",
+                                              "commit_timestamp", "log_offset", "log_partition", "timestamp")})
+        else:
+            out.append({k: line[k] for k in ("group", "state", "generation", "log_offset", "log_partition")})
+    return out
+
+
+def instants(written: list[Written]) -> list[int | None]:
+    stamps = sorted({w.timestamp for w in written})
+    return [None, *[t + d for t in stamps for d in (-1, 0)]]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), partitions=st.integers(1, 3), batches=st.integers(1, 80))
+def test_replay_agrees_with_the_oracle_at_every_instant(tmp_path_factory: pytest.TempPathFactory, seed: int,
+                                                        partitions: int, batches: int) -> None:
+    tmp = tmp_path_factory.mktemp("offsets")
+    written = write_log(tmp, random.Random(seed), partitions, batches)
+    reader = GroupsReader(LogDirs([str(tmp)]), JsonCodec())
+    for at in instants(written):
+        assert observed(reader, at) == oracle(written, at), f"at {at}"
+
+
+def test_the_log_end_view_follows_appends(tmp_path: Path) -> None:
+    """A kept reader continues its scans as partitions grow, and starts over when a segment is replaced."""
+    rnd = random.Random(7)
+    written = write_log(tmp_path, rnd, 2, 60)
+    reader = GroupsReader(LogDirs([str(tmp_path)]), JsonCodec())
+    assert observed(reader, None) == oracle(written, None)
+    writer = PartitionWriter.reopen(str(tmp_path), 0, max(w.offset for w in written if w.partition == 0) + 1)
+    ts = max(w.timestamp for w in written) + 10
+    key = commit_key("g0", "a", 0, 1)
+    value = json.dumps({"offset": 424242, "leaderEpoch": 1, "metadata": "", "commitTimestamp": ts}).encode()
+    base = writer.append([(ts, key, value)])
+    writer.close()
+    written.append(Written(0, base, ts, key, value, -1, False, False))
+    assert observed(reader, None) == oracle(written, None)
+    assert any(line.get("offset") == 424242 for line in observed(reader, None))
