@@ -35,8 +35,8 @@ class JsonCodec:
         obj = json.loads(data)
         return Decoded(obj["type"], obj["version"], obj["data"])
 
-    def value(self, key_type: str, data: bytes) -> Decoded:
-        return Decoded(key_type.replace("Key", "Value"), 0, json.loads(data))
+    def value(self, key: bytes, data: bytes) -> Decoded:
+        return Decoded(self.key(key).type.replace("Key", "Value"), 0, json.loads(data))
 
 
 def commit_key(group: str, topic: str, partition: int, version: int) -> bytes:

@@ -1,42 +1,39 @@
 """The one seam between the group replay and the decoder of `__consumer_offsets` keys and values.
 
 The replay needs two questions answered, nothing more: what a key is (its schema name, e.g.
-`OffsetCommitKey`, and its fields) and what a value is, given its key's schema. The answers come
-from kfs's schema-driven decoder of Kafka's internal topics; this module only adapts its calls, so
-the replay and its tests do not depend on how that decoder is organised.
+`OffsetCommitKey`, and its fields) and what a value is. The answers come from `kfs.internal`, the
+schema-driven decoder of Kafka's internal topics; the replay takes any object with these two
+methods, so its tests can pin the replay apart from the decoding.
 
 Field names are Kafka's, as its JSON converters print them (`group`, `leaderEpoch`, `groupId`, ...).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from kfs.storage import KfsError
+from kfs.internal import CONSUMER_OFFSETS, Decoded, decode_key, decode_value
 
-
-@dataclass(frozen=True)
-class Decoded:
-    """A key or value: its schema name in Kafka, the version it was written with, its fields."""
-
-    type: str
-    version: int
-    data: dict[str, Any]
+__all__ = ["Decoded", "InternalCodec", "OffsetsCodec"]
 
 
 class OffsetsCodec(Protocol):
     """Decodes `__consumer_offsets` records; both calls raise ValueError for bytes that do not decode."""
 
-    def key(self, data: bytes) -> Decoded: ...
+    def key(self, key: bytes) -> Decoded: ...
 
-    def value(self, key_type: str, data: bytes) -> Decoded: ...
-
-
-class DecoderUnavailable(KfsError):
-    """kfs was installed without the internal-topic decoder."""
+    def value(self, key: bytes, value: bytes) -> Decoded: ...
 
 
-def default_codec() -> OffsetsCodec:
-    """The codec backed by kfs's decoder of Kafka's internal topics."""
-    raise DecoderUnavailable("this kfs has no decoder of __consumer_offsets records")
+class InternalCodec:
+    """`kfs.internal`'s decoder, for `__consumer_offsets`."""
+
+    def key(self, key: bytes) -> Decoded:
+        decoded = decode_key(CONSUMER_OFFSETS, key)
+        assert decoded is not None  # only the metadata log has null keys
+        return decoded
+
+    def value(self, key: bytes, value: bytes) -> Decoded:
+        decoded = decode_value(CONSUMER_OFFSETS, key, value)
+        assert decoded is not None  # only a null value is a tombstone
+        return decoded

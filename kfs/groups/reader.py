@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from kfs.groups.codec import OffsetsCodec, default_codec
+from kfs.groups.codec import InternalCodec, OffsetsCodec
 from kfs.groups.replay import PartitionScan, offsets_partitions
 from kfs.groups.state import Resolver, Snapshot
 from kfs.storage import LogDirs
@@ -23,7 +23,7 @@ class GroupsReader:
 
     def __init__(self, logdirs: LogDirs, codec: OffsetsCodec | None = None) -> None:
         self.logdirs = logdirs
-        self.resolver = Resolver(codec or default_codec())
+        self.resolver = Resolver(codec or InternalCodec())
         self._live: dict[str, PartitionScan] = {}
         self._recent: OrderedDict[int, Snapshot] = OrderedDict()
         self._lock = threading.Lock()

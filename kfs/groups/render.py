@@ -12,13 +12,25 @@ from collections.abc import Iterator
 from typing import Any
 
 from kfs.groups.state import Snapshot
+from kfs.views.jsonl import render_bytes
 
 _COLUMNS = ("TOPIC", "PARTITION", "OFFSET", "LEADER-EPOCH", "COMMITTED-AT", "LOG-OFFSET", "METADATA")
 
 
+def _bytes(value: object) -> object:
+    """Bytes left in decoded data (user data, a subscription that did not decode) as section 3 shows them."""
+    if isinstance(value, bytes):
+        return json.loads(render_bytes(value))
+    raise TypeError(f"cannot render {type(value).__name__}")
+
+
+def dumps(obj: Any, indent: int | None = None) -> str:
+    return json.dumps(obj, ensure_ascii=False, indent=indent, default=_bytes)
+
+
 def json_lines(snapshot: Snapshot, group: str | None = None) -> Iterator[str]:
     for obj in snapshot.lines(group):
-        yield json.dumps(obj, ensure_ascii=False) + "\n"
+        yield dumps(obj) + "\n"
 
 
 def group_json(snapshot: Snapshot, group: str) -> bytes:
@@ -26,7 +38,7 @@ def group_json(snapshot: Snapshot, group: str) -> bytes:
     state = snapshot.groups.get(group)
     doc = {"group": group, "at": snapshot.at, "state": state.as_json() if state else None,
            "offsets": [c.as_json() for c in snapshot.offsets.get(group, ())]}
-    return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode()
+    return (dumps(doc, indent=2) + "\n").encode()
 
 
 def iso_ms(ms: int) -> str:

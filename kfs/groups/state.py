@@ -111,6 +111,7 @@ class _Live:
     """The surviving record of one decoded key."""
 
     partition: int
+    raw: bytes
     record: Record
     key: Decoded
 
@@ -155,14 +156,14 @@ class Resolver:
                     continue
                 seen = live.get(identity)
                 if seen is None or _newer(record, partition, seen):
-                    live[identity] = _Live(partition, record, key)
+                    live[identity] = _Live(partition, raw, record, key)
         snapshot = Snapshot(at, {}, {}, undecodable)
         modern: dict[str, dict[str, Any]] = {}
         for entry in live.values():
             if entry.record.value is None:
                 continue
             try:
-                value = self.codec.value(entry.key.type, entry.record.value)
+                value = self.codec.value(entry.raw, entry.record.value)
             except ValueError:
                 snapshot.undecodable += 1
                 continue
