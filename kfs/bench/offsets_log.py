@@ -209,6 +209,7 @@ class PartitionWriter:
         self.next_offset = 0
         self._file: BinaryIO | None = None
         self._size = 0
+        self.bytes_written = 0
         self._roll()
 
     @classmethod
@@ -222,6 +223,7 @@ class PartitionWriter:
         last = max(n for n in os.listdir(writer.path) if n.endswith(".log"))
         writer._file = open(os.path.join(writer.path, last), "ab")  # noqa: SIM115
         writer._size = writer._file.tell()
+        writer.bytes_written = 0
         return writer
 
     def _roll(self) -> None:
@@ -242,6 +244,7 @@ class PartitionWriter:
         assert self._file is not None
         self._file.write(data)
         self._size += len(data)
+        self.bytes_written += len(data)
         self.next_offset += len(records)
         return base
 

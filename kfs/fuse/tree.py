@@ -9,6 +9,7 @@ comes from the storage core (`kfs.storage`) and the decoded views (`kfs.views.de
     /<topic>-<partition>/time/<T>[.jsonl|.value]
     /<topic>-<partition>/messages.jsonl      = offset/<log start>.jsonl
     /<topic>-<partition>/info.json
+    /.groups/...                             committed offsets and groups (kfs.fuse.groups_tree)
 
 Errors leave as OSError with an errno: ENOENT for names outside the log, EIO for a corrupt or
 vanished log (with the storage error chained, so the daemon log names file and position).
@@ -24,6 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from kfs.fuse.groups_tree import GROUPS_DIR, GroupsTree
 from kfs.fuse.handles import Attr, BytesHandle, DecodedHandle, Handle, RawHandle, TreeError, as_errno
 from kfs.storage import Extent, Location, LogDirs, OffsetOutOfRange, PartitionLog, UnknownPartition
 from kfs.views.decoded import DEFAULT_SIZE_BUDGET, DecodedLog, DecodedView
@@ -64,6 +66,7 @@ class KfsTree:
         self._signatures: dict[str, tuple[int, int]] = {}
         self._locations: dict[tuple[str, str, str], tuple[float, PartitionLog, Location]] = {}
         self._lock = threading.Lock()
+        self.groups = GroupsTree(logdirs)
 
     # ---- paths ----------------------------------------------------------------------------------
 
@@ -72,6 +75,8 @@ class KfsTree:
         with as_errno(path):
             if not parts:
                 return Attr.of_dir(os.stat(self.logdirs.paths[0]))
+            if parts[0] == GROUPS_DIR:
+                return self.groups.getattr(parts[1:], path)
             plog = self._partition(parts[0], path)
             if len(parts) == 1 or (len(parts) == 2 and parts[1] in ("offset", "time")):
                 return Attr.of_dir(os.stat(plog.path))
@@ -87,6 +92,9 @@ class KfsTree:
         parts = _split(path)
         if not parts:
             return self.logdirs.partition_names()
+        if parts[0] == GROUPS_DIR:
+            with as_errno(path):
+                return self.groups.readdir(parts[1:], path)
         if len(parts) == 1:
             self._partition(parts[0], path)
             return list(PARTITION_DIR_NAMES)
@@ -99,6 +107,8 @@ class KfsTree:
     def open(self, path: str) -> Handle:
         parts = _split(path)
         with as_errno(path):
+            if parts and parts[0] == GROUPS_DIR:
+                return self.groups.open(parts[1:], path)
             if len(parts) == 2 and parts[1] == "info.json":
                 plog = self._partition(parts[0], path)
                 attr, data = self._info(plog, path)

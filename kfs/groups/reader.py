@@ -26,13 +26,20 @@ class GroupsReader:
         self.resolver = Resolver(codec or InternalCodec())
         self._live: dict[str, PartitionScan] = {}
         self._recent: OrderedDict[int, Snapshot] = OrderedDict()
+        self._at_end: tuple[tuple[tuple[str, int], ...], Snapshot] | None = None
         self._lock = threading.Lock()
 
     def snapshot(self, at: int | None = None, group: str | None = None) -> Snapshot:
         """Every group (or only `group`) as of `at` ms (None: the log end)."""
         with self._lock:
             if at is None:
-                return self.resolver.snapshot(self._advance_live(), None, group)
+                scans = self._advance_live()
+                if group is not None:
+                    return self.resolver.snapshot(scans, None, group)
+                signature = tuple((scan.plog.name, scan.generation) for scan in scans)
+                if self._at_end is None or self._at_end[0] != signature:
+                    self._at_end = (signature, self.resolver.snapshot(scans, None))
+                return self._at_end[1]
             if group is not None:
                 return self.resolver.snapshot(self._scan_at(at), at, group)
             cached = self._recent.get(at)

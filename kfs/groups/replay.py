@@ -53,6 +53,7 @@ class PartitionScan:
     pending: dict[int, dict[bytes | None, Record]] = field(default_factory=dict)
     _reached: tuple[int, int, int] | None = None  # (segment base offset, inode, byte position) read up to
     _read_files: tuple[tuple[int, int, int], ...] = ()  # (base offset, inode, size) of segments read whole
+    generation: int = 0  # counts the changes of `latest`: a reader reuses what it built from an unchanged scan
 
     def advance(self) -> PartitionScan:
         """Read what was appended since the last call (everything, the first time)."""
@@ -62,6 +63,7 @@ class PartitionScan:
             self.latest.clear()
             self.pending.clear()
             self._reached = None
+            self.generation += 1
         start_base, _inode, start_position = self._reached if self._reached is not None else (-1, 0, 0)
         log_start = self.plog.log_start_offset()
         for segment in segments:
@@ -70,6 +72,7 @@ class PartitionScan:
             position = start_position if segment.base_offset == start_base else 0
             for header, body in segment.batches(position):
                 position = header.next_position
+                self.generation += 1
                 if header.last_offset < log_start:
                     continue
                 records = segment.records_of(header, body)

@@ -30,6 +30,7 @@ GROUP_METADATA_KEY = "GroupMetadataKey"
 MODERN_PREFIXES = {"ConsumerGroup": "consumer", "ShareGroup": "share"}
 MEMBER_STABLE = 0  # MemberState.STABLE
 _KEY_CACHE_MAX = 1 << 20
+_VALUE_CACHE_MAX = 1 << 21
 
 
 @dataclass
@@ -92,6 +93,7 @@ class Snapshot:
     offsets: dict[str, list[CommittedOffset]]  # by group, sorted by topic and partition
     groups: dict[str, GroupState]
     undecodable: int = 0  # records whose key or value did not decode (left out)
+    known: set[str] = field(default_factory=set)  # every group a key names, tombstoned ones too
 
     def group_names(self) -> list[str]:
         return sorted(set(self.offsets) | set(self.groups))
@@ -122,6 +124,7 @@ class Resolver:
     def __init__(self, codec: OffsetsCodec) -> None:
         self.codec = codec
         self._keys: dict[bytes, Decoded | None] = {}
+        self._values: dict[tuple[bytes, bytes], Decoded] = {}
 
     def _key(self, raw: bytes) -> Decoded | None:
         decoded = self._keys.get(raw, self)
@@ -135,9 +138,25 @@ class Resolver:
             self._keys[raw] = decoded
         return decoded  # type: ignore[return-value]
 
+    def _value(self, entry: _Live) -> Decoded | None:
+        """A surviving value, decoded once per distinct (key, value) bytes (a mount asks again and again)."""
+        assert entry.record.value is not None
+        where = (entry.raw, entry.record.value)
+        decoded = self._values.get(where)
+        if decoded is None:
+            try:
+                decoded = self.codec.value(entry.raw, entry.record.value)
+            except ValueError:
+                return None
+            if len(self._values) >= _VALUE_CACHE_MAX:
+                self._values.clear()
+            self._values[where] = decoded
+        return decoded
+
     def snapshot(self, scans: list[PartitionScan], at: int | None, group: str | None = None) -> Snapshot:
         needle = group.encode() if group is not None else None
         live: dict[tuple, _Live] = {}
+        known: set[str] = set()
         undecodable = 0
         for scan in scans:
             partition = scan.plog.partition
@@ -154,17 +173,17 @@ class Resolver:
                 identity = (key.type, *key.data.values())
                 if needle is not None and identity[1] != group:
                     continue
+                known.add(identity[1])
                 seen = live.get(identity)
                 if seen is None or _newer(record, partition, seen):
                     live[identity] = _Live(partition, raw, record, key)
-        snapshot = Snapshot(at, {}, {}, undecodable)
+        snapshot = Snapshot(at, {}, {}, undecodable, known)
         modern: dict[str, dict[str, Any]] = {}
         for entry in live.values():
             if entry.record.value is None:
                 continue
-            try:
-                value = self.codec.value(entry.raw, entry.record.value)
-            except ValueError:
+            value = self._value(entry)
+            if value is None:
                 snapshot.undecodable += 1
                 continue
             kind = entry.key.type

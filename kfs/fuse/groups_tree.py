@@ -1,0 +1,157 @@
+"""`MOUNTPOINT/.groups/`: `kfs groups` as files (SPEC section 8).
+
+    .groups/                        lists <group>.json for every group at the log end, and all.jsonl
+    .groups/all.jsonl               `kfs groups --json` at the log end
+    .groups/<group>.json            one group at the log end: {"group", "at", "state", "offsets": [...]}
+    .groups/<group>/at/<T>.json     the same as of T (milliseconds or ISO-8601)
+    .groups/all/at/<T>.jsonl        `kfs groups --json --at T`
+
+`.groups` is looked up, not listed at the root (so `grep -r` and `find` over the mount do not
+replay the offsets), and `at/` lists nothing: its names are times. A group name is a file name
+with `%` and `/` written `%25` and `%2F`. Every file is rendered when stat'ed, so st_size is exact,
+and the rendering is reused for the kernel's attribute timeout. `<group>/` exists for every group a
+record names (a deleted group too: it may have had offsets at an earlier T).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import threading
+import time
+
+from kfs.fuse.handles import Attr, BytesHandle, Handle, TreeError
+from kfs.groups.reader import GroupsReader
+from kfs.groups.render import group_json, json_lines
+from kfs.groups.replay import offsets_partitions
+from kfs.groups.state import Snapshot
+from kfs.storage import BadSpec, LogDirs
+from kfs.storage.specs import parse_time_spec
+
+GROUPS_DIR = ".groups"
+ALL = "all"
+SMALL_TTL = 1.0  # seconds a rendering is reused (the kernel's attribute timeout)
+
+
+def file_name(group: str) -> str:
+    return group.replace("%", "%25").replace("/", "%2F")
+
+
+def group_name(name: str) -> str:
+    return name.replace("%2F", "/").replace("%2f", "/").replace("%25", "%")
+
+
+class GroupsTree:
+    """The paths under `.groups/` (given without it, as parts)."""
+
+    def __init__(self, logdirs: LogDirs) -> None:
+        self.logdirs = logdirs
+        self.reader = GroupsReader(logdirs)
+        self._rendered: dict[str, tuple[float, Attr, bytes]] = {}
+        self._lock = threading.Lock()
+
+    def exists(self) -> bool:
+        return bool(offsets_partitions(self.logdirs))
+
+    def getattr(self, parts: list[str], path: str) -> Attr:
+        if not self.exists():
+            raise TreeError(errno.ENOENT, path)
+        if self._is_dir(parts, path):
+            return self._dir_attr()
+        return self._render(parts, path)[0]
+
+    def readdir(self, parts: list[str], path: str) -> list[str]:
+        if not self._is_dir(parts, path):
+            self.getattr(parts, path)
+            raise TreeError(errno.ENOTDIR, path)
+        if not parts:
+            snapshot = self.reader.snapshot()
+            return [file_name(g) + ".json" for g in snapshot.group_names()] + [ALL + ".jsonl"]
+        if len(parts) == 1:
+            return ["at"]
+        return []  # at/: names are times, looked up
+
+    def open(self, parts: list[str], path: str) -> Handle:
+        if self._is_dir(parts, path):
+            raise TreeError(errno.EISDIR, path)
+        attr, data = self._render(parts, path)
+        return BytesHandle(attr, data=data)
+
+    # ---- names ----------------------------------------------------------------------------------
+
+    def _is_dir(self, parts: list[str], path: str) -> bool:
+        """Whether the path is a directory; ENOENT for a group directory no record names.
+        A name ending in .json or .jsonl is a file (a group called "x.json" has no at/ here)."""
+        if not parts:
+            return self.exists()
+        name = parts[0]
+        if len(parts) == 1 and name.endswith((".json", ".jsonl")):
+            return False
+        if len(parts) > 2 or (len(parts) == 2 and parts[1] != "at"):
+            return False
+        if name == ALL or group_name(name) in self.reader.snapshot().known:
+            return True
+        raise TreeError(errno.ENOENT, path)
+
+    def _render(self, parts: list[str], path: str) -> tuple[Attr, bytes]:
+        cached = self._rendered.get(path)
+        if cached and time.monotonic() - cached[0] < SMALL_TTL:
+            return cached[1], cached[2]
+        data = self._content(parts, path)
+        attr = self._file_attr(len(data))
+        with self._lock:
+            if len(self._rendered) > 1024:
+                self._rendered.clear()
+            self._rendered[path] = (time.monotonic(), attr, data)
+        return attr, data
+
+    def _content(self, parts: list[str], path: str) -> bytes:
+        if len(parts) == 1 and parts[0] == ALL + ".jsonl":
+            return "".join(json_lines(self.reader.snapshot())).encode()
+        if len(parts) == 1 and parts[0].endswith(".json"):
+            return self._group_doc(self.reader.snapshot(), group_name(parts[0][:-len(".json")]), path)
+        if len(parts) == 3 and parts[1] == "at":
+            group, name = group_name(parts[0]), parts[2]
+            if group == ALL and name.endswith(".jsonl"):
+                return "".join(json_lines(self.reader.snapshot(self._time(name[:-len(".jsonl")], path)))).encode()
+            if name.endswith(".json"):
+                at = self._time(name[:-len(".json")], path)
+                return self._group_doc(self.reader.snapshot(at, group), group, path)
+        raise TreeError(errno.ENOENT, path)
+
+    @staticmethod
+    def _group_doc(snapshot: Snapshot, group: str, path: str) -> bytes:
+        if group not in snapshot.groups and group not in snapshot.offsets:
+            raise TreeError(errno.ENOENT, path)
+        return group_json(snapshot, group)
+
+    @staticmethod
+    def _time(spec: str, path: str) -> int:
+        try:
+            return parse_time_spec(spec)
+        except BadSpec as exc:
+            raise TreeError(errno.ENOENT, path) from exc
+
+    # ---- attributes -----------------------------------------------------------------------------
+
+    def _newest(self) -> os.stat_result:
+        """The stat of the newest `__consumer_offsets` segment: the files change when it does."""
+        newest = os.stat(self.logdirs.paths[0])
+        for plog in offsets_partitions(self.logdirs):
+            segments = plog.segments()
+            if segments:
+                st = os.stat(segments[-1].log_path)
+                if st.st_mtime_ns > newest.st_mtime_ns:
+                    newest = st
+        return newest
+
+    def _dir_attr(self) -> Attr:
+        st = os.stat(self.logdirs.paths[0])
+        return Attr.of_dir(st)
+
+    def _file_attr(self, size: int) -> Attr:
+        st = os.stat(self.logdirs.paths[0])
+        newest = self._newest()
+        return Attr(stat.S_IFREG | (stat.S_IMODE(st.st_mode) & 0o444), size, st.st_uid, st.st_gid,
+                    newest.st_mtime_ns, newest.st_ctime_ns, newest.st_atime_ns)
