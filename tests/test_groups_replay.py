@@ -6,13 +6,14 @@ open transactions), transactional commits wait for their marker and then win onl
 record offsets. kfs's scan keeps the last record per raw key and decodes afterwards; the two must
 agree at every record timestamp (and around it), and at the log end.
 
-The keys and values here are JSON under a stand-in codec: this pins the replay, not the decoding
-(the Kafka-written golden data pins that, in test_groups_golden.py).
+The keys and values are written in Kafka's binary formats by kfs.bench.offsets_log (offset commit
+values v1 and v3, keys v0 and v1: two key versions name the same partition) and decoded by
+kfs.internal for the oracle as for kfs; the Kafka-written golden data pins the decoding itself
+(test_groups_golden.py).
 """
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,30 +23,28 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kfs.bench import offsets_log as ol
 from kfs.bench.offsets_log import PartitionWriter, end_txn_marker
-from kfs.groups.codec import Decoded
+from kfs.groups.codec import InternalCodec
 from kfs.groups.reader import GroupsReader
 from kfs.storage import LogDirs
 
 
-class JsonCodec:
-    """Keys are {"type", "version", "data"} objects; values their data."""
-
-    def key(self, data: bytes) -> Decoded:
-        obj = json.loads(data)
-        return Decoded(obj["type"], obj["version"], obj["data"])
-
-    def value(self, key: bytes, data: bytes) -> Decoded:
-        return Decoded(self.key(key).type.replace("Key", "Value"), 0, json.loads(data))
-
-
 def commit_key(group: str, topic: str, partition: int, version: int) -> bytes:
-    return json.dumps({"type": "OffsetCommitKey", "version": version,
-                       "data": {"group": group, "topic": topic, "partition": partition}}).encode()
+    return ol.offset_commit_key(group, topic, partition, version)
 
 
-def group_key(group: str) -> bytes:
-    return json.dumps({"type": "GroupMetadataKey", "version": 2, "data": {"group": group}}).encode()
+def commit_value(rnd: random.Random, ts: int) -> bytes:
+    if rnd.random() < 0.3:
+        return ol.offset_commit_value(rnd.randint(0, 10**6), rnd.choice(["", "m"]), ts, version=1,
+                                      expire_timestamp=ts + 1000)
+    return ol.offset_commit_value(rnd.randint(0, 10**6), rnd.choice(["", "meta"]), ts, rnd.randint(-1, 3))
+
+
+def group_value(rnd: random.Random, ts: int) -> bytes:
+    members = [ol.ClassicMember(f"m{i}", f"c{i}", "/10.0.0.1", ["a"], {"a": [i]}) for i in range(rnd.randint(0, 2))]
+    return ol.group_metadata_value("consumer", rnd.randint(1, 9), "range" if members else None,
+                                   members[0].member_id if members else None, members, ts)
 
 
 @dataclass
@@ -86,22 +85,17 @@ def write_log(tmp: Path, rnd: random.Random, partitions: int, batches: int) -> l
             for _ in range(rnd.randint(1, 4)):
                 ts = clock + rnd.choice([0, 0, 0, -3, 2])  # CreateTime is the writer's: not always in order
                 if rnd.random() < 0.15:
-                    value = None if rnd.random() < 0.3 else json.dumps({
-                        "protocolType": "consumer", "generation": rnd.randint(1, 9), "protocol": "range",
-                        "leader": "m1", "members": [{"memberId": f"m{i}"} for i in range(rnd.randint(0, 2))],
-                    }).encode()
-                    records.append((ts, group_key(group), value))
+                    value = None if rnd.random() < 0.3 else group_value(rnd, ts)
+                    records.append((ts, ol.group_metadata_key(group), value))
                 else:
                     key = commit_key(group, rnd.choice(["a", "b"]), rnd.randint(0, 2), rnd.choice([0, 1, 1]))
-                    value = None if rnd.random() < 0.15 else json.dumps({
-                        "offset": rnd.randint(0, 10**6), "leaderEpoch": rnd.randint(-1, 3), "metadata": "",
-                        "commitTimestamp": ts}).encode()
+                    value = None if rnd.random() < 0.15 else commit_value(rnd, ts)
                     records.append((ts, key, value))
             if kind < 0.35:
                 pid = 1000 + rnd.randint(0, 3)
                 if pid not in open_txns[p]:
                     open_txns[p].append(pid)
-                records = [r for r in records if b"OffsetCommitKey" in (r[1] or b"")] or records[:0]
+                records = [r for r in records if r[1] is not None and r[1][:2] in (b"\0\0", b"\0\1")]
                 flags = {"producer_id": pid, "producer_epoch": 0, "transactional": True}
             if not records:
                 continue
@@ -116,7 +110,7 @@ def write_log(tmp: Path, rnd: random.Random, partitions: int, batches: int) -> l
 
 def oracle(written: list[Written], at: int | None) -> list[dict[str, Any]]:
     """The coordinator's replay, record by record, up to `at`."""
-    codec = JsonCodec()
+    codec = InternalCodec()
     offsets: dict[tuple, Written] = {}
     groups: dict[str, Written] = {}
     pending: dict[tuple[int, int], dict[tuple, Written]] = {}
@@ -125,7 +119,7 @@ def oracle(written: list[Written], at: int | None) -> list[dict[str, Any]]:
             continue
         if w.control:
             staged = pending.pop((w.partition, w.producer_id), {})
-            if w.key is not None and w.key[3] == 1:  # COMMIT
+            if w.key == ol.end_txn_marker(True)[0]:
                 for ident, rec in staged.items():
                     if ident not in offsets or rec.offset > offsets[ident].offset:
                         offsets[ident] = rec
@@ -152,28 +146,44 @@ def oracle(written: list[Written], at: int | None) -> list[dict[str, Any]]:
     for group in sorted({i[0] for i in offsets} | set(groups)):
         if group in groups:
             g = groups[group]
-            data = json.loads(g.value or b"")
+            assert g.key is not None and g.value is not None
+            data = codec.value(g.key, g.value).data
             lines.append({"group": group, "state": "Stable" if data["members"] else "Empty",
-                          "generation": data["generation"], "log_offset": g.offset, "log_partition": g.partition})
+                          "generation": data["generation"], "protocol_type": data["protocolType"],
+                          "protocol": data["protocol"], "leader": data["leader"],
+                          "members": [m["memberId"] for m in data["members"]],
+                          "log_offset": g.offset, "log_partition": g.partition})
         for ident in sorted(i for i in offsets if i[0] == group):
             c = offsets[ident]
-            data = json.loads(c.value or b"")
+            assert c.key is not None and c.value is not None
+            data = codec.value(c.key, c.value).data
             lines.append({"group": group, "topic": ident[1], "partition": ident[2], "offset": data["offset"],
-                          "leader_epoch": data["leaderEpoch"], "commit_timestamp": data["commitTimestamp"],
+                          "leader_epoch": data.get("leaderEpoch", -1), "metadata": data["metadata"],
+                          "commit_timestamp": data["commitTimestamp"],
+                          "expire_timestamp": data.get("expireTimestamp", -1),
                           "log_offset": c.offset, "log_partition": c.partition, "timestamp": c.timestamp})
     return lines
 
 
-def observed(reader: GroupsReader, at: int | None) -> list[dict[str, Any]]:
-    """kfs's answer, cut to the keys the oracle computes."""
+OFFSET_KEYS = ("group", "topic", "partition", "offset", "leader_epoch", "metadata", "commit_timestamp",
+               "expire_timestamp", "log_offset", "log_partition", "timestamp")
+GROUP_KEYS = ("group", "state", "generation", "protocol_type", "protocol", "leader", "members", "log_offset",
+              "log_partition")
+
+
+def comparable(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """kfs's lines cut to the keys the oracle computes (members by id)."""
     out = []
-    for line in reader.snapshot(at).lines():
+    for line in lines:
         if "topic" in line:
-            out.append({k: line[k] for k in ("group", "topic", "partition", "offset", "leader_epoch",
-                                              "commit_timestamp", "log_offset", "log_partition", "timestamp")})
+            out.append({k: line[k] for k in OFFSET_KEYS})
         else:
-            out.append({k: line[k] for k in ("group", "state", "generation", "log_offset", "log_partition")})
+            out.append({k: line[k] for k in GROUP_KEYS} | {"members": [m["member_id"] for m in line["members"]]})
     return out
+
+
+def observed(reader: GroupsReader, at: int | None) -> list[dict[str, Any]]:
+    return comparable(list(reader.snapshot(at).lines()))
 
 
 def instants(written: list[Written]) -> list[int | None]:
@@ -187,7 +197,7 @@ def test_replay_agrees_with_the_oracle_at_every_instant(tmp_path_factory: pytest
                                                         partitions: int, batches: int) -> None:
     tmp = tmp_path_factory.mktemp("offsets")
     written = write_log(tmp, random.Random(seed), partitions, batches)
-    reader = GroupsReader(LogDirs([str(tmp)]), JsonCodec())
+    reader = GroupsReader(LogDirs([str(tmp)]))
     for at in instants(written):
         assert observed(reader, at) == oracle(written, at), f"at {at}"
 
@@ -196,12 +206,12 @@ def test_the_log_end_view_follows_appends(tmp_path: Path) -> None:
     """A kept reader continues its scans as partitions grow, and starts over when a segment is replaced."""
     rnd = random.Random(7)
     written = write_log(tmp_path, rnd, 2, 60)
-    reader = GroupsReader(LogDirs([str(tmp_path)]), JsonCodec())
+    reader = GroupsReader(LogDirs([str(tmp_path)]))
     assert observed(reader, None) == oracle(written, None)
     writer = PartitionWriter.reopen(str(tmp_path), 0, max(w.offset for w in written if w.partition == 0) + 1)
     ts = max(w.timestamp for w in written) + 10
     key = commit_key("g0", "a", 0, 1)
-    value = json.dumps({"offset": 424242, "leaderEpoch": 1, "metadata": "", "commitTimestamp": ts}).encode()
+    value = ol.offset_commit_value(424242, "", ts, 1)
     base = writer.append([(ts, key, value)])
     writer.close()
     written.append(Written(0, base, ts, key, value, -1, False, False))
