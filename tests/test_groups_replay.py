@@ -3,8 +3,8 @@
 The oracle (tests/groups_oracle.py) is the coordinator's replay taken literally: every record of a
 partition in offset order, each decoded, skipped when its timestamp is after T; a commit sets, a
 tombstone removes (also from open transactions), transactional commits wait for their marker and
-then win only over older record offsets. kfs's scan keeps the last record per raw key and decodes afterwards; the two must
-agree at every record timestamp (and around it), and at the log end.
+then win only over older record offsets. kfs's scan keeps the last record per raw key and decodes
+afterwards; the two must agree at every record timestamp (and around it), and at the log end.
 
 The keys and values are written in Kafka's binary formats by kfs.bench.offsets_log (offset commit
 values v1 and v3, keys v0 and v1: two key versions name the same partition) and decoded by
@@ -14,17 +14,21 @@ kfs.internal for the oracle as for kfs; the Kafka-written golden data pins the d
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
 import pytest
-from groups_oracle import Written, commit_key, instants, observed, oracle, write_log
+from groups_oracle import Written, commit_key, comparable, instants, observed, oracle, write_log
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kfs.bench import offsets_log as ol
 from kfs.bench.offsets_log import PartitionWriter
+from kfs.groups import parallel
 from kfs.groups.reader import GroupsReader
+from kfs.groups.render import offset_line
+from kfs.groups.state import CommittedOffset
 from kfs.storage import LogDirs
 
 
@@ -54,3 +58,26 @@ def test_the_log_end_view_follows_appends(tmp_path: Path) -> None:
     written.append(Written(0, base, ts, key, value, -1, False, False))
     assert observed(reader, None) == oracle(written, None)
     assert any(line.get("offset") == 424242 for line in observed(reader, None))
+
+
+@settings(max_examples=200, deadline=None)
+@given(group=st.text(), topic=st.text(), partition=st.integers(0, 2**31 - 1), offset=st.integers(-1, 2**63 - 1),
+       epoch=st.integers(-1, 2**31 - 1), metadata=st.none() | st.text(), stamps=st.lists(st.integers(-1, 2**62),
+                                                                                    min_size=3, max_size=3))
+def test_offset_lines_are_the_json_of_their_fields(group: str, topic: str, partition: int, offset: int, epoch: int,
+                                                   metadata: str | None, stamps: list[int]) -> None:
+    committed = CommittedOffset(group, topic, partition, offset, epoch, metadata, stamps[0], stamps[1], 3,
+                                offset // 2, stamps[2])
+    line = offset_line(committed)
+    assert line == json.dumps(committed.as_json(), ensure_ascii=False) + "\n"
+    assert json.loads(line) == committed.as_json()
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_worker_processes_give_the_same_snapshot(tmp_path: Path, workers: int) -> None:
+    written = write_log(tmp_path, random.Random(workers), 4, 120)
+    dirs = LogDirs([str(tmp_path)])
+    for at in [None, *instants(written)[1::17]]:
+        lines = list(parallel.snapshot(dirs, at, workers=workers).lines())
+        assert lines == list(GroupsReader(dirs).snapshot(at).lines())
+        assert comparable(lines) == oracle(written, at)

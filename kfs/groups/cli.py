@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from kfs.groups.reader import GroupsReader
+from kfs.groups import parallel
 from kfs.groups.render import json_lines, table
 from kfs.storage import KfsError, LogDirs
 from kfs.storage.specs import parse_time_spec
@@ -32,7 +32,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
         if not os.path.isdir(path):
             raise KfsError(f"{path}: no such log dir")
     at = parse_time_spec(args.at) if args.at is not None else None
-    snapshot = GroupsReader(LogDirs(args.logdirs)).snapshot(at, args.group)
+    snapshot = parallel.snapshot(LogDirs(args.logdirs), at, args.group)
     if args.group is not None and args.group not in snapshot.group_names():
         raise KfsError(f"no group {args.group} in __consumer_offsets"
                        + ("" if at is None else f" as of {args.at}"))

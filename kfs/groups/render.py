@@ -7,11 +7,12 @@ row per committed partition. Times are UTC, to the millisecond.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from collections.abc import Iterator
 from typing import Any
 
-from kfs.groups.state import Snapshot
+from kfs.groups.state import CommittedOffset, Snapshot
 from kfs.views.jsonl import render_bytes
 
 _COLUMNS = ("TOPIC", "PARTITION", "OFFSET", "LEADER-EPOCH", "COMMITTED-AT", "LOG-OFFSET", "METADATA")
@@ -28,9 +29,29 @@ def dumps(obj: Any, indent: int | None = None) -> str:
     return json.dumps(obj, ensure_ascii=False, indent=indent, default=_bytes)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _quoted(text: str | None) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def offset_line(c: CommittedOffset) -> str:
+    """`dumps(c.as_json())` without building the dict: these are most of the output."""
+    return (f'{{"group": {_quoted(c.group)}, "topic": {_quoted(c.topic)}, "partition": {c.partition}, '
+            f'"offset": {c.offset}, "leader_epoch": {c.leader_epoch}, "metadata": {_quoted(c.metadata)}, '
+            f'"commit_timestamp": {c.commit_timestamp}, "log_offset": {c.log_offset}, '
+            f'"log_partition": {c.log_partition}, "expire_timestamp": {c.expire_timestamp}, '
+            f'"timestamp": {c.timestamp}}}\n')
+
+
 def json_lines(snapshot: Snapshot, group: str | None = None) -> Iterator[str]:
-    for obj in snapshot.lines(group):
-        yield dumps(obj) + "\n"
+    """`kfs groups --json`: per group its state line (when it has group metadata), then its offsets."""
+    for name in [group] if group is not None else snapshot.group_names():
+        state = snapshot.groups.get(name)
+        if state is not None:
+            yield dumps(state.as_json()) + "\n"
+        offsets = snapshot.offsets.get(name)
+        if offsets:
+            yield "".join(map(offset_line, offsets))
 
 
 def group_json(snapshot: Snapshot, group: str) -> bytes:

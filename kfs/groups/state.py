@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from kfs.groups.codec import Decoded, OffsetsCodec
@@ -33,7 +34,7 @@ _KEY_CACHE_MAX = 1 << 20
 _VALUE_CACHE_MAX = 1 << 21
 
 
-@dataclass
+@dataclass(slots=True)
 class CommittedOffset:
     """One (group, topic, partition)'s committed offset, and the record that committed it."""
 
@@ -108,7 +109,7 @@ class Snapshot:
                 yield committed.as_json()
 
 
-@dataclass
+@dataclass(slots=True)
 class _Live:
     """The surviving record of one decoded key."""
 
@@ -121,26 +122,33 @@ class _Live:
 class Resolver:
     """Decodes scans into snapshots; keeps its key cache between calls (a mount asks again and again)."""
 
-    def __init__(self, codec: OffsetsCodec) -> None:
+    def __init__(self, codec: OffsetsCodec, keep_values: bool = True) -> None:
         self.codec = codec
-        self._keys: dict[bytes, Decoded | None] = {}
+        self.keep_values = keep_values  # worth it where the same snapshot is asked for again (a mount)
+        self._keys: dict[bytes, tuple[Decoded, tuple] | None] = {}
         self._values: dict[tuple[bytes, bytes], Decoded] = {}
 
-    def _key(self, raw: bytes) -> Decoded | None:
-        decoded = self._keys.get(raw, self)
-        if decoded is self:
-            try:
-                decoded = self.codec.key(raw)
-            except ValueError:
-                decoded = None
-            if len(self._keys) >= _KEY_CACHE_MAX:
-                self._keys.clear()
-            self._keys[raw] = decoded
-        return decoded  # type: ignore[return-value]
+    def _key(self, raw: bytes) -> tuple[Decoded, tuple] | None:
+        """The decoded key and what it names: (schema name, its fields' values...)."""
+        try:
+            decoded = self.codec.key(raw)
+        except ValueError:
+            found = None
+        else:
+            found = (decoded, (decoded.type, *decoded.data.values()))
+        if len(self._keys) >= _KEY_CACHE_MAX:
+            self._keys.clear()
+        self._keys[raw] = found
+        return found
 
     def _value(self, entry: _Live) -> Decoded | None:
         """A surviving value, decoded once per distinct (key, value) bytes (a mount asks again and again)."""
         assert entry.record.value is not None
+        if not self.keep_values:
+            try:
+                return self.codec.value(entry.raw, entry.record.value)
+            except ValueError:
+                return None
         where = (entry.raw, entry.record.value)
         decoded = self._values.get(where)
         if decoded is None:
@@ -154,30 +162,37 @@ class Resolver:
         return decoded
 
     def snapshot(self, scans: list[PartitionScan], at: int | None, group: str | None = None) -> Snapshot:
+        """Every group (or only `group`) from the scans of some partitions."""
+        return merge([self.partition_snapshot(scan, at, group) for scan in scans], at)
+
+    def partition_snapshot(self, scan: PartitionScan, at: int | None, group: str | None = None) -> Snapshot:
+        """What one partition's records say. Keys naming the same thing (an offset commit key of
+        version 0 and one of version 1) are one: the later record offset wins, as in the replay."""
         needle = group.encode() if group is not None else None
         live: dict[tuple, _Live] = {}
-        known: set[str] = set()
         undecodable = 0
-        for scan in scans:
-            partition = scan.plog.partition
-            for raw, record in scan.latest.items():
-                if raw is None:
-                    undecodable += 1
-                    continue
-                if needle is not None and needle not in raw:
-                    continue
-                key = self._key(raw)
-                if key is None:
-                    undecodable += 1
-                    continue
-                identity = (key.type, *key.data.values())
-                if needle is not None and identity[1] != group:
-                    continue
-                known.add(identity[1])
-                seen = live.get(identity)
-                if seen is None or _newer(record, partition, seen):
-                    live[identity] = _Live(partition, raw, record, key)
-        snapshot = Snapshot(at, {}, {}, undecodable, known)
+        keys = self._keys
+        missing = self  # a marker: not in the cache
+        partition = scan.plog.partition
+        for raw, record in scan.latest.items():
+            if raw is None:
+                undecodable += 1
+                continue
+            if needle is not None and needle not in raw:
+                continue
+            found = keys.get(raw, missing)
+            if found is missing:
+                found = self._key(raw)
+            if found is None:
+                undecodable += 1
+                continue
+            key, identity = found  # type: ignore[misc]
+            if needle is not None and identity[1] != group:
+                continue
+            seen = live.get(identity)
+            if seen is None or record.offset > seen.record.offset:
+                live[identity] = _Live(partition, raw, record, key)
+        snapshot = Snapshot(at, {}, {}, undecodable, {identity[1] for identity in live})
         modern: dict[str, dict[str, Any]] = {}
         for entry in live.values():
             if entry.record.value is None:
@@ -201,16 +216,38 @@ class Resolver:
                 if state is not None:
                     snapshot.groups[name] = state
         for committed_list in snapshot.offsets.values():
-            committed_list.sort(key=lambda c: (c.topic, c.partition))
+            committed_list.sort(key=_TOPIC_PARTITION)
         return snapshot
 
 
-def _newer(record: Record, partition: int, seen: _Live) -> bool:
-    """Which of two records of one key wins: in one partition the later offset (the replay order);
-    across partitions (a group whose partition moved) the later timestamp."""
-    if partition == seen.partition:
-        return record.offset > seen.record.offset
-    return (record.timestamp, partition) > (seen.record.timestamp, seen.partition)
+_TOPIC_PARTITION = attrgetter("topic", "partition")
+_WHEN = attrgetter("timestamp", "log_partition")
+
+
+def merge(parts: list[Snapshot], at: int | None) -> Snapshot:
+    """Snapshots of different partitions as one. A group lives in one partition (the coordinator's
+    `partitionFor`); where two hold the same group or committed partition (the topic's partition
+    count changed, or log dirs of different clusters), the later record wins."""
+    merged = Snapshot(at, {}, {})
+    for part in parts:
+        merged.undecodable += part.undecodable
+        merged.known |= part.known
+        for name, state in part.groups.items():
+            seen = merged.groups.get(name)
+            if seen is None or _WHEN(state) > _WHEN(seen):
+                merged.groups[name] = state
+        for name, offsets in part.offsets.items():
+            seen_offsets = merged.offsets.get(name)
+            if seen_offsets is None:
+                merged.offsets[name] = offsets
+                continue
+            by_partition = {(c.topic, c.partition): c for c in seen_offsets}
+            for c in offsets:
+                old = by_partition.get((c.topic, c.partition))
+                if old is None or _WHEN(c) > _WHEN(old):
+                    by_partition[(c.topic, c.partition)] = c
+            merged.offsets[name] = sorted(by_partition.values(), key=_TOPIC_PARTITION)
+    return merged
 
 
 def _committed(entry: _Live, value: Decoded) -> CommittedOffset:
