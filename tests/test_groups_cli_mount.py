@@ -79,7 +79,7 @@ def test_cli_table_shows_every_group_and_committed_partition(offsets_log) -> Non
 
 
 @pytest.mark.parametrize("args, message", [
-    (["/nonexistent/logdir"], "no such log dir"),
+    (["/nonexistent/logdir"], "no such directory"),
     (["LOGDIR", "--at", "yesterday"], "is not a time"),
     (["LOGDIR", "--group", "no-such-group"], "no group no-such-group"),
 ])
@@ -92,6 +92,7 @@ def test_cli_errors_are_one_sentence(offsets_log, args: list[str], message: str)
 
 
 def test_cli_on_a_log_dir_without_consumer_offsets_prints_no_groups(tmp_path: Path) -> None:
+    (tmp_path / "meta.properties").write_text("version=1\n")
     result = run_kfs("groups", str(tmp_path), "--json")
     assert result.returncode == 0 and result.stdout == b""
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from kfs.groups import parallel
@@ -19,7 +18,7 @@ def add_groups_command(subparsers: argparse._SubParsersAction) -> None:
         description="Replay __consumer_offsets up to a moment: the committed offset of every "
                     "(group, topic, partition) and each group's state, as the group coordinator "
                     "would have loaded them.")
-    p.add_argument("logdirs", nargs="+", metavar="LOGDIR")
+    p.add_argument("logdirs", nargs="+", metavar="LOGDIR", help="log dirs (also comma-separated, as log.dirs)")
     p.add_argument("--group", "-g", metavar="G", help="only this group")
     p.add_argument("--at", metavar="T",
                    help="as of this time: milliseconds since the epoch or ISO-8601 (default: the log end)")
@@ -28,9 +27,6 @@ def add_groups_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_groups(args: argparse.Namespace) -> int:
-    for path in args.logdirs:
-        if not os.path.isdir(path):
-            raise KfsError(f"{path}: no such log dir")
     at = parse_time_spec(args.at) if args.at is not None else None
     snapshot = parallel.snapshot(LogDirs(args.logdirs), at, args.group)
     if args.group is not None and args.group not in snapshot.group_names():
