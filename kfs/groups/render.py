@@ -15,7 +15,8 @@ from typing import Any
 from kfs.groups.state import CommittedOffset, Snapshot
 from kfs.views.jsonl import render_bytes
 
-_COLUMNS = ("TOPIC", "PARTITION", "OFFSET", "LEADER-EPOCH", "COMMITTED-AT", "LOG-OFFSET", "METADATA")
+_COLUMNS = ("TOPIC", "PARTITION", "OFFSET", "LEADER-EPOCH", "COMMITTED-AT", "LOG-PARTITION", "LOG-OFFSET",
+            "METADATA")
 
 
 def _bytes(value: object) -> object:
@@ -71,7 +72,8 @@ def iso_ms(ms: int) -> str:
 
 
 def table(snapshot: Snapshot, group: str | None = None) -> Iterator[str]:
-    """Per group: a heading line with its state, then its committed offsets as aligned columns."""
+    """Per group: a heading line with its state, then its committed offsets as aligned columns
+    (LOG-PARTITION and LOG-OFFSET: where in __consumer_offsets the commit record is)."""
     names = [group] if group is not None else snapshot.group_names()
     at = "the log end" if snapshot.at is None else iso_ms(snapshot.at)
     yield f"Committed offsets as of {at}: {len(names)} group(s)\n"
@@ -79,13 +81,13 @@ def table(snapshot: Snapshot, group: str | None = None) -> Iterator[str]:
         yield "\n" + _heading(snapshot, name) + "\n"
         rows = [_COLUMNS] + [
             (c.topic, str(c.partition), str(c.offset), str(c.leader_epoch), iso_ms(c.commit_timestamp),
-             f"{c.log_partition}:{c.log_offset}", c.metadata if c.metadata is not None else "null")
+             str(c.log_partition), str(c.log_offset), c.metadata if c.metadata is not None else "null")
             for c in snapshot.offsets.get(name, ())]
         if len(rows) == 1:
             yield "  (no committed offsets)\n"
             continue
         widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
-        numeric = {1, 2, 3}
+        numeric = {1, 2, 3, 5, 6}
         for row in rows:
             cells = [cell.rjust(w) if i in numeric and row is not rows[0] else cell.ljust(w)
                      for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
