@@ -1,0 +1,529 @@
+"""What the campaign runs on each input, and what counts as a failure.
+
+Three targets:
+
+- `record`: a buffer of 1-3 (mutated) batches through everything a reader does with a segment's bytes
+  (peek_size, parse_batch_header, the legacy wrapper's header, the CRC, decode_records, the control
+  parser, the JSON-lines renderer), once on the compiled path and once on the pure-Python path: both
+  must give the same records and lines, or the same error type.
+- `index`: an intact Kafka-written partition with mutated `.index`/`.timeindex`/`.txnindex` files;
+  offset and time lookups, the log end offset and largest timestamps must equal a brute-force scan
+  of the intact log (the indexes are hints: a damaged one may cost time, never a wrong answer or an
+  error).
+- `partition`: a partition directory damaged as a whole (truncated or missing segments, holes,
+  segments out of order, batches whose base offset or length -- outside the CRC -- are wrong); the
+  records `kfs cat` prints and the bytes the mount's `messages.jsonl` gives must agree (same records,
+  or the same error after the same records), on both paths.
+
+Anything raised other than kfs's own errors (CorruptBatchError in the record layer, KfsError above)
+is a failure, and so is any difference. A `Failure` says which kind.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import fuzz_mutators as mut
+
+from kfs.record import (
+    HEADER_PROBE_SIZE,
+    CorruptBatchError,
+    complete_legacy_header,
+    crc_is_valid,
+    decode_records,
+    default_batch,
+    parse_batch_header,
+    parse_control_record,
+    peek_size,
+    speedups,
+)
+from kfs.storage import KfsError
+from kfs.views import jsonl
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "kafka-written"
+LOGDIRS = FIXTURES / "logdirs"
+PARTITIONS = sorted(p.name for p in (FIXTURES / "golden").iterdir() if p.is_dir())
+
+
+class Failure(Exception):
+    """A finding: kind is 'exception', 'disagreement' or 'wrong-answer'."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+# ---- the two paths -----------------------------------------------------------------------------
+
+_COMPILED = {"decode": speedups.decode_v2_records, "render": speedups.render_jsonl}
+
+
+def install_compiled(decode, render) -> None:  # type: ignore[no-untyped-def]
+    """Use these compiled functions (e.g. from a sanitizer build) as the C path."""
+    _COMPILED["decode"], _COMPILED["render"] = decode, render
+
+
+def has_compiled() -> bool:
+    return _COMPILED["decode"] is not None
+
+
+def use_path(path: str) -> None:
+    """'c': the compiled decoder and renderer; 'python': the pure-Python loops."""
+    compiled = path == "c"
+    default_batch._decode_v2_records = _COMPILED["decode"] if compiled else None
+    jsonl._render_jsonl = _COMPILED["render"] if compiled else None
+
+
+def paths() -> tuple[str, ...]:
+    return ("c", "python") if has_compiled() else ("python",)
+
+
+# ---- the corpus --------------------------------------------------------------------------------
+
+def segment_files(partition: str) -> list[Path]:
+    found = []
+    for logdir in sorted(LOGDIRS.iterdir()):
+        d = logdir / partition
+        if d.is_dir():
+            found += [f for f in d.iterdir() if f.name.endswith(".log")]
+    return sorted(found, key=lambda f: int(f.name[:-4]))
+
+
+def fixture_batches() -> list[bytes]:
+    """Every batch of every Kafka-written segment: each magic, codec, control type and quirk."""
+    out = []
+    for partition in PARTITIONS:
+        for seg in segment_files(partition):
+            data = seg.read_bytes()
+            pos = 0
+            while pos + 17 <= len(data):
+                size, _ = peek_size(data, pos)
+                if pos + size > len(data):
+                    break
+                out.append(data[pos:pos + size])
+                pos += size
+    return out
+
+
+class Corpus:
+    def __init__(self) -> None:
+        self.batches = fixture_batches()
+        self.donors: list[list] = []  # well-formed records to splice into others
+        for b in self.batches:
+            if b[16] == 2 and len(self.donors) < 400:
+                try:
+                    f = mut.v2_fields(b)
+                    codec = mut.CODECS[f["attributes"] & 7]
+                    self.donors += mut.parse_v2_records(mut.decompress(codec, b[61:]), f["count"])[:3]
+                except Exception:
+                    pass
+
+
+# ---- record target -----------------------------------------------------------------------------
+
+def _record_fields(r) -> tuple:  # type: ignore[no-untyped-def]
+    return (r.offset, r.timestamp, r.timestamp_type, r.key, r.value, tuple(r.headers))
+
+
+def consume(buf: bytes) -> list[tuple]:
+    """Everything a reader does with a segment's bytes; stops at the first error, as a reader does."""
+    out: list[tuple] = []
+    pos = 0
+    try:
+        while pos < len(buf):
+            size, _ = peek_size(buf, pos)
+            if pos + size > len(buf):
+                out.append(("tail", size))
+                break
+            h = parse_batch_header(buf[pos:pos + HEADER_PROBE_SIZE], 0, pos)
+            batch = memoryview(buf)[pos:pos + size]
+            complete_legacy_header(h, batch)
+            valid = crc_is_valid(batch, h)
+            records = decode_records(batch, h)
+            controls = [parse_control_record(r) for r in records] if h.is_control else []
+            lines = jsonl.render_lines('{"topic": "t", "partition": 0, "offset": ', records)
+            out.append(("batch", h.base_offset, h.last_offset, h.record_count, valid,
+                        [_record_fields(r) for r in records], controls, lines))
+            pos += size
+    except CorruptBatchError as e:
+        out.append(("error", type(e).__name__))
+    return out
+
+
+def run_record_input(buf: bytes) -> None:
+    """Both paths on one buffer; raises Failure on a foreign exception or a disagreement."""
+    results = {}
+    for path in paths():
+        use_path(path)
+        try:
+            results[path] = consume(buf)
+        except Exception as e:
+            raise Failure("exception", f"{path} path: {type(e).__name__}: {e}") from e
+    if len(results) == 2 and results["c"] != results["python"]:
+        raise Failure("disagreement", f"C: {_short(results['c'])} / Python: {_short(results['python'])}")
+
+
+def _short(result: list[tuple]) -> str:
+    parts = []
+    for item in result:
+        if item[0] == "batch":
+            parts.append(f"batch {item[1]}..{item[2]} ({len(item[5])} records)")
+        else:
+            parts.append(repr(item))
+    return "; ".join(parts)[:400]
+
+
+def make_record_input(rnd: random.Random, corpus: Corpus) -> bytes:
+    n = rnd.choice((1, 1, 1, 2, 3))
+    parts = []
+    for _ in range(n):
+        batch = rnd.choice(corpus.batches)
+        if rnd.random() < 0.9:
+            batch = mut.mutate_batch(rnd, batch, corpus.donors)
+        parts.append(batch)
+    return b"".join(parts)
+
+
+# ---- a partition copied into a scratch log dir --------------------------------------------------
+
+def copy_partition(partition: str, scratch: Path) -> Path:
+    """The fixture partition (and its log dir's checkpoints) copied under scratch/logdir."""
+    logdir = scratch / "logdir"
+    if logdir.exists():
+        shutil.rmtree(logdir)
+    logdir.mkdir(parents=True)
+    source_dir = next(d for d in sorted(LOGDIRS.iterdir()) if (d / partition).is_dir())
+    for name in ("log-start-offset-checkpoint", "meta.properties"):
+        if (source_dir / name).exists():
+            shutil.copyfile(source_dir / name, logdir / name)
+    shutil.copytree(source_dir / partition, logdir / partition,
+                    ignore=shutil.ignore_patterns("*.deleted", "*.cleaned", "*.swap"))
+    return logdir
+
+
+def open_partition(logdir: Path, partition: str):  # type: ignore[no-untyped-def]
+    from kfs.storage import LogDirs
+
+    return LogDirs([str(logdir)]).partition(partition)
+
+
+# ---- the brute-force answers of an intact log ----------------------------------------------------
+
+@dataclass
+class TruthBatch:
+    segment: int
+    position: int
+    base: int
+    last: int
+    max_ts: int
+    is_control: bool
+    records: list[tuple[int, int]]  # (offset, timestamp) of every record, control ones included
+
+
+class Truth:
+    """A partition's answers computed by walking every batch of the intact log: no index involved."""
+
+    def __init__(self, partition: str) -> None:
+        self.partition = partition
+        self.segments: list[int] = []
+        self.batches: list[TruthBatch] = []
+        for seg in segment_files(partition):
+            base = int(seg.name[:-4])
+            self.segments.append(base)
+            data = seg.read_bytes()
+            pos = 0
+            while pos + 12 <= len(data) and data[pos:pos + 12] != bytes(12):
+                size, _ = peek_size(data, pos)
+                if pos + size > len(data):
+                    break
+                h = parse_batch_header(data, pos, pos)
+                body = memoryview(data)[pos:pos + size]
+                complete_legacy_header(h, body)
+                recs = [(r.offset, r.timestamp) for r in decode_records(body, h)]
+                self.batches.append(TruthBatch(base, pos, h.base_offset, h.last_offset, h.max_timestamp,
+                                               h.is_control, recs))
+                pos += size
+        plog = open_partition(LOGDIRS / next(d.name for d in sorted(LOGDIRS.iterdir())
+                                             if (d / partition).is_dir()), partition)
+        checkpointed = plog._checkpoints.log_start_offset(plog.topic, plog.partition)
+        first = self.segments[0] if self.segments else 0
+        self.log_start = max(first, checkpointed) if checkpointed is not None else first
+        last_segment = [b for b in self.batches if b.segment == self.segments[-1]]
+        self.log_end = max((b.last + 1 for b in last_segment), default=self.segments[-1])
+        self.largest_ts = {s: max((b.max_ts for b in self.batches if b.segment == s), default=-1)
+                           for s in self.segments}
+        self.timestamps = sorted({t for b in self.batches for _, t in b.records})
+        self.offsets = sorted({b.base for b in self.batches} | {b.last for b in self.batches})
+        self.positions = sorted({b.position for b in self.batches})
+
+    def offset_lookup(self, target: int) -> tuple | None:
+        """Kafka's fetch: (segment, position, batch base, batch last, record offset, record timestamp)."""
+        if not self.log_start <= target < self.log_end:
+            return None
+        floor = max((s for s in self.segments if s <= target), default=self.segments[0])
+        for i, b in enumerate(self.batches):
+            if b.segment >= floor and b.last >= target:
+                record = next(((o, t) for c in self.batches[i:] if not c.is_control for o, t in c.records
+                               if o >= target), (None, None))
+                return (b.segment, b.position, b.base, b.last, *record)
+        return None
+
+    def time_lookup(self, target: int) -> tuple | None:
+        """Kafka's ListOffsets: (segment, offset, timestamp) of the first record with timestamp >= T."""
+        for s in self.segments:
+            if self.largest_ts[s] >= target:
+                for b in self.batches:
+                    if b.segment == s and b.max_ts >= target:
+                        for o, t in b.records:
+                            if t >= target and o >= self.log_start:
+                                return (s, o, t)
+                return None
+        return None
+
+
+# ---- index target --------------------------------------------------------------------------------
+
+_TRUTHS: dict[str, Truth] = {}
+
+
+def truth(partition: str) -> Truth:
+    if partition not in _TRUTHS:
+        _TRUTHS[partition] = Truth(partition)
+    return _TRUTHS[partition]
+
+
+INDEX_PARTITIONS = [p for p in PARTITIONS if p != "__cluster_metadata-0"] + ["__cluster_metadata-0"]
+
+
+def make_index_input(rnd: random.Random, scratch: Path) -> tuple[str, Path]:
+    """A copy of a fixture partition whose index files are damaged (the logs are intact)."""
+    partition = rnd.choice(INDEX_PARTITIONS)
+    t = truth(partition)
+    logdir = copy_partition(partition, scratch)
+    pdir = logdir / partition
+    files = sorted(f for f in pdir.iterdir() if f.suffix in (".index", ".timeindex", ".txnindex"))
+    for _ in range(rnd.choice((1, 1, 2, 3))):
+        if not files:
+            break
+        f = rnd.choice(files)
+        data = f.read_bytes() if f.exists() else b""
+        base = int(f.name.split(".")[0])
+        if rnd.random() < 0.05:
+            f.unlink(missing_ok=True)
+            continue
+        seg_positions = [b.position for b in t.batches if b.segment == base] or [0]
+        if f.suffix == ".index":
+            data = mut.mutate_index(rnd, data, 8, seg_positions, t.offsets, t.timestamps or [0], base)
+        elif f.suffix == ".timeindex":
+            data = mut.mutate_index(rnd, data, 12, seg_positions, t.offsets, t.timestamps or [0], base)
+        else:
+            data = mut.mutate_txn_index(rnd, data, t.offsets)
+        f.write_bytes(data)
+    return partition, logdir
+
+
+def _location_tuple(loc) -> tuple:  # type: ignore[no-untyped-def]
+    return (loc.segment_base_offset, loc.position, loc.batch_base_offset, loc.batch_last_offset,
+            loc.offset, loc.timestamp)
+
+
+def run_index_input(rnd: random.Random, partition: str, logdir: Path, lookups: int = 12) -> None:
+    """Lookups on the damaged indexes against the brute-force answers of the intact log."""
+    from kfs.storage import OffsetOutOfRange, TimestampNotFound
+
+    t = truth(partition)
+    plog = open_partition(logdir, partition)
+    try:
+        end = plog.log_end_offset()
+        if end != t.log_end:
+            raise Failure("wrong-answer", f"{partition}: log end offset {end}, the log says {t.log_end}")
+        for seg in plog.segments():
+            got = plog.largest_timestamp(seg)
+            if got != t.largest_ts[seg.base_offset]:
+                raise Failure("wrong-answer", f"{partition}: largest timestamp of segment {seg.base_offset} "
+                                              f"{got}, the log says {t.largest_ts[seg.base_offset]}")
+        targets = [rnd.randrange(t.log_start - 2, t.log_end + 3) for _ in range(lookups)]
+        targets += [rnd.choice(t.offsets) for _ in range(lookups // 2)]
+        for target in targets:
+            expected = t.offset_lookup(target)
+            try:
+                got = _location_tuple(plog.locate_offset(target))
+            except OffsetOutOfRange:
+                got = None
+            if got != expected:
+                raise Failure("wrong-answer", f"{partition}: offset {target}: kfs {got}, the log says {expected}")
+        stamps = [rnd.choice(t.timestamps) + rnd.choice((-1, 0, 0, 1)) for _ in range(lookups)] if t.timestamps else []
+        for target in stamps:
+            expected = t.time_lookup(target)
+            try:
+                loc = plog.locate_time(target)
+                got = (loc.segment_base_offset, loc.offset, loc.timestamp)
+            except TimestampNotFound:
+                got = None
+            if got != expected:
+                raise Failure("wrong-answer", f"{partition}: time {target}: kfs {got}, the log says {expected}")
+    except KfsError as e:
+        raise Failure("wrong-answer", f"{partition}: an error on an intact log: {e}") from e
+    except Failure:
+        raise
+    except Exception as e:
+        raise Failure("exception", f"{partition}: {type(e).__name__}: {e}") from e
+    finally:
+        plog.close()
+
+
+# ---- partition target ----------------------------------------------------------------------------
+
+def _set_batch_field(data: bytearray, rnd: random.Random, positions: list[int], field: str) -> None:
+    if not positions:
+        return
+    p = rnd.choice(positions)
+    if field == "base_offset":
+        struct.pack_into(">q", data, p, rnd.choice((2**32, 2**63 - 1, 2**63 - 2**20, 2**31, -1, -(2**63),
+                                                    struct.unpack_from(">q", data, p)[0] + rnd.choice((-1, 1, 5)))))
+    else:
+        struct.pack_into(">i", data, p + 8, rnd.choice((2**31 - 1, 2**30, struct.unpack_from(">i", data, p + 8)[0]
+                                                        + rnd.choice((-1, 1, 100, 100000)))))
+
+
+def make_partition_input(rnd: random.Random, scratch: Path) -> tuple[str, Path]:
+    """A fixture partition damaged as a whole: what a bad disk, a bad copy or a bad hand does."""
+    partition = rnd.choice(PARTITIONS)
+    t = truth(partition)
+    logdir = copy_partition(partition, scratch)
+    pdir = logdir / partition
+    logs = sorted(pdir.glob("*.log"))
+    for _ in range(rnd.choice((1, 1, 2))):
+        if not logs:
+            break
+        f = rnd.choice(logs)
+        base = int(f.name[:-4])
+        positions = [b.position for b in t.batches if b.segment == base]
+        data = bytearray(f.read_bytes())
+        op = rnd.randrange(10)
+        if op == 0 and data:  # truncated at any byte, or at a batch boundary
+            cut = rnd.choice(positions[1:] or [0]) if rnd.random() < 0.4 else rnd.randrange(len(data))
+            del data[cut:]
+        elif op == 1 and data:  # a hole: a range zeroed (a sparse file's missing blocks)
+            at = rnd.randrange(len(data))
+            data[at:at + rnd.choice((12, 61, 512, 4096))] = bytes(min(len(data) - at, 4096))
+        elif op == 2 and len(logs) > 1:  # a segment missing
+            os.unlink(f)
+            logs.remove(f)
+            continue
+        elif op == 3 and len(logs) > 1:  # segments out of order: a segment's file under another base
+            other = rnd.choice([x for x in logs if x != f])
+            a, b = f.read_bytes(), other.read_bytes()
+            f.write_bytes(b)
+            other.write_bytes(a)
+            continue
+        elif op == 4:  # a segment renamed to a wrong base offset
+            new_base = max(0, base + rnd.choice((-5, -1, 1, 7, 1000, 2**32)))
+            target = pdir / f"{new_base:020d}.log"
+            if not target.exists():
+                os.rename(f, target)
+                logs = sorted(pdir.glob("*.log"))
+            continue
+        elif op == 5:  # a batch's base offset, outside the CRC
+            _set_batch_field(data, rnd, positions, "base_offset")
+        elif op == 6:  # a middle batch's length, outside the CRC
+            _set_batch_field(data, rnd, positions[:-1] or positions, "length")
+        elif op == 7:  # garbage appended, or a batch duplicated at the end
+            if positions and rnd.random() < 0.5:
+                p = rnd.choice(positions)
+                size, _ = peek_size(bytes(data), p)
+                data += data[p:p + size]
+            else:
+                data += rnd.randbytes(rnd.randrange(1, 200))
+        elif op == 8 and positions:  # one batch mutated structurally (CRC recomputed)
+            p = rnd.choice(positions)
+            size, _ = peek_size(bytes(data), p)
+            data[p:p + size] = mut.mutate_batch(rnd, bytes(data[p:p + size]), [])
+        else:
+            data = bytearray(mut.mutate_bytes(rnd, bytes(data), 1))
+        f.write_bytes(bytes(data))
+    return partition, logdir
+
+
+_PREFIX_PARTS = ('{"topic": ', '"partition": ')
+
+
+def _cat(plog) -> tuple[bytes, str | None]:  # type: ignore[no-untyped-def]
+    """What `kfs cat` prints (record_lists from the log start, rendered) and the error it ends with."""
+    out = []
+    prefix = jsonl.line_prefix(plog.topic, plog.partition)
+    try:
+        for records in plog.record_lists(plog.log_start_offset()):
+            out.append(jsonl.render_lines(prefix, records))
+    except KfsError as e:
+        return b"".join(out), type(e).__name__
+    return b"".join(out), None
+
+
+def _messages_jsonl(plog) -> tuple[bytes, str | None]:  # type: ignore[no-untyped-def]
+    """What reading the mount's `messages.jsonl` gives: the decoded view from the log start, read in
+    64 KiB reads until EOF or an error."""
+    from kfs.views.decoded import DecodedLog
+
+    out = []
+    try:
+        cursor = DecodedLog(plog).view(plog.log_start_offset()).cursor()
+        position = 0
+        while True:
+            data = cursor.read(position, 65536)
+            if not data:
+                break
+            out.append(data)
+            position += len(data)
+    except KfsError as e:
+        return b"".join(out), type(e).__name__
+    return b"".join(out), None
+
+
+def run_partition_input(rnd: random.Random, partition: str, logdir: Path) -> None:
+    """`kfs cat` and `messages.jsonl` agree on both paths; the other calls raise only kfs errors."""
+    from kfs.storage import OffsetOutOfRange
+
+    results = {}
+    for path in paths():
+        use_path(path)
+        plog = open_partition(logdir, partition)
+        try:
+            cat = _cat(plog)
+            view = _messages_jsonl(plog)
+            if cat != view:
+                raise Failure("disagreement", f"{partition} ({path}): kfs cat {len(cat[0])} bytes, error "
+                                              f"{cat[1]}; messages.jsonl {len(view[0])} bytes, error {view[1]}")
+            results[path] = cat
+            if path == "python":
+                continue
+            for call in (plog.info, plog.log_end_offset, lambda: list(plog.records(on_corrupt="skip"))):
+                try:
+                    call()
+                except KfsError:
+                    pass
+            t = truth(partition)
+            for target in [rnd.choice(t.offsets) for _ in range(4)]:
+                try:
+                    plog.locate_offset(target)
+                except (KfsError, OffsetOutOfRange):
+                    pass
+            for target in [rnd.choice(t.timestamps) for _ in range(3)] if t.timestamps else []:
+                try:
+                    plog.locate_time(target)
+                except KfsError:
+                    pass
+        except Failure:
+            raise
+        except Exception as e:
+            raise Failure("exception", f"{partition} ({path}): {type(e).__name__}: {e}") from e
+        finally:
+            plog.close()
+    if len(results) == 2 and results["c"] != results["python"]:
+        raise Failure("disagreement", f"{partition}: C and Python paths differ")
