@@ -12,7 +12,13 @@ import zlib
 import crc32c
 
 from kfs.record import default_batch, legacy
-from kfs.record.compression import DecompressionError, decompress
+from kfs.record.compression import (
+    MAX_BATCH_BYTES,
+    MAX_BATCH_RECORDS,
+    BatchTooLargeError,
+    DecompressionError,
+    decompress,
+)
 from kfs.record.control import parse_control_record
 from kfs.record.types import (
     COMPRESSION_NAMES,
@@ -30,9 +36,12 @@ __all__ = [
     "HEADER_PROBE_SIZE",
     "LOG_OVERHEAD",
     "MAGIC_OFFSET",
+    "MAX_BATCH_BYTES",
+    "MAX_BATCH_RECORDS",
     "NO_TIMESTAMP_TYPE",
     "TIMESTAMP_TYPES",
     "BatchHeader",
+    "BatchTooLargeError",
     "CorruptBatchError",
     "DecompressionError",
     "Record",

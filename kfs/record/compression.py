@@ -12,6 +12,13 @@ lz4:    the LZ4 frame format (KafkaLZ4BlockInputStream):
         Kafka wrote the header checksum of magic v0 frames over the magic bytes too, so HC is never checked;
         the batch CRC already covers these bytes.
 zstd:   one or more zstd frames, without a content size in the frame header (zstd-jni streams).
+
+Bounded: a batch is hostile input, and 66 bytes of snappy can claim 4 GiB, 183 KB of zstd can hold
+286 M records. Like a Kafka consumer bounds what one fetch may cost, kfs decompresses at most
+`MAX_BATCH_BYTES` from one batch: every codec stops as soon as its output passes the limit (gzip and
+zstd are read in steps whose output is capped, lz4 a block of at most 4 MiB at a time, snappy's
+claimed length is checked before cramjam allocates it) and the batch is refused with
+`BatchTooLargeError`, a `DecompressionError`. Memory per decoded batch stays near the limit.
 """
 
 from __future__ import annotations
@@ -46,16 +53,40 @@ _LZ4_BLOCK_MAX_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024
 _U32LE = struct.Struct("<I")
 
 
+# The most bytes kfs takes from one batch: its records section once decompressed, and its size on disk.
+# Kafka's own limits are lower by default (message.max.bytes and max.partition.fetch.bytes, 1 MiB).
+MAX_BATCH_BYTES = 64 << 20
+# The most records kfs decodes from one batch: ~200 bytes of Python objects each, so about 200 MB.
+MAX_BATCH_RECORDS = 1 << 20
+# The most output one byte of zstd input can give (an RLE block: 3 + 1 bytes for 128 KiB, 2^15), rounded up:
+# how much input a bounded step may feed. A step is at least _ZSTD_MIN_STEP bytes (<= 4 MiB of output).
+_ZSTD_MAX_RATIO = 1 << 15
+_ZSTD_MIN_STEP = 64
+
+
 class DecompressionError(ValueError):
     """The payload is not valid data for its codec; the record layer turns it into a CorruptBatchError."""
 
 
-def _gzip(data) -> bytes:
+class BatchTooLargeError(DecompressionError):
+    """The payload expands past the limit: refused before the memory is taken."""
+
+    def __init__(self, codec: str, limit: int) -> None:
+        super().__init__(f"its {codec} records expand past {limit >> 20} MiB, kfs's limit for one batch")
+        self.limit = limit
+
+
+def _gzip(data, limit: int) -> bytes:
     parts = []
+    total = 0
     rest = data
     while True:
         d = zlib.decompressobj(31)
-        parts.append(d.decompress(rest))
+        out = d.decompress(rest, limit - total + 1)  # one byte past the limit tells it was passed
+        total += len(out)
+        if total > limit:
+            raise BatchTooLargeError("gzip", limit)
+        parts.append(out)
         if not d.eof:
             raise DecompressionError("gzip stream ends early")
         rest = d.unused_data
@@ -64,12 +95,31 @@ def _gzip(data) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _snappy(data) -> bytes:
-    raw = cramjam.snappy.decompress_raw
+def _snappy_claimed_length(block) -> int:
+    """The uncompressed length a raw snappy block starts with (a varint of up to 32 bits): cramjam
+    allocates that much before it reads anything, so it is checked first."""
+    result = shift = 0
+    for i in range(min(5, len(block))):
+        b = block[i]
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result
+        shift += 7
+    raise DecompressionError("snappy: bad block length")
+
+
+def _snappy_block(block, budget: int) -> bytes:
+    if _snappy_claimed_length(block) > budget:
+        raise BatchTooLargeError("snappy", budget)
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _snappy(data, limit: int) -> bytes:
     mv = memoryview(data)
     if bytes(mv[:8]) != SNAPPY_XERIAL_MAGIC:
-        return bytes(raw(mv))
+        return _snappy_block(mv, limit)
     parts = []
+    total = 0
     pos = SNAPPY_XERIAL_HEADER_SIZE
     end = len(mv)
     if pos > end:
@@ -81,12 +131,16 @@ def _snappy(data) -> bytes:
         pos += 4
         if n < 0 or pos + n > end:
             raise DecompressionError(f"snappy: block length {n} runs past the end")
-        parts.append(bytes(raw(mv[pos:pos + n])))
+        if _snappy_claimed_length(mv[pos:pos + n]) > limit - total:
+            raise BatchTooLargeError("snappy", limit)
+        out = bytes(cramjam.snappy.decompress_raw(mv[pos:pos + n]))
+        total += len(out)
+        parts.append(out)
         pos += n
     return b"".join(parts)
 
 
-def _lz4(data) -> bytes:
+def _lz4(data, limit: int) -> bytes:
     mv = memoryview(data)
     end = len(mv)
     if end < 7 or _U32LE.unpack_from(mv, 0)[0] != LZ4_FRAME_MAGIC:
@@ -108,6 +162,7 @@ def _lz4(data) -> bytes:
     linked = not flg & LZ4_FLG_BLOCK_INDEPENDENT
     decompress = lz4.block.decompress
     parts: list[bytes] = []
+    total = 0
     window = b""
     while True:
         if pos + 4 > end:
@@ -127,6 +182,9 @@ def _lz4(data) -> bytes:
             out = decompress(block, uncompressed_size=max_block, dict=window)
         else:
             out = decompress(block, uncompressed_size=max_block)
+        total += len(out)
+        if total > limit:
+            raise BatchTooLargeError("lz4", limit)
         parts.append(out)
         if linked:
             window = (window + out)[-LZ4_LINKED_WINDOW:]
@@ -137,15 +195,27 @@ def _lz4(data) -> bytes:
 _ZSTD = zstandard.ZstdDecompressor()
 
 
-def _zstd(data) -> bytes:
+def _zstd(data, limit: int) -> bytes:
+    """Frame after frame, fed in steps small enough that one step cannot expand far past the limit:
+    zstandard's decompressobj has no output cap of its own."""
     parts = []
-    rest = data
+    total = 0
+    rest = bytes(data)
     while True:
         d = _ZSTD.decompressobj()
-        parts.append(d.decompress(rest))
-        if not d.eof:
-            raise DecompressionError("zstd stream ends early")
-        rest = d.unused_data
+        pos = 0
+        while not d.eof:
+            if pos >= len(rest):
+                raise DecompressionError("zstd stream ends early")
+            step = max(_ZSTD_MIN_STEP, (limit - total) // _ZSTD_MAX_RATIO)
+            out = d.decompress(rest[pos:pos + step])
+            pos += step
+            total += len(out)
+            if total > limit:
+                raise BatchTooLargeError("zstd", limit)
+            if out:
+                parts.append(out)
+        rest = d.unused_data + rest[pos:]
         if not rest:
             break
     return parts[0] if len(parts) == 1 else b"".join(parts)
@@ -154,10 +224,11 @@ def _zstd(data) -> bytes:
 _CODECS = {"gzip": _gzip, "snappy": _snappy, "lz4": _lz4, "zstd": _zstd}
 
 
-def decompress(codec: str, data) -> bytes:
+def decompress(codec: str, data, limit: int = MAX_BATCH_BYTES) -> bytes:
     """The decompressed bytes of `data` (bytes-like) for a codec name of COMPRESSION_NAMES.
 
-    Raises DecompressionError for anything the codec rejects, whatever exception its library uses.
+    Raises BatchTooLargeError past `limit` bytes of output, DecompressionError for anything the codec
+    rejects, whatever exception its library uses.
     """
     fn = _CODECS.get(codec)
     if fn is None:
@@ -165,7 +236,7 @@ def decompress(codec: str, data) -> bytes:
             return bytes(data)
         raise DecompressionError(f"unknown compression codec {codec!r}")
     try:
-        return fn(data)
+        return fn(data, limit)
     except DecompressionError:
         raise
     except Exception as e:  # zlib.error, LZ4BlockError, ZstdError, cramjam's errors...

@@ -44,7 +44,7 @@ from __future__ import annotations
 import struct
 
 from kfs.record import speedups
-from kfs.record.compression import DecompressionError, codec_name, decompress
+from kfs.record.compression import MAX_BATCH_RECORDS, DecompressionError, codec_name, decompress
 from kfs.record.types import TIMESTAMP_TYPES, BatchHeader, CorruptBatchError, Record
 
 BASE_OFFSET_OFFSET = 0
@@ -177,6 +177,10 @@ def decode_records(batch, header: BatchHeader) -> list[Record]:
         if len(batch) < header.size:
             raise CorruptBatchError(f"record batch at position {position} is truncated", position)
         return []  # as DefaultRecordBatch.iterator(): an empty batch's payload is not even decompressed
+    if count > MAX_BATCH_RECORDS:
+        # Checked before decompressing: 183 KB of zstd can hold 286 M tiny records (~60 GB as objects).
+        raise CorruptBatchError(f"record batch at position {position} holds {count} records, more than "
+                                f"{MAX_BATCH_RECORDS}, kfs's limit for one batch", position)
     data = records_payload(batch, header)
     if _decode_v2_records is not None:
         try:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 
-from kfs.record.compression import DecompressionError, codec_name, decompress
+from kfs.record.compression import MAX_BATCH_RECORDS, DecompressionError, codec_name, decompress
 from kfs.record.types import NO_TIMESTAMP_TYPE, BatchHeader, CorruptBatchError, Record
 
 OFFSET_OFFSET = 0
@@ -126,6 +126,8 @@ def _inner_records(data: bytes, header: BatchHeader) -> list[Record]:
         if after != msg_end:
             raise ValueError(f"inner message at {pos} has {msg_end - after} bytes after its value")
         records.append(Record(offset, timestamp, ts_type, key, value, []))
+        if len(records) > MAX_BATCH_RECORDS:
+            raise ValueError(f"more than {MAX_BATCH_RECORDS} inner messages, kfs's limit for one batch")
         pos = msg_end
     if not records:
         raise ValueError("compressed message set with no inner messages")

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from kfs.record import BatchHeader, Record
 from kfs.storage.checkpoints import CheckpointReader
 from kfs.storage.errors import (
+    CorruptLogError,
     NoRecordAtOffset,
     OffsetOutOfRange,
     TimestampNotFound,
@@ -205,7 +206,13 @@ class PartitionLog:
         current: LogSegment | None = segment
         start = position
         while current is not None:
+            following = self._segments.higher(current.base_offset)
             for header, body in current.batches(start, current.valid_size()):
+                if following is not None and header.last_offset >= following.base_offset:
+                    # Outside the CRC, or a segment under the wrong name: never records at two places.
+                    raise CorruptLogError(current.log_path, header.position,
+                                          f"offset {header.last_offset} is at or past the next segment's "
+                                          f"base offset {following.base_offset}")
                 yield current, header, body
             self.refresh()
             current = self._segments.higher(current.base_offset)

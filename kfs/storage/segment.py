@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from kfs.record import (
     HEADER_PROBE_SIZE,
     LOG_OVERHEAD,
+    MAX_BATCH_BYTES,
     BatchHeader,
     CorruptBatchError,
     Record,
@@ -42,6 +43,13 @@ log = logging.getLogger("kfs")
 HEADER_WINDOW = 64 * 1024      # bytes read at a time when only headers are needed
 BODY_WINDOW = 4 * 1024 * 1024  # bytes read at a time when whole batches are needed
 _ZERO_OVERHEAD = bytes(LOG_OVERHEAD)
+# Positions in a segment are int32 (index entries, FileRecords): no batch can end past this, so a length
+# that says otherwise is damage, never a batch the broker is still writing.
+MAX_SEGMENT_BYTES = 2**31 - 1
+# Offsets in a segment are its base offset + an int32 delta (LogSegment's relative offsets).
+MAX_RELATIVE_OFFSET = 2**31 - 1
+# The largest batch read whole: the decompression limit plus a v2 header (kfs.record.compression).
+MAX_BATCH_ON_DISK = MAX_BATCH_BYTES + HEADER_PROBE_SIZE
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -166,6 +174,7 @@ class LogSegment:
         position = start
         buf = memoryview(b"")
         buf_start = start
+        previous_last: int | None = None
         while position + LOG_OVERHEAD <= limit:
             at = position - buf_start
             if at < 0 or (at + HEADER_PROBE_SIZE > len(buf) and buf_start + len(buf) < limit):
@@ -177,8 +186,14 @@ class LogSegment:
                 return  # a preallocated log's zero tail: the end of the data
             try:
                 size, _magic = peek_size(buf, at)
+                if position + size > MAX_SEGMENT_BYTES:
+                    raise CorruptBatchError(f"batch length {size - LOG_OVERHEAD} runs past {MAX_SEGMENT_BYTES} "
+                                            "bytes, the most a segment can hold", position)
                 if position + size > limit:
                     return  # a batch still being written (or cut short): not shown
+                if with_body and size > MAX_BATCH_ON_DISK:
+                    raise CorruptBatchError(f"a batch of {size} bytes, more than {MAX_BATCH_BYTES >> 20} MiB, "
+                                            "kfs's limit for one batch", position)
                 if with_body and at + size > len(buf):
                     buf = memoryview(self.read(position, max(min(window_size, limit - position), size)))
                     buf_start, at = position, 0
@@ -187,9 +202,29 @@ class LogSegment:
                 header = parse_batch_header(buf, at, position)
             except CorruptBatchError as e:
                 raise CorruptLogError(self.log_path, position, str(e)) from None
+            problem = self._offsets_problem(header, previous_last)
+            if problem is not None:
+                raise CorruptLogError(self.log_path, position, problem)
+            previous_last = header.last_offset
             body = buf[at:at + size] if with_body else None
             yield header, body
             position += size
+
+    def _offsets_problem(self, header: BatchHeader, previous_last: int | None) -> str | None:
+        """Why a batch's offsets cannot be where it is, or None. The base offset is outside the CRC: a
+        damaged one would otherwise put records at the wrong offsets, or end a walk early."""
+        base, last = header.base_offset, header.last_offset
+        first = base if base >= 0 else last  # a legacy compressed wrapper's base is known only inside it
+        if last < first:
+            return f"last offset {last} is below its base offset {base}"
+        if first < self.base_offset:
+            return f"offset {first} is below the segment's base offset {self.base_offset}"
+        if last - self.base_offset > MAX_RELATIVE_OFFSET:
+            return (f"offset {last} is past what the segment can hold (its base offset {self.base_offset} "
+                    "+ a 32-bit delta)")
+        if previous_last is not None and first <= previous_last:
+            return f"offsets go backwards: {first} after {previous_last}"
+        return None
 
     def batch_at(self, position: int) -> tuple[BatchHeader, memoryview] | None:
         """The complete batch starting at `position`, or None if there is none."""

@@ -128,7 +128,7 @@ class Runner:
             else:
                 raise ValueError(name)
         except t.Failure as f:
-            return name, f.kind, f.detail
+            return name, f.kind, f.detail + (f" [damage: {'; '.join(t.LAST_DAMAGE)}]" if name != "record" else "")
         except Exception as e:  # in making the input: a harness bug, reported as such
             return name, "harness", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
         return name, None, None

@@ -303,6 +303,7 @@ INDEX_PARTITIONS = [p for p in PARTITIONS if p != "__cluster_metadata-0"] + ["__
 
 def make_index_input(rnd: random.Random, scratch: Path) -> tuple[str, Path]:
     """A copy of a fixture partition whose index files are damaged (the logs are intact)."""
+    LAST_DAMAGE.clear()
     partition = rnd.choice(INDEX_PARTITIONS)
     t = truth(partition)
     logdir = copy_partition(partition, scratch)
@@ -324,6 +325,7 @@ def make_index_input(rnd: random.Random, scratch: Path) -> tuple[str, Path]:
             data = mut.mutate_index(rnd, data, 12, seg_positions, t.offsets, t.timestamps or [0], base)
         else:
             data = mut.mutate_txn_index(rnd, data, t.offsets)
+        LAST_DAMAGE.append(f.name)
         f.write_bytes(data)
     return partition, logdir
 
@@ -392,8 +394,30 @@ def _set_batch_field(data: bytearray, rnd: random.Random, positions: list[int], 
                                                         + rnd.choice((-1, 1, 100, 100000)))))
 
 
+def batch_positions(data: bytes) -> list[int]:
+    """Where the batches of a segment's bytes start, as far as their lengths lead."""
+    out = []
+    pos = 0
+    while pos + 17 <= len(data):
+        try:
+            size, _ = peek_size(data, pos)
+        except CorruptBatchError:
+            break
+        if pos + size > len(data):
+            break
+        out.append(pos)
+        pos += size
+    return out
+
+
+_DAMAGE = ("truncated", "a hole", "a segment missing", "two segments swapped", "renamed", "base offset set",
+           "a middle batch's length set", "garbage or a duplicate batch appended", "a batch mutated", "bytes mutated")
+LAST_DAMAGE: list[str] = []  # what the last make_*_input did, for the finding's report
+
+
 def make_partition_input(rnd: random.Random, scratch: Path) -> tuple[str, Path]:
     """A fixture partition damaged as a whole: what a bad disk, a bad copy or a bad hand does."""
+    LAST_DAMAGE.clear()
     partition = rnd.choice(PARTITIONS)
     t = truth(partition)
     logdir = copy_partition(partition, scratch)
@@ -403,10 +427,10 @@ def make_partition_input(rnd: random.Random, scratch: Path) -> tuple[str, Path]:
         if not logs:
             break
         f = rnd.choice(logs)
-        base = int(f.name[:-4])
-        positions = [b.position for b in t.batches if b.segment == base]
         data = bytearray(f.read_bytes())
+        positions = batch_positions(bytes(data))
         op = rnd.randrange(10)
+        LAST_DAMAGE.append(f"{f.name}: {_DAMAGE[op]}")
         if op == 0 and data:  # truncated at any byte, or at a batch boundary
             cut = rnd.choice(positions[1:] or [0]) if rnd.random() < 0.4 else rnd.randrange(len(data))
             del data[cut:]
@@ -424,7 +448,7 @@ def make_partition_input(rnd: random.Random, scratch: Path) -> tuple[str, Path]:
             other.write_bytes(a)
             continue
         elif op == 4:  # a segment renamed to a wrong base offset
-            new_base = max(0, base + rnd.choice((-5, -1, 1, 7, 1000, 2**32)))
+            new_base = max(0, int(f.name[:-4]) + rnd.choice((-5, -1, 1, 7, 1000, 2**32)))
             target = pdir / f"{new_base:020d}.log"
             if not target.exists():
                 os.rename(f, target)
