@@ -51,6 +51,8 @@ class SegmentIndex:
         self._map: mmap.mmap | None = None
         self._mapped_bytes = 0
         self._entries = 0
+        # How far the entries were found in order, for is_ordered(): (map, slots checked, in order so far).
+        self._ordered: tuple[mmap.mmap | None, int, bool] = (None, 0, True)
 
     # ---- the mapping -------------------------------------------------------------------------
 
@@ -155,6 +157,30 @@ class SegmentIndex:
             self._open()
             return [self._parse(slot) for slot in range(self._entries)]
 
+    def is_ordered(self) -> bool:
+        """Whether every entry follows the one before as Kafka appends them (`_in_order`). A binary
+        search of an index out of order can land anywhere; its callers then scan the log. Checked
+        once per entry: a growing index costs a look at its new entries."""
+        with self._lock:
+            self._open()
+            mapping, checked, ordered = self._ordered
+            if mapping is not self._map or checked > self._entries:
+                mapping, checked, ordered = self._map, 0, True
+            if ordered:
+                previous = self._parse(checked - 1) if checked else None
+                for slot in range(checked, self._entries):
+                    current = self._parse(slot)
+                    if previous is not None and not self._in_order(previous, current):
+                        ordered = False
+                        break
+                    previous = current
+            self._ordered = (mapping, self._entries, ordered)
+            return ordered
+
+    @staticmethod
+    def _in_order(previous: tuple[int, int], current: tuple[int, int]) -> bool:
+        raise NotImplementedError
+
     def _parse(self, slot: int) -> tuple[int, int]:
         raise NotImplementedError
 
@@ -218,6 +244,10 @@ class OffsetIndex(SegmentIndex):
         assert self._map is not None
         return self.base_offset + _OFFSET_ENTRY.unpack_from(self._map, slot * 8)[0]
 
+    @staticmethod
+    def _in_order(previous: tuple[int, int], current: tuple[int, int]) -> bool:
+        return current[0] > previous[0] and current[1] > previous[1]  # OffsetIndex.append's checks
+
     def lookup(self, target_offset: int) -> tuple[int, int] | None:
         """`OffsetIndex.lookup`: the (offset, position) entry at or below the target, or None."""
         return self._search(target_offset, self._parse)
@@ -236,6 +266,10 @@ class TimeIndex(SegmentIndex):
     def _key(self, slot: int) -> int:
         assert self._map is not None
         return _TIME_ENTRY.unpack_from(self._map, slot * 12)[0]
+
+    @staticmethod
+    def _in_order(previous: tuple[int, int], current: tuple[int, int]) -> bool:
+        return current[0] > previous[0] and current[1] >= previous[1]  # TimeIndex.maybeAppend's checks
 
     def lookup(self, target_timestamp: int) -> tuple[int, int] | None:
         """`TimeIndex.lookup`: the (timestamp, offset) entry at or below the target, or None."""

@@ -300,20 +300,24 @@ class LogSegment:
         return self._refresh_tail()[2]
 
     def largest_timestamp(self) -> int:
-        """`LogSegment.largestTimestamp`: the time index's last entry, or a newer batch past it.
+        """`LogSegment.largestTimestamp`: the time index's last entry, or a newer batch after it.
 
-        The broker appends offset and time index entries in the same append, so the last time
-        entry covers every batch before the last offset index entry; the tail walk covers the rest.
-        An entry the log does not confirm is ignored, and the whole segment is scanned instead.
+        The last entry (T, offset) says no batch up to the one holding `offset` has a timestamp past
+        T, so only the batches from that one on are read. An index that is out of order, or whose
+        last entry the log does not confirm, is ignored, and every batch header is read instead.
         """
-        _, valid_end, _, tail_max = self._refresh_tail()
-        last = self._checked_time_entry(self._safe_index(self.time_index.last_entry))
-        if last is None:
+        valid_end = self.valid_size()
+        checked = self._checked_time_entry(self._safe_index(self.time_index.last_entry))
+        if checked is None:
             return max((h.max_timestamp for h in self.headers(0, valid_end)), default=-1)
-        return max(last[0], tail_max)
+        (timestamp, _), header = checked
+        return max(timestamp, max((h.max_timestamp for h in self.headers(header.position, valid_end)), default=-1))
 
-    def _checked_time_entry(self, entry: tuple[int, int] | None) -> tuple[int, int] | None:
-        """A time index entry (timestamp, offset) if the batch holding that offset has that max timestamp.
+    def _checked_time_entry(self, entry: tuple[int, int] | None
+                            ) -> tuple[tuple[int, int], BatchHeader] | None:
+        """A time index entry (timestamp, offset) and the batch holding its offset, if that batch's
+        max timestamp is the entry's and the index is in order (Kafka appends entries only with a
+        larger timestamp); else None, and the caller scans.
 
         Each entry is (largest timestamp so far, offset of the batch that has it), so the log can
         confirm it with one offset lookup and a short scan; garbage never passes.
@@ -322,15 +326,21 @@ class LogSegment:
             return None
         timestamp, offset = entry
         found = None
-        if self.base_offset <= offset < self.next_offset():
+        if self.base_offset <= offset < self.next_offset() and self._safe_index(self.time_index.is_ordered):
             try:
                 found = self.translate_offset(offset)
             except (CorruptLogError, VanishedError):
                 found = None
-        if found is None or found[1].max_timestamp != timestamp or found[1].base_offset > offset:
+        if found is None or found[1].max_timestamp != timestamp or self._first_offset(found[1]) > offset:
             self._index_problem(f"time index entry ({timestamp}, {offset}) does not match the log")
             return None
-        return entry
+        return entry, found[1]
+
+    def _first_offset(self, header: BatchHeader) -> int:
+        try:
+            return self.base_offset_of(header)
+        except CorruptLogError:
+            return header.last_offset
 
     def offset_index_entries(self) -> list[tuple[int, int]]:
         return self._safe_index(self.offset_index.entries) or []
@@ -374,7 +384,11 @@ class LogSegment:
             log.warning("%s: index unusable (%s); scanning the log instead", self.log_path, reason)
 
     def _checked_index_entry(self, target_offset: int | None) -> tuple[int, int] | None:
-        """`OffsetIndex.lookup(target)` (the last entry if target is None), if the log agrees with it."""
+        """`OffsetIndex.lookup(target)` (the last entry if target is None), if the log agrees with it:
+        a whole batch with a valid CRC starts at its position (bytes inside a batch may look like a
+        header), and that batch does not start past the entry's offset (a legacy compressed
+        wrapper's base offset is read from inside it). A scan from there then finds every offset
+        at or past the entry's."""
         if target_offset is None:
             entries = self._safe_index(self.offset_index.entry_count)
             entry = self._safe_index(lambda: self.offset_index.entry(entries - 1)) if entries else None
@@ -383,11 +397,15 @@ class LogSegment:
         if entry is None:
             return None
         offset, position = entry
-        try:
-            found = self.batch_at(position) if 0 <= position < self.file_size() else None
-        except (CorruptLogError, VanishedError):
-            found = None
-        if found is None or offset < self.base_offset or (found[0].base_offset >= 0 and found[0].base_offset > offset):
+        good = False
+        if offset >= self.base_offset and 0 <= position < self.file_size():
+            try:
+                found = self.batch_at(position)
+                good = (found is not None and crc_is_valid(found[1], found[0])
+                        and self.base_offset_of(found[0], found[1]) <= offset)
+            except (CorruptLogError, VanishedError):
+                good = False
+        if not good:
             self._index_problem(f"entry ({offset}, {position}) does not match the log")
             return None
         return entry
@@ -406,12 +424,20 @@ class LogSegment:
                                  ) -> tuple[tuple[int, int] | None, Record, BatchHeader] | None:
         """`LogSegment.findOffsetByTimestamp` + `FileRecords.searchForTimestamp`.
 
-        Control records count here, as in Kafka: a lookup may land on a transaction marker.
+        The offset index entry used (and reported) is Kafka's: the one for the time index entry at or
+        below the target. The scan starts no later than the batch of the last entry strictly below
+        the target: only that entry says no record before it reaches the target, which a damaged
+        index could otherwise get wrong. Control records count here, as in Kafka: a lookup may land
+        on a transaction marker.
         """
         hint = self._checked_time_entry(self._safe_index(lambda: self.time_index.lookup(timestamp)))
-        hint_offset = hint[1] if hint else self.base_offset
+        hint_offset = hint[0][1] if hint else self.base_offset
         entry = self._checked_index_entry(max(hint_offset, starting_offset))
         start = entry[1] if entry else 0
+        if hint is not None and hint[0][0] >= timestamp:
+            below = self._checked_time_entry(self._safe_index(lambda: self.time_index.lookup(timestamp - 1)))
+            below_entry = self._checked_index_entry(max(below[0][1], starting_offset)) if below else None
+            start = min(start, below_entry[1] if below_entry else 0)
         for header, body in self.batches(start, self.valid_size()):
             if header.max_timestamp >= timestamp:
                 for record in self.records_of(header, body):

@@ -152,10 +152,9 @@ def worker_main(args: argparse.Namespace) -> int:
     os.close(fd)
     at = args.worker * SLOT
     counts: dict[str, int] = {}
-    done = 0
     last_report = time.monotonic()
     findings = Path(args.out) / "findings"
-    for i in range(args.start, args.inputs, args.workers):
+    for done, i in enumerate(range(args.start, args.inputs, args.workers), start=1):
         page[at:at + 8] = i.to_bytes(8, "little")
         name, kind, detail = runner.run(args.seed, i)
         counts[name] = counts.get(name, 0) + 1
@@ -168,7 +167,6 @@ def worker_main(args: argparse.Namespace) -> int:
             data = runner.input_bytes(args.seed, i)
             if data is not None:
                 (findings / f"{kind}-{args.seed}-{i}.bin").write_bytes(data)
-        done += 1
         page[at + 8:at + 16] = done.to_bytes(8, "little")
         now = time.monotonic()
         if now - last_report > 2:

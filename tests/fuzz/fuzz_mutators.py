@@ -403,7 +403,7 @@ def legacy_message(offset: int, magic: int, attributes: int, timestamp: int, key
 
 
 def parse_legacy(data: bytes, pos: int = 0) -> tuple[dict, int]:
-    offset, size, crc, magic, attributes = struct.unpack_from(">qiIbb", data, pos)
+    offset, size, _crc, magic, attributes = struct.unpack_from(">qiIbb", data, pos)
     end = pos + 12 + size
     at = pos + 18
     timestamp = -1
