@@ -315,6 +315,7 @@ class Campaign:
             "disagreements": counts.get("finding:disagreement", 0),
             "wrong_answers": counts.get("finding:wrong-answer", 0),
             "harness_errors": counts.get("finding:harness", 0),
+            "view_disagreements": counts.get("finding:view-disagreement", 0),
             "seconds": round(elapsed),
             "sanitized": bool(self.sanitized),
             "pure_python": bool(self.env.get("KFS_PURE_PYTHON")),

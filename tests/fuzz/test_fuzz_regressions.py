@@ -1,0 +1,127 @@
+"""What the campaign found, kept as tests: damaged indexes over an intact log must give the answers
+of a brute-force scan of the log, and damage outside the CRC must be an error, the same for `kfs cat`
+and the mount's `messages.jsonl`, never a silently shorter or different log.
+"""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import fuzz_targets as t
+import pytest
+
+from kfs.storage import OffsetOutOfRange, TimestampNotFound
+
+
+def _entries(data: bytes, size: int) -> list[bytes]:
+    return [data[i:i + size] for i in range(0, len(data), size)]
+
+
+def _inside(data: bytes, shift: int) -> bytes:
+    """Every .index entry's position moved `shift` bytes into its batch."""
+    return b"".join(struct.pack(">ii", o, p + shift) for o, p in (struct.unpack(">ii", e) for e in _entries(data, 8)))
+
+
+def _next_batch(positions: list[int]) -> Callable[[bytes], bytes]:
+    """Every .index entry pointed at the batch after its own: a real batch, at the wrong offset."""
+    def damage(data: bytes) -> bytes:
+        out = []
+        for e in _entries(data, 8):
+            o, p = struct.unpack(">ii", e)
+            later = [q for q in positions if q > p]
+            out.append(struct.pack(">ii", o, later[0] if later else p))
+        return b"".join(out)
+    return damage
+
+
+def _offsets_lowered(data: bytes) -> bytes:
+    entries = (struct.unpack(">ii", e) for e in _entries(data, 8))
+    return b"".join(struct.pack(">ii", max(0, o - 3), p) for o, p in entries)
+
+
+DAMAGE = {
+    "position inside the batch +1": (".index", lambda positions: lambda d: _inside(d, 1)),
+    "position inside the batch +17": (".index", lambda positions: lambda d: _inside(d, 17)),
+    "position at the next batch": (".index", _next_batch),
+    "offsets lowered (legacy wrappers)": (".index", lambda positions: _offsets_lowered),
+    "time index reversed": (".timeindex", lambda positions: lambda d: b"".join(reversed(_entries(d, 12)))),
+    "time index last entry dropped": (".timeindex", lambda positions: lambda d: d[:-12]),
+    "time index first entry last": (".timeindex", lambda positions: lambda d: d[12:] + d[:12]),
+}
+
+
+@pytest.mark.parametrize("partition", ["legacy-0", "audit.events-v2-3", "web_clicks-1"])
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_every_lookup_on_a_damaged_index_equals_a_scan_of_the_log(partition: str, damage: str,
+                                                                  tmp_path: Path) -> None:
+    truth = t.truth(partition)
+    logdir = t.copy_partition(partition, tmp_path)
+    suffix, make = DAMAGE[damage]
+    for f in sorted((logdir / partition).glob("*" + suffix)):
+        base = int(f.name.split(".")[0])
+        positions = [b.position for b in truth.batches if b.segment == base]
+        f.write_bytes(make(positions)(f.read_bytes()))
+    plog = t.open_partition(logdir, partition)
+    try:
+        assert plog.log_end_offset() == truth.log_end
+        for segment in plog.segments():
+            assert plog.largest_timestamp(segment) == truth.largest_ts[segment.base_offset]
+        for target in range(truth.log_start - 2, truth.log_end + 3):
+            try:
+                got = t._location_tuple(plog.locate_offset(target))
+            except OffsetOutOfRange:
+                got = None
+            assert got == truth.offset_lookup(target), target
+        for stamp in truth.timestamps[::3]:
+            for target in (stamp - 1, stamp, stamp + 1):
+                try:
+                    loc = plog.locate_time(target)
+                    got = (loc.segment_base_offset, loc.offset, loc.timestamp)
+                except TimestampNotFound:
+                    got = None
+                assert got == truth.time_lookup(target), target
+    finally:
+        plog.close()
+
+
+def _damaged_last_segment(tmp_path: Path, partition: str, edit: Callable[[bytearray, int], None]) -> Path:
+    """The partition with a middle batch of its last segment edited outside the CRC."""
+    logdir = t.copy_partition(partition, tmp_path)
+    log = sorted((logdir / partition).glob("*.log"))[-1]
+    data = bytearray(log.read_bytes())
+    positions = t.batch_positions(bytes(data))
+    edit(data, positions[len(positions) // 2])
+    log.write_bytes(bytes(data))
+    return logdir
+
+
+EDITS = {
+    "base offset 2^32": lambda data, p: struct.pack_into(">q", data, p, 2**32),
+    "base offset near 2^63": lambda data, p: struct.pack_into(">q", data, p, 2**63 - 5),
+    "length 2^31-1": lambda data, p: struct.pack_into(">i", data, p + 8, 2**31 - 1),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS))
+@pytest.mark.parametrize("partition", ["orders-0", "web_clicks-1"])
+def test_damage_outside_the_crc_is_the_same_error_for_cat_and_messages_jsonl(edit: str, partition: str,
+                                                                             tmp_path: Path) -> None:
+    logdir = _damaged_last_segment(tmp_path, partition, EDITS[edit])
+    for path in t.paths():
+        t.use_path(path)
+        plog = t.open_partition(logdir, partition)
+        try:
+            cat = t._cat(plog)
+            view = t._messages_jsonl(plog)
+        finally:
+            plog.close()
+        assert cat[1] == "CorruptLogError", (path, cat[1])
+        assert cat == view, (path, len(cat[0]), cat[1], len(view[0]), view[1])
+    done = subprocess.run([sys.executable, "-m", "kfs.cli.main", "cat", str(logdir), partition], capture_output=True,
+                          timeout=120)
+    assert done.returncode == 1 and done.stdout == cat[0], done.stderr
+    assert len(done.stderr.decode().strip().splitlines()) >= 1 and b"Traceback" not in done.stderr
