@@ -449,7 +449,7 @@ def test_missing_file_is_one_sentence_and_nothing_is_dumped(tmp_path) -> None:
 
 
 def test_unknown_suffix_is_one_sentence(tmp_path) -> None:
-    other = tmp_path / "00000000000000000000.snapshot"
+    other = tmp_path / "00000000000000000000.cleaned"
     other.write_bytes(b"")
     assert_one_sentence(kfs_dump(str(other)), str(other), ".log")
 

@@ -1,12 +1,13 @@
-"""`kfs dump` of a `.log`: `DumpLogSegments.dumpLog`, batch lines and with deep iteration record lines,
-control records included (transaction markers and KRaft's control records decoded as Kafka prints them)."""
+"""`kfs dump` of a `.log` or a KRaft snapshot `.checkpoint`: `DumpLogSegments.dumpLog`, batch lines and
+with deep iteration record lines, control records included (transaction markers, and KRaft's control
+records decoded by kfs's schema interpreter and printed as Kafka's JSON converters print them)."""
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from kfs.cli.dump_common import (
     NO_SEQUENCE,
@@ -18,6 +19,9 @@ from kfs.cli.dump_common import (
     java_bool,
     segment_of_file,
 )
+from kfs.cli.dump_decoders import MessageParser, string_parser
+from kfs.internal import DecodeError, decode_control
+from kfs.internal.render import kafka_json
 from kfs.record import (
     BatchHeader,
     CorruptBatchError,
@@ -26,14 +30,18 @@ from kfs.record import (
     legacy_message_checks,
     parse_control_record,
 )
-from kfs.storage import CorruptLogError, LogSegment
+from kfs.storage import CorruptLogError, KfsError, LogSegment
+
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"  # BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME
+SNAPSHOT_NAME = re.compile(r"(\d{20})-(\d{10})\.checkpoint")  # Snapshots.parse
 
 
 def dump_log(path: str, out: Out, problems: Problems, *, deep: bool, print_data: bool,
-              skip_metadata: bool, max_bytes: int | None) -> None:
+             skip_metadata: bool, max_bytes: int | None, parser: MessageParser = string_parser) -> None:
     """`DumpLogSegments.dumpLog`: batches from position 0, `position` being the bytes before each."""
-    out(f"Log starting offset: {base_offset_of_file(path)}\n")
-    segment = segment_of_file(path)
+    out(_first_line(path))
+    segment = segment_of_file(path) if path.endswith(".log") else LogSegment(
+        os.path.dirname(path) or ".", 0, log_path=path)
     try:
         file_size = segment.file_size()
         end = file_size if max_bytes is None else min(file_size, max_bytes)
@@ -43,7 +51,7 @@ def dump_log(path: str, out: Out, problems: Problems, *, deep: bool, print_data:
         for header, body in segment.batches(0, end):
             out(_batch_line(header, valid_bytes, crc_is_valid(body, header)))
             if deep:
-                for record, line in _record_lines(segment, header, body, print_data, skip_metadata):
+                for record, line in _record_lines(segment, header, body, print_data, skip_metadata, parser):
                     if record.offset != last_offset + 1:
                         problems.non_consecutive.setdefault(abs_path, {})[last_offset] = record.offset
                     last_offset = record.offset
@@ -54,6 +62,19 @@ def dump_log(path: str, out: Out, problems: Problems, *, deep: bool, print_data:
     # A live segment may end in a batch still being written, or in a preallocated log's zeros.
     if max_bytes is None and file_size > valid_bytes:
         out(f"Found {file_size - valid_bytes} invalid bytes at the end of {os.path.basename(path)}\n")
+
+
+def _first_line(path: str) -> str:
+    """The log's base offset, or a snapshot's id (Snapshots.parse: `<end offset>-<epoch>.checkpoint`)."""
+    name = os.path.basename(path)
+    if name.endswith(".log"):
+        return f"Log starting offset: {base_offset_of_file(path)}\n"
+    if name == BOOTSTRAP_CHECKPOINT:
+        return "KRaft bootstrap snapshot\n"
+    match = SNAPSHOT_NAME.fullmatch(name)
+    if match is None:
+        raise KfsError(f"{path}: not a KRaft snapshot name (<20-digit end offset>-<10-digit epoch>.checkpoint)")
+    return f"Snapshot end offset: {int(match[1])}, epoch: {int(match[2])}\n"
 
 
 def _batch_line(h: BatchHeader, position: int, is_valid: bool) -> str:
@@ -75,7 +96,7 @@ def _batch_line(h: BatchHeader, position: int, is_valid: bool) -> str:
 
 
 def _record_lines(segment: LogSegment, header: BatchHeader, body, print_data: bool,
-                  skip_metadata: bool) -> Iterator[tuple[Record, str]]:
+                  skip_metadata: bool, parser: MessageParser) -> Iterator[tuple[Record, str]]:
     """`DumpLogSegments.dumpBatchRecords`: one line per record of the batch, control records too."""
     records = segment.records_of(header, body)
     legacy_checks = _legacy_record_checks(segment, header, body) if header.magic < 2 else None
@@ -85,7 +106,7 @@ def _record_lines(segment: LogSegment, header: BatchHeader, body, print_data: bo
             parts.append(_record_metadata(segment, header, record,
                                           legacy_checks[i] if legacy_checks else None))
         if print_data and not header.is_control:
-            parts.append(_record_contents(record, f"{RECORD_INDENT} " if skip_metadata else " "))
+            parts.append(_record_contents(record, f"{RECORD_INDENT} " if skip_metadata else " ", parser))
         yield record, "".join(parts) + "\n"
 
 
@@ -108,14 +129,15 @@ def _record_metadata(segment: LogSegment, header: BatchHeader, record: Record,
     return line
 
 
-def _record_contents(record: Record, prefix: str) -> str:
-    """`DumpLogSegments.printRecordContents` with Kafka's default StringDecoder (UTF-8, malformed replaced)."""
+def _record_contents(record: Record, prefix: str, parser: MessageParser) -> str:
+    """`DumpLogSegments.printRecordContents`: what the message parser makes of the key and the value."""
+    key, payload = parser(record)
     text = ""
-    if record.key is not None:
-        text += f"{prefix}key: {bytes(record.key).decode('utf-8', 'replace')}"
+    if key is not None:
+        text += f"{prefix}key: {key}"
         prefix = " "
-    if record.value is not None:
-        text += f"{prefix}payload: {bytes(record.value).decode('utf-8', 'replace')}"
+    if payload is not None:
+        text += f"{prefix}payload: {payload}"
     return text
 
 
@@ -136,100 +158,20 @@ def _control_record(segment: LogSegment, header: BatchHeader, record: Record) ->
         raise CorruptLogError(segment.log_path, header.position, str(e)) from None
     if coordinator_epoch is not None:
         return f" endTxnMarker: {name} coordinatorEpoch: {coordinator_epoch}"
-    rendering = _KRAFT_CONTROL_VALUES.get(name)
-    if rendering is None:
+    label = _KRAFT_CONTROL_LABELS.get(name)
+    if label is None:
         type_id = struct.unpack_from(">h", record.key or b"\0\0\0\0", 2)[0]
         return f" controlType: {name}({type_id})"
-    label, parse = rendering
     try:
-        return f" {label}{json.dumps(parse(_Reader(record.value or b'')), separators=(',', ':'))}"
-    except (IndexError, struct.error, ValueError) as e:
+        message = decode_control(name, record.value)
+    except DecodeError as e:
         raise CorruptLogError(segment.log_path, header.position,
                               f"{name} control record at offset {record.offset} is malformed ({e})") from None
+    assert message is not None
+    return f" {label}{kafka_json(message.data)}"
 
 
-class _Reader:
-    """Just enough of Kafka's flexible-version message encoding (KIP-482) for the KRaft control values."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = bytes(data)
-        self.pos = 0
-
-    def int16(self) -> int:
-        (v,) = struct.unpack_from(">h", self.data, self.pos)
-        self.pos += 2
-        return v
-
-    def int32(self) -> int:
-        (v,) = struct.unpack_from(">i", self.data, self.pos)
-        self.pos += 4
-        return v
-
-    def int64(self) -> int:
-        (v,) = struct.unpack_from(">q", self.data, self.pos)
-        self.pos += 8
-        return v
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            b = self.data[self.pos]
-            self.pos += 1
-            value |= (b & 0x7F) << shift
-            if b < 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise ValueError("varint too long")
-
-    def tagged_fields(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.pos += self.uvarint()
-
-    def compact_array(self, element: Callable[[_Reader], dict]) -> list[dict]:
-        n = self.uvarint() - 1
-        if n < 0:
-            raise ValueError("a non-nullable array was serialized as null")
-        return [element(self) for _ in range(n)]
-
-
-def _voter(r: _Reader) -> dict:
-    voter = {"voterId": r.int32()}
-    r.tagged_fields()
-    return voter
-
-
-def _leader_change(r: _Reader) -> dict:
-    """LeaderChangeMessage v0 (clients/.../common/message/LeaderChangeMessage.json)."""
-    message = {"version": r.int16(), "leaderId": r.int32(), "voters": r.compact_array(_voter),
-               "grantingVoters": r.compact_array(_voter)}
-    r.tagged_fields()
-    return message
-
-
-def _snapshot_header(r: _Reader) -> dict:
-    message = {"version": r.int16(), "lastContainedLogTimestamp": r.int64()}
-    r.tagged_fields()
-    return message
-
-
-def _snapshot_footer(r: _Reader) -> dict:
-    message = {"version": r.int16()}
-    r.tagged_fields()
-    return message
-
-
-def _kraft_version(r: _Reader) -> dict:
-    message = {"version": r.int16(), "kRaftVersion": r.int16()}
-    r.tagged_fields()
-    return message
-
-
-# name -> (what Kafka prints before the JSON, parser); KRAFT_VOTERS falls back to "controlType: ...".
-_KRAFT_CONTROL_VALUES: dict[str, tuple[str, Callable[[_Reader], dict]]] = {
-    "LEADER_CHANGE": ("LeaderChange: ", _leader_change),
-    "SNAPSHOT_HEADER": ("SnapshotHeader ", _snapshot_header),
-    "SNAPSHOT_FOOTER": ("SnapshotFooter ", _snapshot_footer),
-    "KRAFT_VERSION": ("KRaftVersion ", _kraft_version),
-}
+# What DumpLogSegments prints before each KRaft control record's JSON.
+_KRAFT_CONTROL_LABELS = {"LEADER_CHANGE": "LeaderChange: ", "SNAPSHOT_HEADER": "SnapshotHeader ",
+                         "SNAPSHOT_FOOTER": "SnapshotFooter ", "KRAFT_VERSION": "KRaftVersion ",
+                         "KRAFT_VOTERS": "KRaftVoters "}

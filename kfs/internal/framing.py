@@ -70,6 +70,14 @@ _SUBSCRIPTION = CONSUMER_PROTOCOL["ConsumerProtocolSubscription"]
 _ASSIGNMENT = CONSUMER_PROTOCOL["ConsumerProtocolAssignment"]
 
 
+class UnknownRecordType(DecodeError):
+    """A coordinator key whose record type no schema has (CoordinatorLoader.UnknownRecordTypeException)."""
+
+    def __init__(self, record_type: int) -> None:
+        super().__init__(f"unknown record type {record_type}")
+        self.record_type = record_type
+
+
 def internal_topic(topic: str) -> bool:
     """Whether kfs decodes the records of `topic` (SPEC section 8)."""
     return topic in INTERNAL_TOPICS
@@ -91,7 +99,7 @@ def _coordinator_types(topic: str, key: bytes | None) -> tuple[int, tuple[Messag
     table = _GROUP_TYPES if topic == CONSUMER_OFFSETS else _TXN_TYPES
     schemas = table.get(record_type)
     if schemas is None:
-        raise DecodeError(f"unknown record type {record_type}")
+        raise UnknownRecordType(record_type)
     return record_type, schemas
 
 
