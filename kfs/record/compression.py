@@ -24,6 +24,7 @@ claimed length is checked before cramjam allocates it) and the batch is refused 
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 
 import cramjam
@@ -192,7 +193,17 @@ def _lz4(data, limit: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-_ZSTD = zstandard.ZstdDecompressor()
+# One decompressor per thread: a ZstdDecompressor's context is shared by its decompressobj()s and is
+# not thread-safe, and the daemon decodes on many FUSE threads at once (sharing one gave wrong frames
+# and a segfault in zstandard's C backend under the live-writer soak, kfs.bench.soak).
+_ZSTD = threading.local()
+
+
+def _zstd_decompressor() -> zstandard.ZstdDecompressor:
+    decompressor = getattr(_ZSTD, "decompressor", None)
+    if decompressor is None:
+        decompressor = _ZSTD.decompressor = zstandard.ZstdDecompressor()
+    return decompressor
 
 
 def _zstd(data, limit: int) -> bytes:
@@ -202,7 +213,7 @@ def _zstd(data, limit: int) -> bytes:
     total = 0
     rest = bytes(data)
     while True:
-        d = _ZSTD.decompressobj()
+        d = _zstd_decompressor().decompressobj()
         pos = 0
         while not d.eof:
             if pos >= len(rest):
