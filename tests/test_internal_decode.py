@@ -25,7 +25,15 @@ from message_bytes import (
     uv,
 )
 
-from kfs.internal import DecodeError, decode_control, decode_key, decode_metadata, decode_value, internal_topic
+from kfs.internal import (
+    DecodeError,
+    decode_control,
+    decode_control_key,
+    decode_key,
+    decode_metadata,
+    decode_value,
+    internal_topic,
+)
 from kfs.internal.render import java_double, jsonl, kafka_json
 from kfs.internal.schema import Versions, parse
 
@@ -189,7 +197,12 @@ def test_kraft_control_records_read_at_version_zero():
     assert got.data == {"version": 0, "leaderId": 1, "voters": [{"voterId": 1}], "grantingVoters": [{"voterId": 1}]}
     header = decode_control("SNAPSHOT_HEADER", i16(0) + i64(1234) + tags({}))
     assert header is not None and header.data == {"version": 0, "lastContainedLogTimestamp": 1234}
-    assert decode_control("COMMIT", b"\x00\x00\x00\x00\x00\x00") is None
+    marker = decode_control("COMMIT", i16(0) + i32(7))  # EndTransactionMarker: int16 version, then EndTxnMarker
+    assert marker is not None and (marker.type, marker.version, marker.data) == ("EndTxnMarker", 0,
+                                                                                 {"coordinatorEpoch": 7})
+    key = decode_control_key(i16(0) + i16(3))
+    assert (key.type, key.version, key.data) == ("ControlRecordKey", 0, {"version": 0, "type": 3})
+    assert decode_control("UNKNOWN(9)", b"") is None
 
 
 def test_rendering_in_json_lines_and_as_kafka_prints_it():

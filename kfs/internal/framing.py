@@ -8,8 +8,9 @@
     __cluster_metadata   key:   null
                          value: uvarint frame version (1) | uvarint api key | uvarint version | message,
                          nothing after it (MetadataRecordSerde, AbstractApiMessageSerde)
-                         control records: the type in the key (ControlRecordType), the value a KRaft
-                         message read at version 0 (ControlRecordUtils)
+    control records      key:   int16 version | int16 type (ControlRecordType)
+                         value: COMMIT/ABORT: int16 version | EndTxnMarker (EndTransactionMarker);
+                         KRaft's: the message read at version 0 (ControlRecordUtils)
 
 A classic group of protocol type "consumer" keeps each member's subscription and assignment as
 bytes: int16 version | ConsumerProtocolSubscription / ConsumerProtocolAssignment. They are decoded
@@ -25,9 +26,9 @@ from typing import Any
 from kfs.internal.reader import DecodeError, read_message, uvarint
 from kfs.internal.schema import Message
 from kfs.internal.schemas.consumer_protocol import CONSUMER_PROTOCOL
+from kfs.internal.schemas.control import CONTROL
 from kfs.internal.schemas.group_coordinator import GROUP_COORDINATOR
 from kfs.internal.schemas.metadata import METADATA
-from kfs.internal.schemas.raft import RAFT
 from kfs.internal.schemas.transaction_coordinator import TRANSACTION_COORDINATOR
 
 CONSUMER_OFFSETS = "__consumer_offsets"
@@ -178,17 +179,28 @@ def metadata_type_name(schema_name: str) -> str:
     return "".join(out)
 
 
+def decode_control_key(key: bytes | None) -> Decoded:
+    """A control record's key: `ControlRecordKey` {version, type} (its version is its own first field)."""
+    if key is None:
+        raise DecodeError("a control record has no key")
+    data, _end = read_message(CONTROL["ControlRecordKey"], key, 0)
+    return Decoded("ControlRecordKey", int(data["version"]), data)
+
+
 def decode_control(control_type: str, value: bytes | None) -> Decoded | None:
-    """A KRaft control record's value by its control type (LEADER_CHANGE, SNAPSHOT_HEADER, ...);
-    None for the types that are not KRaft messages (COMMIT, ABORT). Read at version 0, as
-    ControlRecordUtils does; the version reported is the message's own Version field."""
+    """A control record's value by its control type: EndTxnMarker for COMMIT and ABORT; for KRaft's
+    types (LEADER_CHANGE, SNAPSHOT_HEADER, ...) the message read at version 0, as ControlRecordUtils
+    does, reported at its own Version field; None for a type kfs does not know."""
+    if value is None:
+        raise DecodeError(f"a {control_type} control record has no value")
+    if control_type in ("COMMIT", "ABORT"):
+        version = _version(value, "marker")
+        data, _end = read_message(CONTROL["EndTxnMarker"], value, version, 2)
+        return Decoded("EndTxnMarker", version, data)
     name = _CONTROL_TYPES.get(control_type)
     if name is None:
         return None
-    if value is None:
-        raise DecodeError(f"a {control_type} control record has no value")
-    schema = RAFT[name]
-    data, _end = read_message(schema, value, 0)
+    data, _end = read_message(CONTROL[name], value, 0)
     return Decoded(name, int(data.get("version", 0)), data)
 
 

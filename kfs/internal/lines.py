@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kfs.internal.framing import CLUSTER_METADATA, decode_control, decode_key, decode_value, internal_topic
+from kfs.internal.framing import decode_control, decode_control_key, decode_key, decode_value, internal_topic
 from kfs.internal.reader import DecodeError
 from kfs.internal.render import jsonl
 
@@ -25,14 +25,13 @@ def line_decoder(topic: str, decode: str = "auto") -> LineDecoder | None:
     """The key/value renderer for `topic`'s records, or None where section 3's bytes apply."""
     if decode == "raw" or not internal_topic(topic):
         return None
-    metadata = topic == CLUSTER_METADATA
 
     def decoded(record: Any) -> tuple[str | None, str | None, str | None]:
         control = getattr(record, "control", None)
         try:
-            if control is not None:  # a control record: KRaft's messages are decoded, markers are not
-                value = decode_control(control, record.value) if metadata else None
-                return None, (None if value is None else jsonl(value)), None
+            if control is not None:  # a control record (listed with control=show)
+                value = decode_control(control, record.value)
+                return jsonl(decode_control_key(record.key)), None if value is None else jsonl(value), None
             return jsonl(decode_key(topic, record.key)), jsonl(decode_value(topic, record.key, record.value)), None
         except DecodeError as e:
             return None, None, str(e)

@@ -36,7 +36,8 @@ ConsumerGroupMemberMetadataValue 0 flex:0+
   subscribedTopicRegex string 0+ null:0+
   rebalanceTimeoutMs int32 0+ =-1
   serverAssignor string 0+ null:0+
-  classicMemberMetadata ClassicMemberMetadata 0+ null:0+ tag:0:0+ =null
+  # the default is an empty struct: Kafka's schema says JSON null, which its generator reads as none given
+  classicMemberMetadata ClassicMemberMetadata 0+ null:0+ tag:0:0+
     sessionTimeoutMs int32 0+
     supportedProtocols []ClassicProtocol 0+
       name string 0+

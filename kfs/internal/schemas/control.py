@@ -1,12 +1,22 @@
-"""KRaft's control records: the values of control batches in `__cluster_metadata` and its snapshots
-(clients/src/main/resources/common/message/; ControlRecordType names the type in the key).
+"""Control records, the records of control batches: their key (ControlRecordType's struct, int16
+version and int16 type, read without a version prefix), the transaction marker value
+(EndTransactionMarker: int16 version, then EndTxnMarker), and KRaft's messages in `__cluster_metadata`
+and its snapshots, each its bare message at version 0 whose first field is its own int16 Version
+(ControlRecordUtils; clients/src/main/resources/common/message/).
 
 Kafka's schemas at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal/schema.py).
 """
 
 from kfs.internal.schema import parse
 
-RAFT = parse("""
+CONTROL = parse("""
+ControlRecordKey 0
+  version int16 0+
+  type int16 0+
+
+EndTxnMarker 0
+  coordinatorEpoch int32 0+
+
 LeaderChangeMessage 0-1 flex:0+
   version int16 0+
   leaderId int32 0+
