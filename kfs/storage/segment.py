@@ -190,6 +190,12 @@ class LogSegment:
                     raise CorruptBatchError(f"batch length {size - LOG_OVERHEAD} runs past {MAX_SEGMENT_BYTES} "
                                             "bytes, the most a segment can hold", position)
                 if position + size > limit:
+                    known_end = self._tail[1]
+                    if position < known_end < position + size:
+                        # Not a tail being written: complete batches were found past this position
+                        # (from a checked index entry), so this length field is damaged.
+                        raise CorruptBatchError(f"batch length {size - LOG_OVERHEAD} runs past position "
+                                                f"{known_end}, where complete batches end", position)
                     return  # a batch still being written (or cut short): not shown
                 if with_body and size > MAX_BATCH_ON_DISK:
                     raise CorruptBatchError(f"a batch of {size} bytes, more than {MAX_BATCH_BYTES >> 20} MiB, "

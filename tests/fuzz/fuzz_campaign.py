@@ -318,7 +318,7 @@ class Campaign:
             "view_disagreements": counts.get("finding:view-disagreement", 0),
             "seconds": round(elapsed),
             "sanitized": bool(self.sanitized),
-            "pure_python": bool(self.env.get("KFS_PURE_PYTHON")),
+            "pure_python_only": bool(self.env.get("KFS_PURE_PYTHON")) and not self.sanitized,
             "mix": self.mix,
         }
         (self.out / "summary.json").write_text(json.dumps(summary, indent=1))

@@ -481,11 +481,14 @@ _PREFIX_PARTS = ('{"topic": ', '"partition": ')
 
 def _cat(plog) -> tuple[bytes, str | None]:  # type: ignore[no-untyped-def]
     """What `kfs cat` prints (record_lists from the log start, rendered) and the error it ends with."""
+    from kfs.internal.lines import line_decoder
+
     out = []
     prefix = jsonl.line_prefix(plog.topic, plog.partition)
+    decoder = line_decoder(plog.topic, "auto")  # as `kfs cat` and the mount, by default
     try:
         for records in plog.record_lists(plog.log_start_offset()):
-            out.append(jsonl.render_lines(prefix, records))
+            out.append(jsonl.render_lines(prefix, records, decoder))
     except KfsError as e:
         return b"".join(out), type(e).__name__
     return b"".join(out), None
