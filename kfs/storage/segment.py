@@ -22,6 +22,7 @@ from collections.abc import Iterator
 
 from kfs.record import (
     HEADER_PROBE_SIZE,
+    HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
     MAX_BATCH_BYTES,
     BatchHeader,
@@ -184,6 +185,8 @@ class LogSegment:
                 return  # the file ended early (truncated under us)
             if buf[at:at + LOG_OVERHEAD] == _ZERO_OVERHEAD:
                 return  # a preallocated log's zero tail: the end of the data
+            if position + HEADER_SIZE_UP_TO_MAGIC > limit:
+                return  # a length but no magic yet: a batch still being written (FileLogInputStream.nextBatch)
             try:
                 size, _magic = peek_size(buf, at)
                 if position + size > MAX_SEGMENT_BYTES:
