@@ -18,14 +18,21 @@ from kfs.groups.state import CommittedOffset, Resolver, Snapshot, merge
 from kfs.storage import LogDirs, PartitionLog
 
 _FIELDS = attrgetter(*CommittedOffset.__dataclass_fields__)
-_Packed = tuple[list[tuple], dict, set[str], int]
+_Packed = tuple[list[tuple], dict, dict[str, set[int]], int]
+
+
+def idle_cpus() -> int:
+    """CPUs this process may use that nothing else is using (the 1-minute load average): on a busy
+    machine more processes only contend for the same cores (measured: +45% CPU time, no gain)."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, int(usable - os.getloadavg()[0] + 0.5))
 
 
 def snapshot(logdirs: LogDirs, at: int | None, group: str | None = None, workers: int | None = None) -> Snapshot:
     """The same Snapshot `GroupsReader(logdirs).snapshot(at, group)` gives, computed by `workers`
-    processes (default: one per CPU, at most one per partition)."""
+    processes (default: one per idle CPU, at most one per partition)."""
     plogs = offsets_partitions(logdirs)
-    workers = min(workers or os.cpu_count() or 1, len(plogs))
+    workers = min(workers or idle_cpus(), len(plogs))
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         resolver = Resolver(InternalCodec(), keep_values=False)
         return resolver.snapshot([PartitionScan(p, at).advance() for p in plogs], at, group)

@@ -33,15 +33,11 @@ class GroupsReader:
         """Every group (or only `group`) as of `at` ms (None: the log end)."""
         with self._lock:
             if at is None:
-                scans = self._advance_live()
-                if group is not None:
-                    return self.resolver.snapshot(scans, None, group)
-                signature = tuple((scan.plog.name, scan.generation) for scan in scans)
-                if self._at_end is None or self._at_end[0] != signature:
-                    self._at_end = (signature, self.resolver.snapshot(scans, None))
-                return self._at_end[1]
+                at_end = self._log_end()
+                return at_end if group is None else self._only(at_end, group)
             if group is not None:
-                return self.resolver.snapshot(self._scan_at(at), at, group)
+                homes = self._log_end().known.get(group, set())
+                return self.resolver.snapshot(self._scan_at(at, homes), at, group)
             cached = self._recent.get(at)
             if cached is None:
                 cached = self.resolver.snapshot(self._scan_at(at), at)
@@ -50,6 +46,18 @@ class GroupsReader:
                     self._recent.popitem(last=False)
             self._recent.move_to_end(at)
             return cached
+
+    @staticmethod
+    def _only(snapshot: Snapshot, group: str) -> Snapshot:
+        """One group's part of a snapshot."""
+        part = Snapshot(snapshot.at, {}, {}, snapshot.undecodable)
+        if group in snapshot.offsets:
+            part.offsets[group] = snapshot.offsets[group]
+        if group in snapshot.groups:
+            part.groups[group] = snapshot.groups[group]
+        if group in snapshot.known:
+            part.known[group] = snapshot.known[group]
+        return part
 
     def _advance_live(self) -> list[PartitionScan]:
         scans = []
@@ -60,5 +68,17 @@ class GroupsReader:
             scans.append(scan.advance())
         return scans
 
-    def _scan_at(self, at: int) -> list[PartitionScan]:
-        return [PartitionScan(plog, at).advance() for plog in offsets_partitions(self.logdirs)]
+    def _log_end(self) -> Snapshot:
+        """The snapshot at the log end, rebuilt only when a partition changed. Its `known` says
+        which partitions hold records naming a group: a record of the group at any earlier T is
+        still there, or the log cleaner removed it with its key's last record, so a group's replay
+        at T reads only those partitions."""
+        scans = self._advance_live()
+        signature = tuple((scan.plog.name, scan.generation) for scan in scans)
+        if self._at_end is None or self._at_end[0] != signature:
+            self._at_end = (signature, self.resolver.snapshot(scans, None))
+        return self._at_end[1]
+
+    def _scan_at(self, at: int, partitions: set[int] | None = None) -> list[PartitionScan]:
+        return [PartitionScan(plog, at).advance() for plog in offsets_partitions(self.logdirs)
+                if partitions is None or plog.partition in partitions]

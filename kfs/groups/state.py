@@ -94,7 +94,8 @@ class Snapshot:
     offsets: dict[str, list[CommittedOffset]]  # by group, sorted by topic and partition
     groups: dict[str, GroupState]
     undecodable: int = 0  # records whose key or value did not decode (left out)
-    known: set[str] = field(default_factory=set)  # every group a key names, tombstoned ones too
+    # every group a key names (tombstoned ones too), and the __consumer_offsets partitions naming it
+    known: dict[str, set[int]] = field(default_factory=dict)
 
     def group_names(self) -> list[str]:
         return sorted(set(self.offsets) | set(self.groups))
@@ -192,7 +193,7 @@ class Resolver:
             seen = live.get(identity)
             if seen is None or record.offset > seen.record.offset:
                 live[identity] = _Live(partition, raw, record, key)
-        snapshot = Snapshot(at, {}, {}, undecodable, {identity[1] for identity in live})
+        snapshot = Snapshot(at, {}, {}, undecodable, {identity[1]: {partition} for identity in live})
         modern: dict[str, dict[str, Any]] = {}
         for entry in live.values():
             if entry.record.value is None:
@@ -231,7 +232,8 @@ def merge(parts: list[Snapshot], at: int | None) -> Snapshot:
     merged = Snapshot(at, {}, {})
     for part in parts:
         merged.undecodable += part.undecodable
-        merged.known |= part.known
+        for name, partitions in part.known.items():
+            merged.known.setdefault(name, set()).update(partitions)
         for name, state in part.groups.items():
             seen = merged.groups.get(name)
             if seen is None or _WHEN(state) > _WHEN(seen):
