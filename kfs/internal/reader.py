@@ -45,8 +45,11 @@ ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 
 def read_message(message: Message, data: bytes, version: int, position: int = 0) -> tuple[dict[str, Any], int]:
     """`message` at `version` from `data[position:]`: (its fields, the position after it)."""
+    reader = _messages.get((id(message), version))
+    if reader is None:
+        reader = _messages[(id(message), version)] = _compiled(message.body, version, version in message.flexible)
     try:
-        return _compiled(message.body, version, version in message.flexible)(data, position)
+        return reader(data, position)
     except DecodeError:
         raise
     except (IndexError, struct.error):
@@ -75,6 +78,7 @@ def uuid_string(raw: bytes) -> str:
 
 
 _cache: dict[tuple[int, int, bool], Reader] = {}
+_messages: dict[tuple[int, int], Reader] = {}  # (id of a module-level Message, version): its reader
 
 
 def _compiled(body: Struct, version: int, flexible: bool) -> Reader:

@@ -44,7 +44,7 @@ class Versions:
         return Versions(int(low), int(high or low))
 
     def __contains__(self, version: object) -> bool:
-        return isinstance(version, int) and self.low <= version <= self.high
+        return self.low <= version <= self.high  # type: ignore[operator]
 
     def __str__(self) -> str:
         if self.low > self.high:
