@@ -235,3 +235,18 @@ Thing 0-2 flex:1+ api:7
         parse("A 0\n  x int32 0+\n      y int32 0+\n")
     with pytest.raises(ValueError, match="struct B has no fields"):
         parse("A 0\n  x B 0+\n")
+
+
+def test_records_kafka_4_added_regular_expressions_and_tagged_fields():
+    key = i16(16) + string("cg") + string("orders-.*")
+    value = i16(0) + carray([cstring("orders-eu"), cstring("orders-us")]) + i64(12) + i64(1700) + tags({})
+    k, v = decode_key(OFFSETS, key), decode_value(OFFSETS, key, value)
+    assert k is not None and (k.type, k.data) == ("ConsumerGroupRegularExpressionKey",
+                                                  {"groupId": "cg", "regularExpression": "orders-.*"})
+    assert v is not None and v.data == {"topics": ["orders-eu", "orders-us"], "version": 12, "timestamp": 1700}
+    metadata_key = i16(3) + string("cg")
+    with_hash = decode_value(OFFSETS, metadata_key, i16(0) + i32(5) + tags({0: i64(99)}))
+    assert with_hash is not None and with_hash.data == {"epoch": 5, "metadataHash": 99}
+    at_defaults = decode_value(OFFSETS, metadata_key, i16(0) + i32(5) + tags({0: i64(0), 1: i64(-1)}))
+    assert at_defaults is not None and at_defaults.data == {"epoch": 5}
+    assert decode_metadata(metadata_frame(28, 0, cstring("orders") + tags({}))).data == {"topicName": "orders"}

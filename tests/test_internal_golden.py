@@ -120,8 +120,9 @@ def test_every_record_of_the_kraft_snapshot_decodes_to_kafkas_json():
 
 def test_the_golden_covers_what_it_should():
     names = {w[part]["type"] for p in PARTITIONS for w in golden(p) for part in ("key", "value") if w[part]}
-    group_keys = {n for n in GROUP_COORDINATOR if n.endswith("Key")}
-    assert group_keys <= names and {m for m in METADATA} <= names
+    newer = {"ConsumerGroupRegularExpressionKey", "ClearElrRecord"}  # Kafka 4.x: not written by 1eb7644349c
+    group_keys = {n for n in GROUP_COORDINATOR if n.endswith("Key")} - newer
+    assert group_keys <= names and set(METADATA) - newer <= names
     assert {"TransactionLogValue", "VotersRecord", "LeaderChangeMessage", "EndTxnMarker"} <= names
 
 

@@ -4,7 +4,8 @@ KIP-932 share groups (group-coordinator/src/main/resources/common/message/ in ap
 A key's version is its record type: 0 and 1 OffsetCommitKey, 2 GroupMetadataKey, 3 and up the
 types of GroupCoordinatorRecordSerde; the value of a key of type T is the value schema named like it.
 
-Kafka's schemas at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal/schema.py).
+Kafka's schemas at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal/schema.py), with what
+Kafka 4.x added since (marked "4.x"): tagged fields, which older readers skip, and record type 16.
 """
 
 from kfs.internal.schema import parse
@@ -21,6 +22,7 @@ ConsumerGroupCurrentMemberAssignmentValue 0 flex:0+
   assignedPartitions []TopicPartitions 0+
     topicId uuid 0+
     partitions []int32 0+
+    assignmentEpochs []int32 0+ null:0+ tag:0:0+ =null  # 4.x (KIP-1251)
   partitionsPendingRevocation []TopicPartitions 0+
 
 ConsumerGroupMemberMetadataKey 5
@@ -48,6 +50,8 @@ ConsumerGroupMetadataKey 3
 
 ConsumerGroupMetadataValue 0 flex:0+
   epoch int32 0+
+  metadataHash int64 0+ tag:0:0+ =0  # 4.x (KIP-1101)
+  creationTimeMs int64 0+ tag:1:0+ =-1  # 4.x
 
 ConsumerGroupPartitionMetadataKey 4
   groupId string 4
@@ -75,6 +79,16 @@ ConsumerGroupTargetAssignmentMetadataKey 6
 
 ConsumerGroupTargetAssignmentMetadataValue 0 flex:0+
   assignmentEpoch int32 0+
+  assignmentTimestamp int64 0+ tag:0:0+ =0  # 4.x (KIP-1263)
+
+ConsumerGroupRegularExpressionKey 16  # 4.x
+  groupId string 16
+  regularExpression string 16
+
+ConsumerGroupRegularExpressionValue 0 flex:0+  # 4.x
+  topics []string 0+
+  version int64 0+
+  timestamp int64 0+
 
 GroupMetadataKey 2
   group string 2

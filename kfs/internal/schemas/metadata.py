@@ -1,7 +1,8 @@
 """The records of the KRaft metadata log `__cluster_metadata` and its snapshots, by api key
 (metadata/src/main/resources/common/metadata/; MetadataRecordType is generated from these).
 
-Kafka's schemas at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal/schema.py).
+Kafka's schemas at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal/schema.py), and
+ClearElrRecord (api key 28) of Kafka 4.x.
 """
 
 from kfs.internal.schema import parse
@@ -37,6 +38,9 @@ ClientQuotaRecord 0 flex:0+ api:14
   key string 0+
   value float64 0+
   remove bool 0+
+
+ClearElrRecord 0 flex:0+ api:28  # 4.x
+  topicName string 0+
 
 ConfigRecord 0 flex:0+ api:4
   resourceType int8 0+
