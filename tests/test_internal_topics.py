@@ -107,3 +107,23 @@ def test_a_bad_decode_option_is_one_sentence(offsets_logdir, tmp_path):
     proc = run_kfs("mount", "-o", "decode=json", offsets_logdir, str(tmp_path))
     err = proc.stderr.decode()
     assert proc.returncode != 0 and "decode must be auto or raw" in err and "Traceback" not in err
+
+
+def test_spark_grep_prints_internal_topics_as_kfs_cat_does():
+    """A grep task's lines (kfs spark grep) come from the same renderer: decoded, or raw when asked."""
+    from kfs.spark.jobs import grep_split
+    from kfs.spark.options import parse_options
+    from kfs.spark.plan import plan_splits
+
+    logdir = str(Path(__file__).parent / "fixtures" / "internal-topics" / "logdirs" / "broker-a")
+    opts = parse_options({"path": logdir})
+    for decode in ("auto", "raw"):
+        got = b"".join(chunk for split in plan_splits(opts)
+                       for chunk in grep_split(split, opts, "orders-app", False, decode))
+        lines = [json.loads(x) for x in got.splitlines()]
+        assert lines and {x["topic"] for x in lines} == {"__consumer_offsets"}
+        for line in lines:
+            (want,) = [json.loads(x) for x in cat(logdir, f"{line['topic']}-{line['partition']}", "--offset",
+                                                  str(line["offset"]), "--count", "1", "--decode", decode).splitlines()]
+            assert line == want
+        assert all(isinstance(x["key"], dict) for x in lines) == (decode == "auto")
