@@ -1007,6 +1007,226 @@ done:
     return result;
 }
 
+/* ---- count_jsonl ----------------------------------------------------------------------------- */
+
+/* Lengths of what put_record writes, without writing it: the size of a decoded view is the sum of
+ * its lines, and a stat must not cost the rendering. Each function below is the length twin of a
+ * writer above (put_bytes, ob_put_int64, put_record); tests/test_sizes.py holds them to the renderer. */
+
+static inline int64_t
+int64_len(int64_t v)
+{
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    int64_t n = v < 0 ? 2 : 1;
+    while (u >= 10) {
+        u /= 10;
+        n++;
+    }
+    return n;
+}
+
+/* put_bytes's length for n bytes (not null): a JSON string when valid UTF-8, else base64. */
+static int64_t
+bytes_len(const uint8_t *s, Py_ssize_t n)
+{
+    int64_t len = 2;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint64_t w;
+        while (i + 8 <= n && (memcpy(&w, s + i, 8), plain_word(w))) {
+            i += 8;
+            len += 8;
+        }
+        if (i >= n)
+            break;
+        uint8_t c = s[i];
+        if (byte_class[c] == 0) {
+            len++;
+            i++;
+        }
+        else if (byte_class[c] == 1) {
+            len += (c == '"' || c == '\\') ? 2 : (Py_ssize_t)strlen(escapes[c]);
+            i++;
+        }
+        else {
+            Py_ssize_t k = utf8_sequence(s + i, n - i);
+            if (k == 0)
+                return 12 + 4 * ((n + 2) / 3) + 2; /* {"base64": "..."} */
+            len += k;
+            i += k;
+        }
+    }
+    return len;
+}
+
+/* Whether n bytes are valid UTF-8 (a header key the decoder turns into str without replacement). */
+static int
+valid_utf8(const uint8_t *s, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n;) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        Py_ssize_t k = utf8_sequence(s + i, n - i);
+        if (k == 0)
+            return 0;
+        i += k;
+    }
+    return 1;
+}
+
+typedef struct {
+    int64_t bytes;   /* length of the lines of the counted records */
+    int64_t records; /* how many were counted */
+    int64_t first;   /* offset of the first one counted, or -1 */
+} line_count;
+
+/* The lines of the records in payload[0:end] with first <= offset < stop. Returns 0, or -1 when the
+ * payload is malformed or holds something the Python renderer would render (an invalid UTF-8
+ * header key, a value beyond int64): the caller then decodes and renders, which raises or renders. */
+static int
+count_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset, int64_t base_timestamp,
+              int append_time, int64_t log_append_time, int64_t fixed_len, int64_t first, int64_t stop,
+              line_count *out)
+{
+    Py_ssize_t pos = 0;
+    varint_t v;
+    int64_t n;
+#define READ_VARINT(limit)                                  \
+    do {                                                    \
+        if (read_varint(p, (limit), &pos, &v) != VARINT_OK) \
+            return -1;                                      \
+        if (v.hi)                                           \
+            return -1;                                      \
+    } while (0)
+#define READ_LENGTH(limit)     \
+    do {                       \
+        READ_VARINT(limit);    \
+        n = zigzag(v.lo);      \
+    } while (0)
+
+    for (Py_ssize_t r = 0; r < count; r++) {
+        READ_LENGTH(end);
+        if (n < 0 || n > end - pos)
+            return -1;
+        const Py_ssize_t record_end = pos + (Py_ssize_t)n;
+        if (pos >= record_end)
+            return -1;
+        pos++; /* attributes */
+        READ_VARINT(record_end);
+        int64_t timestamp;
+        if (__builtin_add_overflow(base_timestamp, zigzag(v.lo), &timestamp))
+            return -1;
+        if (append_time)
+            timestamp = log_append_time;
+        READ_VARINT(record_end);
+        int64_t offset;
+        if (__builtin_add_overflow(base_offset, zigzag(v.lo), &offset))
+            return -1;
+        int64_t len = fixed_len + int64_len(offset) + int64_len(timestamp);
+        READ_LENGTH(record_end); /* key */
+        if (n < 0)
+            len += 4;
+        else if (n > record_end - pos)
+            return -1;
+        else {
+            len += bytes_len(p + pos, (Py_ssize_t)n);
+            pos += (Py_ssize_t)n;
+        }
+        READ_LENGTH(record_end); /* value */
+        if (n < 0)
+            len += 4;
+        else if (n > record_end - pos)
+            return -1;
+        else {
+            len += bytes_len(p + pos, (Py_ssize_t)n);
+            pos += (Py_ssize_t)n;
+        }
+        READ_LENGTH(record_end); /* headers */
+        int64_t n_headers = n;
+        if (n_headers < 0 || n_headers > (record_end - pos) / MIN_HEADER_SIZE)
+            return -1;
+        for (int64_t h = 0; h < n_headers; h++) {
+            READ_LENGTH(record_end);
+            if (n < 0 || n > record_end - pos || !valid_utf8(p + pos, (Py_ssize_t)n))
+                return -1;
+            len += (h ? 2 : 0) + 1 + bytes_len(p + pos, (Py_ssize_t)n) + 2 + 1; /* [key, value] */
+            pos += (Py_ssize_t)n;
+            READ_LENGTH(record_end);
+            if (n < 0)
+                len += 4;
+            else if (n > record_end - pos)
+                return -1;
+            else {
+                len += bytes_len(p + pos, (Py_ssize_t)n);
+                pos += (Py_ssize_t)n;
+            }
+        }
+        if (pos != record_end)
+            return -1;
+        if (offset >= first && offset < stop) {
+            if (out->records == 0)
+                out->first = offset;
+            out->records++;
+            out->bytes += len;
+        }
+    }
+    return pos == end ? 0 : -1;
+#undef READ_LENGTH
+#undef READ_VARINT
+}
+
+PyDoc_STRVAR(count_jsonl_doc,
+"count_jsonl(payload, count, base_offset, base_timestamp, timestamp_type, log_append_time, prefix,\n"
+"            first_offset, end_offset) -> (bytes, records, first) | None\n"
+"\n"
+"The length of render_jsonl(prefix, records) for the records of an uncompressed v2 records section\n"
+"(decode_v2_records' arguments) whose offsets are in [first_offset, end_offset), how many they are\n"
+"and the offset of the first (-1 if none), without creating them. None when the payload must be\n"
+"decoded and rendered instead: malformed (the decoder raises), or unusual (the renderer decides).\n"
+"Runs without the GIL.");
+
+static PyObject *
+count_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"payload", "count", "base_offset", "base_timestamp", "timestamp_type",
+                             "log_append_time", "prefix", "first_offset", "end_offset", NULL};
+    Py_buffer buf;
+    Py_ssize_t count;
+    long long base_offset, base_timestamp, log_append_time, first, stop;
+    PyObject *timestamp_type, *prefix;
+
+    if (check_init() < 0)
+        return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nLLULULL:count_jsonl", kwlist, &buf, &count, &base_offset,
+                                     &base_timestamp, &timestamp_type, &log_append_time, &prefix, &first, &stop))
+        return NULL;
+    Py_ssize_t prefix_len, tt_len;
+    const char *prefix_utf8 = PyUnicode_AsUTF8AndSize(prefix, &prefix_len);
+    const char *tt_utf8 = prefix_utf8 ? PyUnicode_AsUTF8AndSize(timestamp_type, &tt_len) : NULL;
+    if (tt_utf8 == NULL) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    int append_time = strcmp(tt_utf8, "LogAppendTime") == 0;
+    /* prefix, offset, ', "timestamp": ' ts ', "timestamp_type": "' tt '", "key": ' key
+     * ', "value": ' value ', "headers": [' headers ']}\n' */
+    int64_t fixed_len = prefix_len + 15 + 21 + tt_len + 10 + 11 + 14 + 3;
+    line_count out = {0, 0, -1};
+    int rc = -1;
+    if (count >= 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = count_records((const uint8_t *)buf.buf, buf.len, count, base_offset, base_timestamp, append_time,
+                           log_append_time, fixed_len, first, stop, &out);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&buf);
+    if (rc < 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("LLL", (long long)out.bytes, (long long)out.records, (long long)out.first);
+}
+
 /* ---- the module ------------------------------------------------------------------------------ */
 
 static PyMethodDef speedups_methods[] = {
@@ -1015,6 +1235,7 @@ static PyMethodDef speedups_methods[] = {
     {"decode_v2_records", (PyCFunction)(void (*)(void))decode_v2_records, METH_VARARGS | METH_KEYWORDS,
      decode_v2_records_doc},
     {"render_jsonl", (PyCFunction)(void (*)(void))render_jsonl, METH_VARARGS | METH_KEYWORDS, render_jsonl_doc},
+    {"count_jsonl", (PyCFunction)(void (*)(void))count_jsonl, METH_VARARGS | METH_KEYWORDS, count_jsonl_doc},
     {NULL, NULL, 0, NULL},
 };
 

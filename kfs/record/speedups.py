@@ -5,7 +5,9 @@ extension optional, so an install without one still succeeds). Two functions, ea
 Python code that stays the reference and the fallback:
 
 - `decode_v2_records`, the loop of `default_batch.decode_records`;
-- `render_jsonl`, `jsonl.render_line` over many records.
+- `render_jsonl`, `jsonl.render_line` over many records;
+- `count_jsonl`, the length `render_jsonl` would give for a v2 records section, without decoding it
+  into records (the size of a decoded view; kfs/views/line_lengths.py).
 
 Set KFS_PURE_PYTHON=1 to ignore the extension (to compare, or to rule it out).
 """
@@ -19,6 +21,7 @@ from kfs.record.types import CorruptBatchError, Record
 
 decode_v2_records: Callable[..., list[Record]] | None = None
 render_jsonl: Callable[..., bytes | list[bytes]] | None = None
+count_jsonl: Callable[..., tuple[int, int, int] | None] | None = None
 
 if not os.environ.get("KFS_PURE_PYTHON"):
     try:
@@ -29,3 +32,4 @@ if not os.environ.get("KFS_PURE_PYTHON"):
         _speedups.init(Record, CorruptBatchError)
         decode_v2_records = _speedups.decode_v2_records
         render_jsonl = _speedups.render_jsonl
+        count_jsonl = _speedups.count_jsonl
