@@ -17,6 +17,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,9 @@ GOLDEN = FIXTURES / "golden"
 LOGDIRS = [str(FIXTURES / "logdirs" / "broker-a"), str(FIXTURES / "logdirs" / "broker-b")]
 GOLDEN_PARTITIONS = sorted(p.name for p in GOLDEN.iterdir() if p.is_dir())
 KFS = shutil.which("kfs")  # the installed console script; `python -m kfs.cli.main` otherwise
+
+# Mounts and commands keep decoded sizes in $XDG_CACHE_HOME/kfs: the tests' go to a directory of their own.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="kfs-test-cache-")
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import GOLDEN_PARTITIONS, LOGDIRS, v2_batch, write_segment
 
-from kfs.record import BatchHeader, Record
+from kfs.record import BatchHeader, Record, speedups
 from kfs.storage import LogDirs, LogSegment
 from kfs.views import decoded
 from kfs.views.decoded import DecodedLog
@@ -57,22 +57,22 @@ def test_views_from_an_offset_are_suffixes_of_the_whole_stream(partition: str) -
     for line in lines[:: max(1, len(lines) // 7)]:
         offset = int(line.split(b'"offset": ')[1].split(b",")[0])
         view = log.view(offset)
-        assert view.size(1 << 30) == len(full) - full.index(line)
+        assert view.size() == len(full) - full.index(line)
         assert _read_all(view.cursor(), 777) == full[full.index(line):]
 
 
-def test_size_is_known_only_within_the_budget() -> None:
+def test_the_size_is_exact_before_anything_is_read() -> None:
     plog = LogDirs(LOGDIRS).partition("orders-0")
     view = DecodedLog(plog).view(0)
-    assert view.size(budget=1000) is None  # more than 1000 raw bytes to decode: not done on a stat
-    exact = view.size(budget=1 << 30)
-    assert exact == len(_read_all(view.cursor()))
-    assert view.size(budget=0) == exact  # known now: free
+    assert view.known_size() is None  # nothing mapped yet
+    exact = view.size()
+    assert view.known_size() == exact == len(_read_all(DecodedLog(plog).view(0).cursor()))
 
 
-def test_the_first_line_costs_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("sized", [False, True])
+def test_the_first_line_costs_one_batch(monkeypatch: pytest.MonkeyPatch, sized: bool) -> None:
     """Counts the records decoded where every reader decodes them (LogSegment.records_of), so no
-    path around a wrapper can hide a full decode."""
+    path around a wrapper can hide a full decode; `sized`: after the view's size was computed."""
     decoded_per_batch: list[int] = []
     records_of = LogSegment.records_of
 
@@ -83,7 +83,13 @@ def test_the_first_line_costs_one_batch(monkeypatch: pytest.MonkeyPatch) -> None
 
     monkeypatch.setattr(LogSegment, "records_of", counting_records_of)
     plog = LogDirs(LOGDIRS).partition("orders-0")
-    first = DecodedLog(plog).view(0).cursor().read(0, 512).split(b"\n")[0]
+    view = DecodedLog(plog).view(0)
+    if sized:
+        assert view.size() > 0
+        if speedups.count_jsonl is not None:  # counted in C: no record decoded for a size
+            assert decoded_per_batch == []
+        decoded_per_batch.clear()
+    first = view.cursor().read(0, 512).split(b"\n")[0]
     assert first.startswith(b'{"topic": "orders", "partition": 0, "offset": 0,')
     # orders-0 holds 1646 records in batches of up to ~50: the first line is one or two batches' work.
     assert 0 < sum(decoded_per_batch) <= 100, decoded_per_batch
@@ -109,5 +115,4 @@ def test_a_growing_segment_extends_the_map(tmp_path: Path) -> None:
     plog.refresh(force=True)
     grown = _read_all(view.cursor())
     assert grown.startswith(first) and grown.count(b"\n") == 25
-    assert view.size(budget=0) is None or view.size(budget=0) == len(grown)
-    assert view.size(budget=1 << 20) == len(grown)
+    assert view.size() == len(grown)

@@ -152,7 +152,7 @@ def test_a_corrupt_batch_is_eio_for_that_read_only(tmp_path: Path) -> None:
     segment.write_bytes(bytes(data))
     records = read_jsonl(GOLDEN / "orders-0" / "records.jsonl")
     before = [r for r in records if r["offset"] < victim["base_offset"]]
-    with mounted(tmp_path, [str(logdir)], expect_errors=True, size_budget="0") as mnt:
+    with mounted(tmp_path, [str(logdir)], expect_errors=True) as mnt:
         done = subprocess.run(["cat", str(mnt / "orders-0" / "messages.jsonl")], capture_output=True, timeout=60)
         assert done.returncode != 0 and b"Input/output error" in done.stderr
         got = [json.loads(x) for x in done.stdout.splitlines()]

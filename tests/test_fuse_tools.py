@@ -1,9 +1,9 @@
-"""Real shell tools on every view, decoded ones included, with sizes known and with sizes unknown.
+"""Real shell tools on every view, decoded ones included: every size is exact from the first stat.
 
-The second mount (`size_budget=0`) is what a huge partition looks like: a decoded view's size is
-not computed on stat, st_size is 0 and the file is direct_io; the tools must still give the right
-bytes. Expected bytes: the view read in one sequential pass, which test_fuse_tree checks against
-Kafka's golden records.
+Two mounts: one with the background size scan, and one without it and without a size cache
+(`size_scan=no,size_cache=none`), where the first stat of a decoded view counts its lines itself.
+Expected bytes: the view read in one sequential pass, which test_fuse_tree checks against Kafka's
+golden records.
 """
 
 from __future__ import annotations
@@ -20,14 +20,15 @@ import pytest
 from conftest import GOLDEN, GOLDEN_PARTITIONS, read_jsonl
 from mounts import mounted, needs_fuse
 
-from kfs.fuse.operations import ATTR_TIMEOUT
-
 pytestmark = needs_fuse
 
 
-@pytest.fixture(scope="module", params=["exact-sizes", "unknown-sizes"])
+ON_DEMAND = {"size_scan": "no", "size_cache": "none"}
+
+
+@pytest.fixture(scope="module", params=["scanned", "on-demand"])
 def mnt(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    options = {} if request.param == "exact-sizes" else {"size_budget": "0"}
+    options = {} if request.param == "scanned" else ON_DEMAND
     with mounted(tmp_path_factory.mktemp(request.param), **options) as mountpoint:
         yield mountpoint
 
@@ -81,9 +82,9 @@ def test_shell_tools_read_the_right_bytes(mnt: Path, expected: dict, partition: 
     assert sh("dd", f"if={path}", "bs=64", "skip=5", "count=2", "status=none") == data[320:448]
     if view.endswith((".jsonl", ".json")):  # (less asks before showing binary files)
         assert sh("less", "-FX", path) == data  # not a terminal: less copies the file
-    if mnt.parent.name.startswith("exact-sizes"):  # sendfile stops at the kernel's st_size (0 if unknown)
-        shutil.copy(path, tmp_path / "copy")
-        assert (tmp_path / "copy").read_bytes() == data
+    shutil.copy(path, tmp_path / "copy")  # sendfile: trusts st_size
+    assert (tmp_path / "copy").read_bytes() == data
+    assert os.stat(path).st_size == len(data)
     assert sh("cp", path, str(tmp_path / "copy2")) == b""
     assert (tmp_path / "copy2").read_bytes() == data
     if view.endswith(".jsonl"):
@@ -93,20 +94,17 @@ def test_shell_tools_read_the_right_bytes(mnt: Path, expected: dict, partition: 
         assert json.loads(sh("jq", ".", path)) == json.loads(data)
 
 
-def test_unknown_size_becomes_exact_once_read(tmp_path: Path) -> None:
-    with mounted(tmp_path, size_budget="0") as mnt:
+def test_the_first_stat_of_a_fresh_mount_is_exact(tmp_path: Path) -> None:
+    with mounted(tmp_path, **ON_DEMAND) as mnt:
         path = mnt / "orders-0" / "messages.jsonl"
-        assert os.stat(path).st_size == 0  # not known yet, and not computed by a stat
-        data = path.read_bytes()
-        assert len(data) > 0
-        time.sleep(ATTR_TIMEOUT + 0.2)  # the kernel keeps the last stat for the attr timeout
-        assert os.stat(path).st_size == len(data)  # the read mapped the whole stream
+        size = os.stat(path).st_size  # the first request this mount answers about the file
+        assert size == len(path.read_bytes()) > 0
 
 
 def test_less_in_a_terminal_pages_to_the_end(tmp_path: Path) -> None:
     if not shutil.which("tmux"):
         pytest.skip("needs tmux")
-    with mounted(tmp_path, size_budget="0") as mnt:
+    with mounted(tmp_path, **ON_DEMAND) as mnt:
         path = mnt / "audit.events-v2-3" / "messages.jsonl"
         last = json.loads(path.read_bytes().splitlines()[-1])["offset"]
         session = f"kfs-less-{os.getpid()}"

@@ -8,8 +8,9 @@ The last form is what mount.fuse3 runs for `mount -t fuse.kfs LOGDIR MOUNTPOINT`
 fstab line `LOGDIR MOUNTPOINT fuse.kfs defaults,allow_other 0 0` (LOGDIR may be a comma-separated
 list, as in `log.dirs`). Options: `allow_other` (implies `default_permissions`),
 `isolation=read_committed`, `control=show`, `decode=raw` (internal topics as bytes), `log=PATH`,
-`size_budget=BYTES` (decoding a stat may do to give an exact size), `nonempty` (mount over a
-non-empty directory), `debug`; others go to libfuse.
+`verbose` (log every request), `size_cache=DIR|none` (where decoded sizes are kept; default
+$XDG_CACHE_HOME/kfs/decoded), `size_scan=no` (map sizes on demand only, no background scan),
+`nonempty` (mount over a non-empty directory), `debug`; others go to libfuse.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="LOGDIR [LOGDIR ...] MOUNTPOINT")
     parser.add_argument("-o", dest="options", action="append", default=[], metavar="OPTS",
                         help="comma-separated: allow_other, isolation=read_committed, control=show, decode=raw, "
-                             "log=PATH, nonempty, or any libfuse option")
+                             "log=PATH, verbose, size_cache=DIR|none, size_scan=no, nonempty, or any libfuse option")
     parser.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
     parser.add_argument("--isolation", choices=("read_uncommitted", "read_committed"))
     parser.add_argument("--control", choices=("hide", "show"))
@@ -38,6 +39,7 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
 def add_mount_commands(subparsers: Any) -> None:
     p = subparsers.add_parser("mount", help="mount log dirs read-only (returns once the mount answers)")
     add_mount_arguments(p)
+    p.add_argument("-v", "--verbose", action="store_true", help="log every request to the daemon log")
     p.set_defaults(func=run_mount)
     p = subparsers.add_parser("umount", help="unmount a kfs mount (also one whose daemon died)")
     p.add_argument("mountpoint", metavar="MOUNTPOINT")
@@ -52,6 +54,8 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
             options[key] = getattr(args, key)
     if getattr(args, "allow_other", False):
         options["allow_other"] = True
+    if getattr(args, "verbose", False):
+        options["verbose"] = True
     return options
 
 

@@ -27,7 +27,6 @@ from typing import Any
 from kfs.fuse.mounts import MountError, is_dead, is_mounted, unmount
 from kfs.internal.lines import DECODE_MODES
 from kfs.storage import check_log_dirs
-from kfs.views.decoded import DEFAULT_SIZE_BUDGET
 
 __all__ = ["MountError", "is_mounted", "mount", "parse_options", "unmount"]
 
@@ -41,7 +40,8 @@ IGNORED_OPTIONS = frozenset({
     "relatime", "norelatime", "strictatime", "lazytime", "diratime", "nodiratime", "loop", "x-systemd.automount",
 })
 #: kfs's own options; everything else is handed to libfuse as `-o key[=value]`.
-KFS_OPTIONS = frozenset({"isolation", "control", "decode", "log", "size_budget", "debug", "foreground",
+KFS_OPTIONS = frozenset({"isolation", "control", "decode", "log", "size_cache", "size_scan", "verbose", "debug",
+                         "foreground",
                          "nonempty"})
 
 
@@ -70,9 +70,9 @@ def check_options(options: dict[str, Any]) -> None:
     decode = options.get("decode", "auto")
     if decode not in DECODE_MODES:
         raise MountError(f"decode must be auto or raw, not {decode}.")
-    budget = options.get("size_budget", str(DEFAULT_SIZE_BUDGET))
-    if not str(budget).isdigit():
-        raise MountError(f"size_budget must be a number of bytes, not {budget}.")
+    scan = str(options.get("size_scan", "yes"))
+    if scan not in ("yes", "no", "True"):
+        raise MountError(f"size_scan must be yes or no, not {scan}.")
 
 
 def default_log_path(mountpoint: str) -> str:
@@ -174,6 +174,7 @@ def setup_logging(log_path: str, debug: bool = False, stderr_too: bool = False) 
     logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, handlers=handlers, force=True,
                         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
     logging.getLogger("fuse").setLevel(logging.DEBUG if debug else logging.WARNING)
+    logging.getLogger("kfs.requests").setLevel(logging.INFO if debug else logging.WARNING)
 
 
 def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_fd: int | None = None,
@@ -181,16 +182,20 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
     """Run the daemon in this process until unmounted, or until SIGINT/SIGTERM/SIGHUP (libfuse's
     handlers end its loop and unmount): both are a clean stop. MountError when it cannot mount."""
     setup_logging(options["log"], bool(options.get("debug")), stderr_too)
+    if options.get("verbose"):
+        logging.getLogger("kfs.requests").setLevel(logging.INFO)
     try:
         from kfs.fuse import binding
         from kfs.fuse.operations import KfsOperations
         from kfs.fuse.tree import KfsTree
         from kfs.storage import LogDirs
+        from kfs.views.size_cache import SizeCache, default_directory
 
+        cache_dir = str(options.get("size_cache") or default_directory())
         tree = KfsTree(LogDirs(logdirs), isolation=options.get("isolation", "read_uncommitted"),
                        control=options.get("control", "hide"), decode=options.get("decode", "auto"),
-                       size_budget=int(options.get("size_budget", DEFAULT_SIZE_BUDGET)))
-        operations = KfsOperations(tree)
+                       cache=SizeCache(None if cache_dir == "none" else os.path.abspath(cache_dir)))
+        operations = KfsOperations(tree, size_scan=str(options.get("size_scan", "yes")) != "no")
         fuse_options = {k: v for k, v in options.items() if k not in KFS_OPTIONS}
         fuse_options.pop("ro", None)
         if fuse_options.get("allow_other"):

@@ -20,10 +20,12 @@ from typing import Any
 
 from kfs.fuse import binding
 from kfs.fuse.handles import Attr, Handle, TreeError
+from kfs.fuse.size_scan import start_size_scan
 from kfs.fuse.tree import KfsTree
 from kfs.storage.open_files import OPEN_FILES
 
 log = logging.getLogger("kfs.fuse")
+requests = logging.getLogger("kfs.requests")  # every call, when asked for (kfs mount -v)
 
 ATTR_TIMEOUT = 1.0  # seconds the kernel trusts a stat: a live partition's growth shows within this
 ENTRY_TIMEOUT = 1.0
@@ -32,28 +34,57 @@ IDLE_CLOSE_SECONDS = 60.0  # an index or segment file unused this long is closed
 
 
 def _translated(method: Callable) -> Callable:
-    """Turn tree errors into errnos and log the ones a user must hear about (EIO, bugs)."""
+    """Turn tree errors into errnos and log the ones a user must hear about (EIO, bugs); with
+    `kfs mount -v` log every call, its answer and its time."""
 
     @functools.wraps(method)
     def wrapper(self: KfsOperations, path: str, *args: Any) -> Any:
+        if not requests.isEnabledFor(logging.INFO):
+            return _call(method, self, path, args)
+        began = time.perf_counter()
+        outcome = "?"
         try:
-            return method(self, path, *args)
-        except TreeError as exc:
-            if exc.errno == errno.EIO:
-                log.error("%s %s: %s", method.__name__, path, exc.cause or exc)
-            raise binding.FuseOSError(exc.errno) from None
-        except binding.FuseOSError:
+            result = _call(method, self, path, args)
+            outcome = _describe(result)
+            return result
+        except binding.FuseOSError as exc:
+            outcome = os.strerror(exc.errno)
             raise
-        except OSError as exc:
-            code = exc.errno or errno.EIO
-            if code != errno.ENOENT:
-                log.error("%s %s: %s", method.__name__, path, exc)
-            raise binding.FuseOSError(code) from None
-        except Exception as exc:
-            log.exception("%s %s: %s", method.__name__, path, exc)
-            raise binding.FuseOSError(errno.EIO) from None
+        finally:
+            shown = "".join(f" {a}" for a in args if isinstance(a, int | str))
+            requests.info("%s %s%s -> %s (%.2f ms)", method.__name__, path, shown, outcome,
+                          1000 * (time.perf_counter() - began))
 
     return wrapper
+
+
+def _call(method: Callable, self: KfsOperations, path: str, args: tuple) -> Any:
+    try:
+        return method(self, path, *args)
+    except TreeError as exc:
+        if exc.errno == errno.EIO:
+            log.error("%s %s: %s", method.__name__, path, exc.cause or exc)
+        raise binding.FuseOSError(exc.errno) from None
+    except binding.FuseOSError:
+        raise
+    except OSError as exc:
+        code = exc.errno or errno.EIO
+        if code != errno.ENOENT:
+            log.error("%s %s: %s", method.__name__, path, exc)
+        raise binding.FuseOSError(code) from None
+    except Exception as exc:
+        log.exception("%s %s: %s", method.__name__, path, exc)
+        raise binding.FuseOSError(errno.EIO) from None
+
+
+def _describe(result: Any) -> str:
+    if isinstance(result, bytes):
+        return f"{len(result)} bytes"
+    if isinstance(result, list):
+        return f"{len(result)} entries"
+    if isinstance(result, dict) and "st_size" in result:
+        return f"size {result['st_size']}"
+    return "ok"
 
 
 def _read_only(*_: Any) -> Any:
@@ -65,8 +96,10 @@ class KfsOperations(binding.Operations):
 
     use_ns = binding.USE_NS
 
-    def __init__(self, tree: KfsTree) -> None:
+    def __init__(self, tree: KfsTree, size_scan: bool = True) -> None:
         self.tree = tree
+        self.size_scan = size_scan
+        self._scan_stop: threading.Event | None = None
         self._handles: dict[int, Handle] = {}
         self._next_fh = itertools.count(1)
         self._lock = threading.Lock()
@@ -195,8 +228,12 @@ class KfsOperations(binding.Operations):
             config.direct_io = 0
         log.info("mounted %s (%s)", ", ".join(self.tree.logdirs.paths), binding.BINDING_NAME)
         threading.Thread(target=_close_idle_files, name="kfs-idle-closer", daemon=True).start()
+        if self.size_scan:
+            self._scan_stop = start_size_scan(self.tree)
 
     def destroy(self, path: str) -> None:
+        if self._scan_stop is not None:
+            self._scan_stop.set()
         with self._lock:
             handles, self._handles = list(self._handles.values()), {}
         for handle in handles:

@@ -23,12 +23,14 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kfs.fuse.groups_tree import GROUPS_DIR, GroupsTree
 from kfs.fuse.handles import Attr, BytesHandle, DecodedHandle, Handle, RawHandle, TreeError, as_errno
 from kfs.storage import Extent, Location, LogDirs, OffsetOutOfRange, PartitionLog, UnknownPartition
-from kfs.views.decoded import DEFAULT_SIZE_BUDGET, DecodedLog, DecodedView
+from kfs.views.decoded import DecodedLog, DecodedView
+from kfs.views.size_cache import SizeCache
 
 BLOCK_SIZE = 1 << 20  # st_blksize: cat/cp size their reads by it (max(128 KiB, st_blksize))
 SMALL_TTL = 1.0  # seconds an info.json / .value rendering is reused (the kernel's attr timeout)
@@ -55,12 +57,12 @@ class KfsTree:
     """The whole mounted tree over some log dirs. Thread-safe; nothing is opened until asked."""
 
     def __init__(self, logdirs: LogDirs, isolation: str = "read_uncommitted", control: str = "hide",
-                 size_budget: int = DEFAULT_SIZE_BUDGET, decode: str = "auto") -> None:
+                 cache: SizeCache | None = None, decode: str = "auto") -> None:
         self.logdirs = logdirs
         self.isolation = isolation
         self.control = control
         self.decode = decode
-        self.size_budget = size_budget
+        self.cache = cache or SizeCache(None)
         self._decoded: dict[str, DecodedLog] = {}
         self._small: dict[str, tuple[float, Attr, bytes]] = {}
         self._signatures: dict[str, tuple[int, int]] = {}
@@ -172,7 +174,8 @@ class KfsTree:
         with self._lock:
             log = self._decoded.get(plog.name)
             if log is None or log.plog is not plog:
-                log = self._decoded[plog.name] = DecodedLog(plog, self.isolation, self.control, self.decode)
+                log = self._decoded[plog.name] = DecodedLog(plog, self.isolation, self.control, self.cache,
+                                                            self.decode)
             return log
 
     def _decoded_view(self, plog: PartitionLog, name: ViewName | None) -> DecodedView:
@@ -186,20 +189,33 @@ class KfsTree:
         return self._decoded_log(plog).view(start)
 
     def _decoded_attr(self, path: str, view: DecodedView) -> Attr:
+        """Always the exact size (kfs.views.decoded): counted on the first stat that needs it, or
+        known from the background scan or the size cache."""
         segments = view.log.plog.segments()
         if not segments:  # a partition directory with no segment yet: an empty log
             attr = Attr.of_view(os.stat(view.log.plog.path), 0)
             attr.mode &= ~0o111
             return attr
         first, last = os.stat(segments[0].log_path), os.stat(segments[-1].log_path)
-        size = view.size(self.size_budget)
-        return Attr.of_view(first, size or 0, last, exact=size is not None)
+        return Attr.of_view(first, view.size(), last)
 
     def _open_decoded(self, path: str, view: DecodedView) -> Handle:
-        """Always direct_io: every read comes to us, whatever st_size the kernel holds (0 while
-        unknown, or a size a growing partition has outgrown). See kfs.views.decoded."""
+        """A healthy view is an ordinary page-cached file of exact size (mmap, sendfile and
+        readahead work; a growing partition's new size shows at the next getattr). A view holding
+        damage is direct_io: the kernel takes a short read for the end of the file, so its reads
+        come to us and the one at the damage fails with EIO instead."""
         attr = self._decoded_attr(path, view)
-        return DecodedHandle(attr, direct_io=True, cursor=view.cursor())
+        damaged = view.damaged()
+        handle = DecodedHandle(attr, direct_io=damaged, cursor=view.cursor())
+        return handle if damaged else self._cached(path, handle)
+
+    def decoded_logs(self) -> Iterator[DecodedLog]:
+        """The decoded log of every partition, for the background size scan."""
+        for name in self.logdirs.partition_names():
+            try:
+                yield self._decoded_log(self.logdirs.partition(name))
+            except UnknownPartition:
+                continue
 
     def _value(self, plog: PartitionLog, name: ViewName, path: str) -> tuple[Attr, bytes]:
         cached = self._small.get(path)

@@ -1016,12 +1016,16 @@ done:
 static inline int64_t
 int64_len(int64_t v)
 {
+    static const uint64_t powers[] = {
+        10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL, 100000000ULL, 1000000000ULL,
+        10000000000ULL, 100000000000ULL, 1000000000000ULL, 10000000000000ULL, 100000000000000ULL,
+        1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL, 1000000000000000000ULL,
+        10000000000000000000ULL,
+    };
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
     int64_t n = v < 0 ? 2 : 1;
-    while (u >= 10) {
-        u /= 10;
+    for (int i = 0; i < 19 && u >= powers[i]; i++) /* no division: timestamps have 13 digits */
         n++;
-    }
     return n;
 }
 

@@ -17,12 +17,12 @@ from kfs.storage.errors import (
 from kfs.storage.location import Extent, Location
 from kfs.storage.logdir import LogDirs, check_log_dirs, parse_partition_dir
 from kfs.storage.partition import PartitionLog
-from kfs.storage.record_stream import ControlRecord, CorruptBatch
+from kfs.storage.record_stream import ControlRecord, CorruptBatch, batch_records
 from kfs.storage.segment import LogSegment
 
 __all__ = [
     "BadSpec", "ControlRecord", "CorruptBatch", "CorruptLogError", "Extent", "KfsError", "Location", "LogDirs",
     "LogSegment",
     "NoRecordAtOffset", "NotALogDir", "OffsetOutOfRange", "PartitionLog", "TimestampNotFound", "UnknownPartition",
-    "VanishedError", "check_log_dirs", "parse_partition_dir",
+    "VanishedError", "batch_records", "check_log_dirs", "parse_partition_dir",
 ]

@@ -23,7 +23,7 @@ from kfs.storage.errors import (
     UnknownPartition,
 )
 from kfs.storage.location import Extent, Location
-from kfs.storage.record_stream import record_lists_from, record_lists_skipping_corrupt
+from kfs.storage.record_stream import record_lists_from, record_lists_skipping_corrupt, selected_batches
 from kfs.storage.segment import LogSegment
 from kfs.storage.segments import LogSegments
 from kfs.storage.specs import parse_time_spec, resolve_offset_spec
@@ -269,6 +269,26 @@ class PartitionLog:
         for _, _, records in record_lists_from(self.batches_from(segment, location.position), first, end_offset,
                                                control=control == "show", aborted=aborted):
             yield records
+
+    def selected_batches(self, start_offset: int, *, isolation: str = "read_uncommitted", control: str = "hide",
+                         end_offset: int | None = None
+                         ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview, int]]:
+        """The batches `record_lists` decodes, undecoded, each with the first offset it may yield
+        (`batch_records(segment, header, body, first, end_offset)` gives its records): for front
+        ends that measure records rather than read them."""
+        try:
+            location = self.locate_offset(start_offset, with_record=False)
+        except OffsetOutOfRange:
+            if start_offset == self.log_end_offset():
+                return
+            raise
+        floor = self._segments.floor(location.segment_base_offset)
+        assert floor is not None
+        aborted = self.aborted_transactions() if isolation == "read_committed" else None
+        first = max(start_offset, self.log_start_offset())
+        for segment, header, body in selected_batches(self.batches_from(floor, location.position), first,
+                                                      end_offset, control=control == "show", aborted=aborted):
+            yield segment, header, body, first
 
     # ---- transactions ---------------------------------------------------------------------------
 

@@ -58,11 +58,8 @@ def record_lists_from(batches: Batches, first_offset: int, end_offset: int | Non
     are dropped when `aborted` is given (read_committed). skip_bad_batches: a batch whose header
     reads but whose CRC or records do not becomes a `CorruptBatch`, and the walk goes on.
     """
-    for segment, header, body in batches:
-        if end_offset is not None and header.last_offset >= 0 and segment.base_offset_of(header, body) >= end_offset:
-            return
-        if header.last_offset < first_offset or _hidden(header, control, aborted):
-            continue
+    for segment, header, body in selected_batches(batches, first_offset, end_offset, control=control,
+                                                  aborted=aborted):
         try:
             records = segment.records_of(header, body)
         except CorruptLogError as e:
@@ -78,6 +75,27 @@ def record_lists_from(batches: Batches, first_offset: int, end_offset: int | Non
             yield segment, header, in_range
         if end_offset is not None and not header.is_control and records and records[-1].offset >= end_offset:
             return
+
+
+def selected_batches(batches: Batches, first_offset: int, end_offset: int | None, *, control: bool,
+                     aborted: AbortedIndex | None) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:
+    """The batches `record_lists_from` decodes: those that may hold records of [first_offset,
+    end_offset) a reader sees (for front ends that only measure them, kfs.views.line_lengths)."""
+    for segment, header, body in batches:
+        if end_offset is not None and header.last_offset >= 0 and segment.base_offset_of(header, body) >= end_offset:
+            return
+        if header.last_offset < first_offset or _hidden(header, control, aborted):
+            continue
+        yield segment, header, body
+
+
+def batch_records(segment: LogSegment, header: BatchHeader, body: memoryview, first_offset: int,
+                  end_offset: int | None) -> list[Record]:
+    """What `record_lists_from` yields for one selected batch (raises CorruptLogError)."""
+    records = segment.records_of(header, body)
+    if header.is_control:
+        records = [_marker(header, record) for record in records]
+    return _in_range(records, first_offset, end_offset)
 
 
 def _hidden(header: BatchHeader, control: bool, aborted: AbortedIndex | None) -> bool:

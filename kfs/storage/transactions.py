@@ -6,6 +6,7 @@ rebuilt from the markers as the broker's `ProducerStateManager` does on recovery
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 
 from kfs.record import BatchHeader, parse_control_record
@@ -22,6 +23,11 @@ class AbortedIndex:
     def extend(self, entries: list[AbortedTxn]) -> None:
         for txn in entries:
             self._by_producer.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+
+    def digest(self) -> str:
+        """A short digest of every aborted span: what read_committed hides, as a cache key."""
+        text = repr(sorted((producer, sorted(spans)) for producer, spans in self._by_producer.items()))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def is_aborted(self, header: BatchHeader) -> bool:
         spans = self._by_producer.get(header.producer_id)

@@ -1,45 +1,37 @@
-"""Decoded views (`offset/<N>.jsonl`, `time/<T>.jsonl`, `messages.jsonl`) as files with sizes and seeks.
+"""Decoded views (`offset/<N>.jsonl`, `time/<T>.jsonl`, `messages.jsonl`) as files with exact sizes and seeks.
 
-A decoded view is the JSON lines (`kfs.views.jsonl`) of a partition's records from a start offset to
-the log end. Shell tools want a file: `tail -n` seeks to st_size and reads backwards, `dd skip=`
-and `less` seek anywhere, `cat`/`head`/`grep`/`wc`/`jq`/`cp` read forward until EOF. Two things are
-needed: the byte position of a record in the decoded stream, and the stream's length.
+A decoded view is the JSON lines (`kfs.views.jsonl`) of a partition's records from a start offset
+to the log end.
+Shell tools want a file: `tar`, `rsync`, `shutil.copyfile` (sendfile), `du` and `mmap` trust
+st_size; `tail -n` and `less G` seek to it and read backwards; `cat`/`head`/`grep` read forward.
+Two things are needed: the stream's exact length, always, and the byte position of a record in it.
 
-**The seek map** applies Kafka's sparse offset index to the decoded stream. The stream is cut
-into *runs*, one per segment (the first run starts at the view's start offset, inside its
-segment; later runs are whole segments and are shared by every view). A run remembers, every
-`MAP_INTERVAL` decoded bytes, the pair (decoded position, offset of the record starting there),
-like `OffsetIndex` remembers (offset, file position) every `index.interval.bytes`. A read at
-position p bisects for the entry at or before p and decodes from that record: one batch plus at
-most `MAP_INTERVAL` bytes of rendering. Maps grow as a by-product of reading (a `cat` builds the
-map of everything it reads at no extra cost) or when a size is asked for. A run of a closed
-segment is immutable and kept (LRU); the active segment's run is extended with new batches.
+**Runs and the seek map.** The stream is cut into *runs*, one per segment, shared by every view
+(a view starting at offset N inside a segment skips the first part of that segment's run). A run
+remembers, every `MAP_INTERVAL` decoded bytes, the pair (decoded position, offset of the record
+starting there), as `OffsetIndex` remembers (offset, file position) every `index.interval.bytes`.
+A read at position p bisects for the entry at or before p and renders from that record: one
+batch plus at most `MAP_INTERVAL` bytes.
 
-**Sizes: exact when known, never guessed.** The length of a decoded stream is only known after
-rendering every record in it; for a huge partition that is minutes of work, and a stat must not
-cost that (`ls -l`, `find`, a shell's completion, `cat`'s own fstat would trigger it).
-So `DecodedView.size(budget)` returns the exact size when the maps already cover the view or
-when mapping the rest costs at most `budget` raw bytes of decoding (small partitions, and every
-view after a first full read), and None otherwise. The FUSE layer then reports st_size 0 and
-opens the file `direct_io`: the kernel sends every read to us instead of trusting the size, as
-for /proc files. Measured with real tools on such files (tests/test_fuse_tools.py, mount option
-size_budget=0): `cat`, `head`, `grep`, `wc -l`, `wc -c`, `jq`, `cp` (copy_file_range: EXDEV,
-then read), `less` read to EOF and give the right bytes; `tail -n`/`tail -c` see size 0 and
-read the whole stream (what computing the size would have cost anyway); `dd skip=` seeks (it
-only clamps skips against a positive st_size). Not covered: sendfile/splice readers, which stop
-at the kernel's i_size (Python's shutil.copyfile copies nothing; `cp` is fine). We tried the
-file nonseekable while its size is unknown (sendfile then fails and Python falls back to
-read), but `head -n` then exits 1 with "cannot seek" after printing the right lines, and head
-is a listed tool, so the size-0 file stays seekable.
-With an exact size every tool seeks as on a disk file. Reading the first line of any decoded
-view costs one batch. Decoded files are always `direct_io`: the kernel then sends the tool's
-read sizes (head asks for 8 KiB, not a 256 KiB readahead), and a growing partition's new lines
-are readable past a stale cached size, which is what `tail -f` needs.
+**Sizes are exact from the first stat.** A run is mapped (its length and seek map computed)
+by counting its lines (kfs.views.line_lengths: in C without rendering, where it can), the first
+time a size needs it, or earlier by the mount's background scan. A closed segment's run never
+changes, so it is kept in the size cache (kfs.views.size_cache) and the next mount knows it at
+once; the active segment's run is small and is extended with the batches appended since the last
+stat, so a growing partition's size grows. Counting a 1 M-record partition takes about a second
+(README, Performance); a mapping that runs longer logs its progress.
+
+**Damage.** A run whose counting meets a corrupt or truncated batch ends there: its length is
+the lines before the damage, followed by one byte that cannot be read (reading it is EIO, with
+the error in the log). So st_size covers the readable data, the damage and whatever readable
+segments follow, and a reader meets the error where the data stops instead of a short file.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
@@ -47,25 +39,35 @@ from collections.abc import Iterator
 from itertools import accumulate
 
 from kfs.internal.lines import line_decoder
-from kfs.storage import LogSegment, PartitionLog
+from kfs.record import Record
+from kfs.storage import KfsError, LogSegment, PartitionLog, VanishedError
 from kfs.views.jsonl import line_prefix, render_line_list
+from kfs.views.line_lengths import counted_batches
+from kfs.views.size_cache import SavedMap, SizeCache, code_fingerprint, file_identity
+
+log = logging.getLogger("kfs")
 
 MAP_INTERVAL = 32 * 1024  # decoded bytes between seek-map entries (cf. index.interval.bytes)
 MAX_RUNS = 4096  # runs kept per decoded log (LRU); a run of a 1 GiB segment maps in ~1 MB
 RESUME_SLACK = 2 * MAP_INTERVAL  # a cursor this close behind a read skips forward instead of seeking
-# Raw bytes a stat may decode to give an exact size: ~0.1-0.3 s at the measured 150-250k records/s.
-# Past it a view is a stream of unknown size until read once (mount option size_budget=BYTES).
-DEFAULT_SIZE_BUDGET = 8 << 20
+PROGRESS_AFTER = 1.0  # seconds of mapping before it shows in the log, and between progress lines
+MAX_SKIPS = 256  # view starts remembered per run
+
+
+class DamagedLog(KfsError):
+    """The position where a decoded view meets a corrupt or truncated batch."""
 
 
 class SegmentRun:
     """The decoded bytes of one segment's records from `start` on, with its sparse seek map.
 
     Invariant: every record with offset < `mapped_to` (from `start`) is counted in `length`, and
-    `positions[i]` is where the record at `offsets[i]` starts.
+    `positions[i]` is where the record at `offsets[i]` starts. `error`: the run ends in damage
+    (what reading past `length` meets); `file_end`: the segment file position mapped to.
     """
 
-    __slots__ = ("length", "lock", "mapped_to", "offsets", "positions", "segment", "start")
+    __slots__ = ("error", "file_end", "length", "lock", "mapped_to", "mapping", "offsets", "positions", "saved",
+                 "segment", "skips", "start")
 
     def __init__(self, segment: LogSegment, start: int) -> None:
         self.segment = segment
@@ -74,17 +76,36 @@ class SegmentRun:
         self.offsets = array("q", [start])
         self.length = 0
         self.mapped_to = start
+        self.error: str | None = None
+        self.file_end = 0
+        self.saved = False
+        self.skips: OrderedDict[int, int] = OrderedDict()
         self.lock = threading.Lock()
+        self.mapping = threading.Lock()  # one mapping at a time: a second asker waits for the first
+
+    def span(self) -> int:
+        """Bytes of the stream the run takes: its lines, and the unreadable byte of its damage."""
+        return self.length + (1 if self.error is not None else 0)
 
     def entry_at_or_before(self, position: int) -> tuple[int, int]:
         i = bisect_right(self.positions, position) - 1
         return self.positions[i], self.offsets[i]
+
+    def load(self, saved: SavedMap) -> None:
+        self.positions, self.offsets = saved.positions, saved.offsets
+        self.length, self.mapped_to, self.error = saved.length, saved.mapped_to, saved.error
+        self.saved = True
+
+    def saved_map(self) -> SavedMap:
+        return SavedMap(self.length, self.mapped_to, self.positions, self.offsets, self.error)
 
     def commit(self, positions: list[int], offsets: list[int], position: int, exhausted: bool, end: int) -> None:
         """A reader rendered, from the frontier, the records `offsets` at `positions`, and its lines
         end at `position`; `exhausted`: nothing else below `end`. Extend the map if it is still the
         frontier (another reader may have got there first: then this is a no-op)."""
         with self.lock:
+            if self.error is not None:
+                return
             if positions:
                 if positions[0] != self.length or offsets[0] < self.mapped_to:
                     return
@@ -108,41 +129,121 @@ class DecodedLog:
     `decode`: "auto" shows Kafka's internal topics decoded (SPEC section 8), "raw" as bytes."""
 
     def __init__(self, plog: PartitionLog, isolation: str = "read_uncommitted", control: str = "hide",
-                 decode: str = "auto") -> None:
+                 cache: SizeCache | None = None, decode: str = "auto") -> None:
         self.plog = plog
         self.isolation = isolation
         self.control = control
         self.decode = decode
+        self.cache = cache or SizeCache(None)
         self.prefix = line_prefix(plog.topic, plog.partition)
         self.decoder = line_decoder(plog.topic, decode)
+        # The internal topics' lines have a renderer of their own: they are measured by rendering
+        # them, never counted as plain ones.
+        self.countable = self.decoder is None
         self._runs: OrderedDict[tuple[int, int], SegmentRun] = OrderedDict()
         self._lock = threading.Lock()
 
     def view(self, start_offset: int) -> DecodedView:
         return DecodedView(self, start_offset)
 
-    def run(self, segment: LogSegment, start: int) -> SegmentRun:
+    def render(self, records: list[Record]) -> list[bytes]:
+        """The one renderer of this log's lines: what reads serve and what sizes measure."""
+        return render_line_list(self.prefix, records, self.decoder)
+
+    def run(self, segment: LogSegment, start: int, end: int) -> SegmentRun:
         # Keyed by the segment object: the storage layer makes a new one when a segment file is
         # replaced (log cleaner swap), and holding it in the run keeps its id from being reused.
         key = (id(segment), start)
         with self._lock:
             run = self._runs.get(key)
-            if run is None or run.segment is not segment:
-                run = self._runs[key] = SegmentRun(segment, start)
-                while len(self._runs) > MAX_RUNS:
-                    self._runs.popitem(last=False)
-            else:
+            if run is not None and run.segment is segment:
                 self._runs.move_to_end(key)
-            return run
+                return run
+            run = self._runs[key] = SegmentRun(segment, start)
+            while len(self._runs) > MAX_RUNS:
+                self._runs.popitem(last=False)
+        if not self.plog.is_active(segment):
+            saved = self.cache.load(self._cache_key(segment, start, end))
+            if saved is not None:
+                with run.lock:
+                    if run.length == 0 and run.mapped_to == start:
+                        run.load(saved)
+        return run
+
+    def forget(self, run: SegmentRun) -> None:
+        with self._lock:
+            if self._runs.get((id(run.segment), run.start)) is run:
+                del self._runs[(id(run.segment), run.start)]
+
+    def _cache_key(self, segment: LogSegment, start: int, end: int) -> dict:
+        """Everything the bytes of a closed segment's run depend on (kfs.views.size_cache)."""
+        aborted = self.plog.aborted_transactions().digest() if self.isolation == "read_committed" else None
+        return {"file": file_identity(segment.log_path), "topic": self.plog.topic, "partition": self.plog.partition,
+                "start": start, "end": end, "isolation": self.isolation, "control": self.control,
+                "decode": self.decode if self.decoder is not None else "plain", "aborted": aborted,
+                "code": code_fingerprint()}
 
     def rendered(self, start: int, end: int) -> Iterator[tuple[list[int], list[bytes]]]:
         """(offsets, JSON lines) a batch at a time from `start` to `end` (rendered compiled when built)."""
         if start >= end:
             return
-        prefix, decoder = self.prefix, self.decoder
         for records in self.plog.record_lists(start, isolation=self.isolation, control=self.control,
                                               end_offset=end):
-            yield [r.offset for r in records], render_line_list(prefix, records, decoder)
+            yield [r.offset for r in records], self.render(records)
+
+    def counted(self, start: int, end: int) -> Iterator:
+        return counted_batches(self.plog, start, end, isolation=self.isolation, control=self.control,
+                               prefix=self.prefix, render=self.render, countable=self.countable)
+
+    def map_run(self, run: SegmentRun, end: int) -> None:
+        """Count `run`'s lines up to `end` (the batches not mapped yet), committing batch by batch;
+        log progress when it takes long; keep a closed segment's complete map in the cache."""
+        with run.mapping:
+            if run.mapped_to < end and run.error is None:
+                self._count_into(run, end)
+            if not run.saved and run.mapped_to >= end and not self.plog.is_active(run.segment):
+                try:
+                    key = self._cache_key(run.segment, run.start, end)
+                except OSError:
+                    return  # the segment vanished: nothing to keep
+                self.cache.save(key, run.saved_map())
+                run.saved = True
+
+    def _count_into(self, run: SegmentRun, end: int) -> None:
+        began = last_report = time.monotonic()
+        total = run.segment.valid_size()
+        records = 0
+        try:
+            for batch in self.counted(run.mapped_to, end):
+                with run.lock:
+                    if batch.first_offset < run.mapped_to:
+                        continue  # a reader mapped it meanwhile
+                    if run.length - run.positions[-1] >= MAP_INTERVAL:
+                        run.positions.append(run.length)
+                        run.offsets.append(batch.first_offset)
+                    run.length += batch.length
+                    run.mapped_to = max(batch.next_offset, batch.first_offset + 1)
+                    run.file_end = batch.file_end
+                records += batch.records
+                now = time.monotonic()
+                if now - last_report >= PROGRESS_AFTER:
+                    last_report = now
+                    log.info("decoded sizes of %s, segment %d: %d%% (%d records, %.1f s)", self.plog.name,
+                             run.segment.base_offset, 100 * batch.file_end // max(total, 1), records, now - began)
+        except KfsError as e:
+            if isinstance(e, VanishedError):
+                raise
+            with run.lock:
+                run.error = str(e)
+                run.mapped_to = end
+            log.error("%s: decoded views stop at this damage (a read there fails)", e)
+            return
+        with run.lock:
+            run.mapped_to = max(run.mapped_to, end)
+        elapsed = time.monotonic() - began
+        if elapsed >= PROGRESS_AFTER:
+            log.info("decoded sizes of %s, segment %d: done (%d records, %d bytes of lines, %.1f s)",
+                     self.plog.name, run.segment.base_offset, records, run.length, elapsed)
 
 
 class DecodedView:
@@ -153,71 +254,76 @@ class DecodedView:
         self.start = start_offset
 
     def layout(self) -> list[tuple[SegmentRun, int]]:
-        """The runs of this view and the offset each ends at (the next segment's base, or the log end)."""
+        """The runs of this view (whole segments, the first from the log start) and the offset each
+        ends at (the next segment's base, or the log end)."""
         plog = self.log.plog
         first = plog.floor_segment(self.start)
         if first is None and not plog.segments():
             return []  # a partition directory with no segment yet: an empty log
         if first is None:
-            from kfs.storage import VanishedError
             raise VanishedError(f"{plog.name}: the segment holding offset {self.start} is gone")
         segments = [first]
         following = plog.higher_segment(first.base_offset)
         while following is not None:
             segments.append(following)
             following = plog.higher_segment(following.base_offset)
-        log_end = plog.log_end_offset()
+        log_start, log_end = plog.log_start_offset(), plog.log_end_offset()
         layout = []
         for i, segment in enumerate(segments):
-            start = self.start if i == 0 else segment.base_offset
+            start = max(segment.base_offset, log_start)
             end = segments[i + 1].base_offset if i + 1 < len(segments) else max(log_end, start)
-            layout.append((self.log.run(segment, start), end))
+            run = self.log.run(segment, start, end)
+            if i + 1 == len(segments) and run.file_end > segment.valid_size():
+                self.log.forget(run)  # the active segment was truncated (a new leader): count afresh
+                run = self.log.run(segment, start, end)
+            layout.append((run, end))
         return layout
 
-    def known_size(self, layout: list[tuple[SegmentRun, int]] | None = None) -> int | None:
-        total = 0
-        for run, end in layout or self.layout():
-            if run.mapped_to < end:
-                return None
-            total += run.length
-        return total
-
-    def size(self, budget: int) -> int | None:
-        """The exact size, mapping what is missing if that costs at most `budget` raw bytes; else None."""
+    def mapped_layout(self) -> list[tuple[SegmentRun, int]]:
+        """The layout with every run mapped to its end: what a size needs."""
         layout = self.layout()
-        known = self.known_size(layout)
-        if known is not None:
-            return known
-        missing = 0
         for run, end in layout:
             if run.mapped_to < end:
-                missing += self._unmapped_bytes(run)
-                if missing > budget:
-                    return None
-        for run, end in layout:
-            self._extend(run, end)
-        return self.known_size(layout)
+                self.log.map_run(run, end)
+        return layout
 
-    def _unmapped_bytes(self, run: SegmentRun) -> int:
-        size = run.segment.valid_size()
-        try:
-            position = self.log.plog.locate_offset(run.mapped_to, with_record=False).position
-        except Exception:  # at the log end, or outside it: nothing left to map here
+    def skip(self, layout: list[tuple[SegmentRun, int]]) -> int:
+        """Where the view's first record starts in its first run (mapped)."""
+        if not layout:
             return 0
-        return max(0, size - position) if position < size else 0
-
-    def _extend(self, run: SegmentRun, end: int) -> None:
-        """Map `run` up to `end` by rendering and counting the unmapped records."""
+        run = layout[0][0]
+        if self.start <= run.start:
+            return 0
         with run.lock:
-            start, position = run.mapped_to, run.length
-        positions: list[int] = []
-        offsets: list[int] = []
-        for chunk_offsets, lines in self.log.rendered(start, end):
-            starts = list(accumulate(map(len, lines), initial=position))
-            positions += starts[:-1]
-            offsets += chunk_offsets
-            position = starts[-1]
-        run.commit(positions, offsets, position, True, end)
+            known = run.skips.get(self.start)
+            if known is not None:
+                return known
+            i = bisect_right(run.offsets, self.start) - 1
+            position, offset = run.positions[i], run.offsets[i]
+        if run.error is not None and self.start >= run.mapped_to:
+            return run.length
+        skip = position + sum(batch.length for batch in self.log.counted(offset, self.start))
+        with run.lock:
+            run.skips[self.start] = skip
+            while len(run.skips) > MAX_SKIPS:
+                run.skips.popitem(last=False)
+        return skip
+
+    def size(self) -> int:
+        """The exact length of the view now: every run mapped (from the cache, or counted)."""
+        layout = self.mapped_layout()
+        return sum(run.span() for run, _ in layout) - self.skip(layout)
+
+    def damaged(self) -> bool:
+        """Whether the view (as mapped) holds damage: reads there fail."""
+        return any(run.error is not None for run, _ in self.layout())
+
+    def known_size(self) -> int | None:
+        """The size if every run is mapped already (no counting), else None."""
+        layout = self.layout()
+        if any(run.mapped_to < end for run, end in layout):
+            return None
+        return sum(run.span() for run, _ in layout) - self.skip(layout)
 
     def cursor(self) -> Cursor:
         return Cursor(self)
@@ -236,22 +342,29 @@ class Cursor:
         self._buf = b""  # the rendered batch the cursor is in ...
         self._buf_position = 0  # ... and where it starts in the run
 
-    def read(self, position: int, size: int) -> bytes:
-        """Up to `size` bytes at `position`; fewer only at the end of the stream, or before a
-        corrupt batch or a vanished segment: the read that starts there raises the error."""
+    def read(self, position: int, size: int, partial: bool = True) -> bytes:
+        """Up to `size` bytes at `position`; fewer only at the end of the stream, or (`partial`)
+        before damage or a vanished segment: the read that starts there raises the error. Without
+        `partial` such a read raises at once (a page-cache reader takes a short read for the end)."""
         out: list[bytes] = []
         with self.lock:
             try:
                 self._read_into(out, position, size)
             except Exception:
                 self._run = None  # start afresh: the next read meets the error again
-                if not out:
+                if not out or not partial:
                     raise
         return b"".join(out)
 
     def _read_into(self, out: list[bytes], local: int, wanted: int) -> None:
-        for run, end in self.view.layout():
+        layout = self.view.layout()
+        local += self.view.skip(layout)
+        for run, end in layout:
             if run.mapped_to >= end and local >= run.length:
+                if run.error is not None:
+                    if local == run.length:
+                        raise DamagedLog(run.error)
+                    local -= 1
                 local -= run.length
                 continue
             served = self._serve(run, end, local, wanted, out)

@@ -74,7 +74,7 @@ class SizeCache:
     """The store. `directory=None` turns it off (every mount computes afresh)."""
 
     def __init__(self, directory: str | None) -> None:
-        self.directory = directory
+        self.directory = directory or None
         self._warned = False
 
     @classmethod

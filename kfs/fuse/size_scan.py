@@ -1,0 +1,53 @@
+"""The mount's background size scan: every partition's decoded sizes, mapped once after mounting.
+
+ratarmount builds its index when it mounts; kfs mounts at once (lazily) and maps the decoded
+views' runs in one background thread, partition by partition, so that by the time a user runs
+`tail -n 1`, `less +G` or `rsync`, the sizes and seek maps are there. A stat that needs a size
+the scan has not reached maps it on demand (and the scan then finds it done); closed segments
+come from the size cache when a mount has seen them before. Progress goes to the daemon log.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from kfs.storage import KfsError
+
+if TYPE_CHECKING:
+    from kfs.fuse.tree import KfsTree
+
+log = logging.getLogger("kfs")
+
+REPORT_EVERY = 5.0  # seconds between the scan's progress lines
+
+
+def scan_sizes(tree: KfsTree, stop: threading.Event) -> None:
+    """Map `messages.jsonl` of every partition (every run of every view), until done or `stop`."""
+    began = last_report = time.monotonic()
+    done = 0
+    for decoded_log in tree.decoded_logs():
+        if stop.is_set():
+            return
+        plog = decoded_log.plog
+        try:
+            decoded_log.view(plog.log_start_offset()).size()
+        except (KfsError, OSError) as e:
+            log.warning("size scan: %s: %s", plog.name, e)
+        except Exception:
+            log.exception("size scan: %s", plog.name)
+        done += 1
+        now = time.monotonic()
+        if now - last_report >= REPORT_EVERY:
+            last_report = now
+            log.info("size scan: %d partitions mapped (%.1f s)", done, now - began)
+    log.info("size scan: the decoded sizes of %d partitions are known (%.1f s)", done, time.monotonic() - began)
+
+
+def start_size_scan(tree: KfsTree) -> threading.Event:
+    """Start the scan in a daemon thread; set the returned event to stop it."""
+    stop = threading.Event()
+    threading.Thread(target=scan_sizes, args=(tree, stop), name="kfs-size-scan", daemon=True).start()
+    return stop

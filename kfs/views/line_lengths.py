@@ -1,0 +1,67 @@
+"""How many bytes a batch's JSON lines take, without rendering them where that can be avoided.
+
+The size of a decoded view is the sum of its lines. Rendering every line to learn it costs as much
+as reading the file; counting is cheaper: for a plain v2 batch `count_jsonl` (kfs/record/_speedups.c)
+walks the records section and adds up each field's escaped length without creating a record or a
+byte of output, outside the GIL (a compressed batch is still decompressed first). Everything else
+(control markers shown with control=show, legacy message sets, a batch the counter leaves to the
+decoder, the internal topics' own rendering, a build without the extension) is decoded and
+rendered by the one renderer, and its lines measured: the renderer is always the oracle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from kfs.record import CorruptBatchError, Record, crc_is_valid, default_batch, speedups
+from kfs.storage import PartitionLog, batch_records
+
+_count_jsonl = speedups.count_jsonl
+_NO_END = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class CountedBatch:
+    """The lines of one batch's records a view shows: where they start (the offset of the first),
+    how many bytes and records, and where the batch ends in its segment file (for progress)."""
+
+    first_offset: int
+    next_offset: int  # every record of the view below it is counted (the batch's last offset + 1)
+    length: int
+    records: int
+    segment_base_offset: int
+    file_end: int
+
+
+def counted_batches(plog: PartitionLog, start: int, end: int, *, isolation: str, control: str, prefix: str,
+                    render: Callable[[list[Record]], list[bytes]], countable: bool) -> Iterator[CountedBatch]:
+    """Per batch holding records of [start, end) that the view shows, their lines' length.
+
+    `render` is the view's renderer; `countable`: its lines are section 3's plain ones, so the
+    compiled counter may stand in for it. Raises what reading the records raises (CorruptLogError),
+    after the batches before the damage.
+    """
+    if start >= end:
+        return
+    for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control,
+                                                              end_offset=end):
+        counted = None
+        if countable and _count_jsonl is not None and header.magic == 2 and not header.is_control \
+                and header.record_count > 0 and crc_is_valid(body, header):
+            try:
+                payload = default_batch.records_payload(body, header)
+            except CorruptBatchError:
+                payload = None  # the decoder below raises it, with the segment's path
+            if payload is not None:
+                counted = _count_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
+                                       header.timestamp_type, header.max_timestamp, prefix, first,
+                                       min(end, _NO_END))
+        if counted is None:
+            records = batch_records(segment, header, body, first, end)
+            lines = render(records)
+            counted = (sum(map(len, lines)), len(records), records[0].offset if records else -1)
+        length, count, first_offset = counted
+        if count:
+            yield CountedBatch(first_offset, min(header.last_offset + 1, end), length, count, segment.base_offset,
+                               header.position + header.size)
