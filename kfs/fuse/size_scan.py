@@ -43,7 +43,10 @@ def scan_sizes(tree: KfsTree, stop: threading.Event) -> None:
         if now - last_report >= REPORT_EVERY:
             last_report = now
             log.info("size scan: %d partitions mapped (%.1f s)", done, now - began)
-    log.info("size scan: the decoded sizes of %d partitions are known (%.1f s)", done, time.monotonic() - began)
+    cache = tree.cache
+    log.info("size scan: the decoded sizes of %d partitions are known (%.1f s; size cache %s: %d segment maps "
+             "found, %d computed and kept)", done, time.monotonic() - began, cache.directory or "off", cache.hits,
+             cache.stores)
 
 
 def start_size_scan(tree: KfsTree) -> threading.Event:

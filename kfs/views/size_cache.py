@@ -76,6 +76,7 @@ class SizeCache:
     def __init__(self, directory: str | None) -> None:
         self.directory = directory or None
         self._warned = False
+        self.hits = self.misses = self.stores = 0  # for the daemon log (and the tests)
 
     @classmethod
     def default(cls) -> SizeCache:
@@ -94,13 +95,17 @@ class SizeCache:
         try:
             with open(path, "rb") as f:
                 data = f.read()
+            saved = _parse(data, encoded)
         except OSError:
-            return None
-        try:
-            return _parse(data, encoded)
+            saved = None
         except (ValueError, KeyError, TypeError):
             log.warning("ignoring the unreadable size cache entry %s", path)
-            return None
+            saved = None
+        if saved is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return saved
 
     def save(self, key: dict[str, Any], saved: SavedMap) -> None:
         if self.directory is None:
@@ -119,6 +124,7 @@ class SizeCache:
                 with os.fdopen(fd, "wb") as f:
                     f.write(MAGIC + header + b"\n" + positions.tobytes() + offsets.tobytes())
                 os.replace(tmp, path)
+                self.stores += 1
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
