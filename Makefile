@@ -16,4 +16,5 @@ test: install-test
 bench:
 	python3 -m kfs.bench.bench_core
 	python3 -m kfs.bench.bench_fuse
+	python3 -m kfs.bench.bench_sizes
 	python3 -m kfs.bench.bench_spark
