@@ -21,8 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from kfs.internal.lines import line_decoder
 from kfs.storage import CorruptLogError, KfsError, LogDirs, PartitionLog
-from kfs.views import decoded
+from kfs.views import decoded, runs
 from kfs.views.decoded import DamagedLog, DecodedLog
 from kfs.views.jsonl import line_prefix, render_line
 from kfs.views.size_cache import SizeCache
@@ -32,10 +33,11 @@ SETTINGS = [("read_uncommitted", "hide"), ("read_committed", "hide"), ("read_unc
 
 
 def rendered(plog: PartitionLog, start: int, isolation: str, control: str) -> bytes:
-    """The oracle: each record rendered on its own by the reference renderer."""
-    prefix = line_prefix(plog.topic, plog.partition)
-    return "".join(render_line(prefix, r) for r in plog.records(start, isolation=isolation, control=control)
-                   ).encode("utf-8")
+    """The oracle: each record rendered on its own by the reference renderer (with the internal
+    topics' decoder, as a mount decodes them by default)."""
+    prefix, decoder = line_prefix(plog.topic, plog.partition), line_decoder(plog.topic)
+    return "".join(render_line(prefix, r, decoder) for r in plog.records(start, isolation=isolation,
+                                                                         control=control)).encode("utf-8")
 
 
 def read_all(view: decoded.DecodedView, chunk: int = 5000) -> bytes:
@@ -48,7 +50,7 @@ def read_all(view: decoded.DecodedView, chunk: int = 5000) -> bytes:
 
 @pytest.fixture(autouse=True)
 def _small_map_interval(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(decoded, "MAP_INTERVAL", 1024)  # many seek-map entries on small logs
+    monkeypatch.setattr(runs, "MAP_INTERVAL", 1024)  # many seek-map entries on small logs
 
 
 def check_views(plog: PartitionLog, starts: list[int], isolation: str, control: str, cache_dir: str) -> None:

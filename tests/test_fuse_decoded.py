@@ -11,7 +11,7 @@ from conftest import GOLDEN_PARTITIONS, LOGDIRS, v2_batch, write_segment
 
 from kfs.record import BatchHeader, Record, speedups
 from kfs.storage import LogDirs, LogSegment
-from kfs.views import decoded
+from kfs.views import decoded, runs
 from kfs.views.decoded import DecodedLog
 
 
@@ -27,7 +27,7 @@ def _read_all(cursor: decoded.Cursor, chunk: int = 1 << 16) -> bytes:
 
 @pytest.fixture(autouse=True)
 def _small_map_interval(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(decoded, "MAP_INTERVAL", 2048)  # many map entries on small fixtures
+    monkeypatch.setattr(runs, "MAP_INTERVAL", 2048)  # many map entries on small fixtures
     monkeypatch.setattr(decoded, "RESUME_SLACK", 4096)
 
 

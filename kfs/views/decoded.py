@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -40,87 +38,19 @@ from itertools import accumulate
 
 from kfs.internal.lines import line_decoder
 from kfs.record import Record
-from kfs.storage import KfsError, LogSegment, PartitionLog, VanishedError
+from kfs.storage import LogSegment, PartitionLog, VanishedError
 from kfs.views.jsonl import line_prefix, render_line_list
 from kfs.views.line_lengths import counted_batches
-from kfs.views.size_cache import SavedMap, SizeCache, code_fingerprint, file_identity
+from kfs.views.runs import MAP_INTERVAL, DamagedLog, MappingProgress, SegmentRun, count_into
+from kfs.views.size_cache import SizeCache, code_fingerprint, file_identity
+
+__all__ = ["Cursor", "DamagedLog", "DecodedLog", "DecodedView", "SegmentRun"]
 
 log = logging.getLogger("kfs")
 
-MAP_INTERVAL = 32 * 1024  # decoded bytes between seek-map entries (cf. index.interval.bytes)
 MAX_RUNS = 4096  # runs kept per decoded log (LRU); a run of a 1 GiB segment maps in ~1 MB
 RESUME_SLACK = 2 * MAP_INTERVAL  # a cursor this close behind a read skips forward instead of seeking
-PROGRESS_AFTER = 1.0  # seconds of mapping before it shows in the log, and between progress lines
 MAX_SKIPS = 256  # view starts remembered per run
-
-
-class DamagedLog(KfsError):
-    """The position where a decoded view meets a corrupt or truncated batch."""
-
-
-class SegmentRun:
-    """The decoded bytes of one segment's records from `start` on, with its sparse seek map.
-
-    Invariant: every record with offset < `mapped_to` (from `start`) is counted in `length`, and
-    `positions[i]` is where the record at `offsets[i]` starts. `error`: the run ends in damage
-    (what reading past `length` meets); `file_end`: the segment file position mapped to.
-    """
-
-    __slots__ = ("error", "file_end", "length", "lock", "mapped_to", "mapping", "offsets", "positions", "saved",
-                 "segment", "skips", "start")
-
-    def __init__(self, segment: LogSegment, start: int) -> None:
-        self.segment = segment
-        self.start = start
-        self.positions = array("q", [0])
-        self.offsets = array("q", [start])
-        self.length = 0
-        self.mapped_to = start
-        self.error: str | None = None
-        self.file_end = 0
-        self.saved = False
-        self.skips: OrderedDict[int, int] = OrderedDict()
-        self.lock = threading.Lock()
-        self.mapping = threading.Lock()  # one mapping at a time: a second asker waits for the first
-
-    def span(self) -> int:
-        """Bytes of the stream the run takes: its lines, and the unreadable byte of its damage."""
-        return self.length + (1 if self.error is not None else 0)
-
-    def entry_at_or_before(self, position: int) -> tuple[int, int]:
-        i = bisect_right(self.positions, position) - 1
-        return self.positions[i], self.offsets[i]
-
-    def load(self, saved: SavedMap) -> None:
-        self.positions, self.offsets = saved.positions, saved.offsets
-        self.length, self.mapped_to, self.error = saved.length, saved.mapped_to, saved.error
-        self.saved = True
-
-    def saved_map(self) -> SavedMap:
-        return SavedMap(self.length, self.mapped_to, self.positions, self.offsets, self.error)
-
-    def commit(self, positions: list[int], offsets: list[int], position: int, exhausted: bool, end: int) -> None:
-        """A reader rendered, from the frontier, the records `offsets` at `positions`, and its lines
-        end at `position`; `exhausted`: nothing else below `end`. Extend the map if it is still the
-        frontier (another reader may have got there first: then this is a no-op)."""
-        with self.lock:
-            if self.error is not None:
-                return
-            if positions:
-                if positions[0] != self.length or offsets[0] < self.mapped_to:
-                    return
-                last = self.positions[-1]
-                for p, o in zip(positions, offsets, strict=True):
-                    if p - last >= MAP_INTERVAL:
-                        self.positions.append(p)
-                        self.offsets.append(o)
-                        last = p
-                self.length = position
-                self.mapped_to = offsets[-1] + 1
-            elif position != self.length:
-                return
-            if exhausted and end > self.mapped_to:
-                self.mapped_to = end
 
 
 class DecodedLog:
@@ -195,12 +125,12 @@ class DecodedLog:
         return counted_batches(self.plog, start, end, isolation=self.isolation, control=self.control,
                                prefix=self.prefix, render=self.render, countable=self.countable)
 
-    def map_run(self, run: SegmentRun, end: int) -> None:
-        """Count `run`'s lines up to `end` (the batches not mapped yet), committing batch by batch;
-        log progress when it takes long; keep a closed segment's complete map in the cache."""
+    def map_run(self, run: SegmentRun, end: int, progress: MappingProgress | None = None) -> None:
+        """Count `run`'s lines up to `end` (the batches not mapped yet), committing batch by batch,
+        and keep a closed segment's complete map in the size cache."""
         with run.mapping:
             if run.mapped_to < end and run.error is None:
-                self._count_into(run, end)
+                count_into(run, self.counted(run.mapped_to, end), end, progress)
             if not run.saved and run.mapped_to >= end and not self.plog.is_active(run.segment):
                 try:
                     key = self._cache_key(run.segment, run.start, end)
@@ -208,42 +138,6 @@ class DecodedLog:
                     return  # the segment vanished: nothing to keep
                 self.cache.save(key, run.saved_map())
                 run.saved = True
-
-    def _count_into(self, run: SegmentRun, end: int) -> None:
-        began = last_report = time.monotonic()
-        total = run.segment.valid_size()
-        records = 0
-        try:
-            for batch in self.counted(run.mapped_to, end):
-                with run.lock:
-                    if batch.first_offset < run.mapped_to:
-                        continue  # a reader mapped it meanwhile
-                    if run.length - run.positions[-1] >= MAP_INTERVAL:
-                        run.positions.append(run.length)
-                        run.offsets.append(batch.first_offset)
-                    run.length += batch.length
-                    run.mapped_to = max(batch.next_offset, batch.first_offset + 1)
-                    run.file_end = batch.file_end
-                records += batch.records
-                now = time.monotonic()
-                if now - last_report >= PROGRESS_AFTER:
-                    last_report = now
-                    log.info("decoded sizes of %s, segment %d: %d%% (%d records, %.1f s)", self.plog.name,
-                             run.segment.base_offset, 100 * batch.file_end // max(total, 1), records, now - began)
-        except KfsError as e:
-            if isinstance(e, VanishedError):
-                raise
-            with run.lock:
-                run.error = str(e)
-                run.mapped_to = end
-            log.error("%s: decoded views stop at this damage (a read there fails)", e)
-            return
-        with run.lock:
-            run.mapped_to = max(run.mapped_to, end)
-        elapsed = time.monotonic() - began
-        if elapsed >= PROGRESS_AFTER:
-            log.info("decoded sizes of %s, segment %d: done (%d records, %d bytes of lines, %.1f s)",
-                     self.plog.name, run.segment.base_offset, records, run.length, elapsed)
 
 
 class DecodedView:
@@ -280,11 +174,15 @@ class DecodedView:
         return layout
 
     def mapped_layout(self) -> list[tuple[SegmentRun, int]]:
-        """The layout with every run mapped to its end: what a size needs."""
+        """The layout with every run mapped to its end: what a size needs (with progress in the log
+        when that takes more than a second)."""
         layout = self.layout()
-        for run, end in layout:
-            if run.mapped_to < end:
-                self.log.map_run(run, end)
+        missing = [(run, end) for run, end in layout if run.mapped_to < end]
+        if missing:
+            progress = MappingProgress(self.log.plog.name, sum(run.segment.valid_size() for run, _ in missing))
+            for run, end in missing:
+                self.log.map_run(run, end, progress)
+            progress.done()
         return layout
 
     def skip(self, layout: list[tuple[SegmentRun, int]]) -> int:

@@ -1,0 +1,144 @@
+"""Runs: the decoded lines of one segment, their length and their sparse seek map, and how they are counted.
+
+A run is mapped by counting its lines batch by batch (kfs.views.line_lengths), committing each
+batch so that readers and sizes see a consistent prefix; damage ends the run (see kfs.views.decoded).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from array import array
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Iterable
+
+from kfs.storage import KfsError, LogSegment, VanishedError
+from kfs.views.line_lengths import CountedBatch
+from kfs.views.size_cache import SavedMap
+
+log = logging.getLogger("kfs")
+
+MAP_INTERVAL = 32 * 1024  # decoded bytes between seek-map entries (cf. index.interval.bytes)
+PROGRESS_AFTER = 1.0  # seconds of mapping before it shows in the log, and between progress lines
+
+
+class DamagedLog(KfsError):
+    """The position where a decoded view meets a corrupt or truncated batch."""
+
+
+class SegmentRun:
+    """The decoded bytes of one segment's records from `start` on, with its sparse seek map.
+
+    Invariant: every record with offset < `mapped_to` (from `start`) is counted in `length`, and
+    `positions[i]` is where the record at `offsets[i]` starts. `error`: the run ends in damage
+    (what reading past `length` meets); `file_end`: the segment file position mapped to.
+    """
+
+    __slots__ = ("error", "file_end", "length", "lock", "mapped_to", "mapping", "offsets", "positions", "saved",
+                 "segment", "skips", "start")
+
+    def __init__(self, segment: LogSegment, start: int) -> None:
+        self.segment = segment
+        self.start = start
+        self.positions = array("q", [0])
+        self.offsets = array("q", [start])
+        self.length = 0
+        self.mapped_to = start
+        self.error: str | None = None
+        self.file_end = 0
+        self.saved = False
+        self.skips: OrderedDict[int, int] = OrderedDict()
+        self.lock = threading.Lock()
+        self.mapping = threading.Lock()  # one mapping at a time: a second asker waits for the first
+
+    def span(self) -> int:
+        """Bytes of the stream the run takes: its lines, and the unreadable byte of its damage."""
+        return self.length + (1 if self.error is not None else 0)
+
+    def entry_at_or_before(self, position: int) -> tuple[int, int]:
+        i = bisect_right(self.positions, position) - 1
+        return self.positions[i], self.offsets[i]
+
+    def load(self, saved: SavedMap) -> None:
+        self.positions, self.offsets = saved.positions, saved.offsets
+        self.length, self.mapped_to, self.error = saved.length, saved.mapped_to, saved.error
+        self.saved = True
+
+    def saved_map(self) -> SavedMap:
+        return SavedMap(self.length, self.mapped_to, self.positions, self.offsets, self.error)
+
+    def commit(self, positions: list[int], offsets: list[int], position: int, exhausted: bool, end: int) -> None:
+        """A reader rendered, from the frontier, the records `offsets` at `positions`, and its lines
+        end at `position`; `exhausted`: nothing else below `end`. Extend the map if it is still the
+        frontier (another reader may have got there first: then this is a no-op)."""
+        with self.lock:
+            if self.error is not None:
+                return
+            if positions:
+                if positions[0] != self.length or offsets[0] < self.mapped_to:
+                    return
+                last = self.positions[-1]
+                for p, o in zip(positions, offsets, strict=True):
+                    if p - last >= MAP_INTERVAL:
+                        self.positions.append(p)
+                        self.offsets.append(o)
+                        last = p
+                self.length = position
+                self.mapped_to = offsets[-1] + 1
+            elif position != self.length:
+                return
+            if exhausted and end > self.mapped_to:
+                self.mapped_to = end
+
+
+class MappingProgress:
+    """Progress of mapping one view's runs, in the daemon log once it takes over PROGRESS_AFTER."""
+
+    def __init__(self, name: str, total_bytes: int) -> None:
+        self.name, self.total = name, max(total_bytes, 1)
+        self.began = self.last_report = time.monotonic()
+        self.bytes = self.records = 0
+
+    def advance(self, batch: CountedBatch, file_bytes: int) -> None:
+        self.bytes += file_bytes
+        self.records += batch.records
+        now = time.monotonic()
+        if now - self.last_report >= PROGRESS_AFTER:
+            self.last_report = now
+            log.info("decoded sizes of %s: %d%% (%d records, %.1f s)", self.name,
+                     min(100, 100 * self.bytes // self.total), self.records, now - self.began)
+
+    def done(self) -> None:
+        elapsed = time.monotonic() - self.began
+        if elapsed >= PROGRESS_AFTER:
+            log.info("decoded sizes of %s: done (%d records, %.1f s)", self.name, self.records, elapsed)
+
+
+def count_into(run: SegmentRun, batches: Iterable[CountedBatch], end: int, progress: MappingProgress | None) -> None:
+    """Map `run` up to `end` from its counted batches (the caller holds `run.mapping`). Damage ends
+    the run there; a vanished segment is raised (the view is gone, not damaged)."""
+    try:
+        for batch in batches:
+            with run.lock:
+                if batch.first_offset < run.mapped_to:
+                    continue  # a reader mapped it meanwhile
+                if run.length - run.positions[-1] >= MAP_INTERVAL:
+                    run.positions.append(run.length)
+                    run.offsets.append(batch.first_offset)
+                run.length += batch.length
+                run.mapped_to = max(batch.next_offset, batch.first_offset + 1)
+                walked, run.file_end = batch.file_end - run.file_end, batch.file_end
+            if progress is not None:
+                progress.advance(batch, walked)
+    except KfsError as e:
+        if isinstance(e, VanishedError):
+            raise
+        with run.lock:
+            run.error = str(e)
+            run.mapped_to = end
+        log.error("%s: decoded views stop at this damage (a read there fails)", e)
+        return
+    with run.lock:
+        run.mapped_to = max(run.mapped_to, end)
