@@ -10,8 +10,11 @@ half-written batch.
 
 from __future__ import annotations
 
+import os
 import struct
 import tempfile
+import time
+from array import array
 from pathlib import Path
 
 import crc32c
@@ -26,7 +29,7 @@ from kfs.storage import CorruptLogError, KfsError, LogDirs, PartitionLog
 from kfs.views import decoded, runs
 from kfs.views.decoded import DamagedLog, DecodedLog
 from kfs.views.jsonl import line_prefix, render_line
-from kfs.views.size_cache import SizeCache
+from kfs.views.size_cache import SavedMap, SizeCache
 
 SETTINGS = [("read_uncommitted", "hide"), ("read_committed", "hide"), ("read_uncommitted", "show"),
             ("read_committed", "show")]
@@ -193,3 +196,22 @@ def test_damage_is_one_unreadable_byte_between_the_data_around_it(tmp_path: Path
     assert cursor.read(len(before) + 1, 1 << 20) == after  # what follows stays readable
     with pytest.raises(KfsError):
         cursor.read(len(before) - 10, 100, partial=False)  # a page-cache reader gets no short read
+
+
+def test_the_size_cache_is_bounded_and_keeps_what_was_used_last(tmp_path: Path) -> None:
+    cache = SizeCache(str(tmp_path / "cache"), max_bytes=0)
+    saved = SavedMap(10, 5, array("q", [0] * 100), array("q", [0] * 100))
+    keys = [{"segment": i} for i in range(4)]
+    for key in keys:
+        cache.save(key, saved)
+    entries = sorted((tmp_path / "cache").glob("*/*"))
+    entry_size = entries[0].stat().st_size
+    for i, path in enumerate(entries):  # distinct ages, oldest first in key order below
+        os.utime(path, ns=(time.time_ns(), time.time_ns() - (10 - i) * 10**9))
+    cache.max_bytes = 2 * entry_size
+    oldest = min(entries, key=lambda p: p.stat().st_mtime_ns)
+    used = next(k for k in keys if cache._path(k)[0] == str(oldest))
+    assert cache.load(used) is not None  # used now: no longer the oldest
+    assert cache.prune() == 2
+    assert cache.load(used) is not None and cache.hits == 2
+    assert sum(cache.load(k) is not None for k in keys) == 2

@@ -101,6 +101,21 @@ def test_the_first_stat_of_a_fresh_mount_is_exact(tmp_path: Path) -> None:
         assert size == len(path.read_bytes()) > 0
 
 
+def test_verbose_logs_every_request_and_a_quiet_mount_none(tmp_path: Path) -> None:
+    for name, options in (("loud", {"verbose": True}), ("quiet", {})):
+        with mounted(tmp_path, name=name, **options) as mnt:
+            size = os.stat(mnt / "orders-0" / "messages.jsonl").st_size
+            (mnt / "orders-0" / "info.json").read_bytes()
+        logged = (tmp_path / f"{name}.log").read_text()
+        requests = [line for line in logged.splitlines() if "kfs.requests" in line]
+        if name == "loud":
+            assert f"getattr /orders-0/messages.jsonl -> size {size} (" in logged
+            assert any("open /orders-0/info.json -> ok" in line for line in requests)
+            assert any("read" in line and "/orders-0/info.json" in line for line in requests)
+        else:
+            assert requests == []
+
+
 def test_less_in_a_terminal_pages_to_the_end(tmp_path: Path) -> None:
     if not shutil.which("tmux"):
         pytest.skip("needs tmux")

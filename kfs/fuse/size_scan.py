@@ -44,6 +44,7 @@ def scan_sizes(tree: KfsTree, stop: threading.Event) -> None:
             last_report = now
             log.info("size scan: %d partitions mapped (%.1f s)", done, now - began)
     cache = tree.cache
+    cache.prune()
     log.info("size scan: the decoded sizes of %d partitions are known (%.1f s; size cache %s: %d segment maps "
              "found, %d computed and kept)", done, time.monotonic() - began, cache.directory or "off", cache.hits,
              cache.stores)

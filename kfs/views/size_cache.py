@@ -7,7 +7,9 @@ and by everything else that shapes the bytes: topic and partition (in every line
 run covers, isolation and control, the aborted transactions read_committed hides, and a fingerprint
 of the installed kfs (another version may render differently, so it starts afresh). The key is
 stored in the entry and compared on load: an entry that does not match or does not parse is
-ignored and computed again. Writes are atomic (a temporary file renamed into place).
+ignored and computed again. Writes are atomic (a temporary file renamed into place). The store is
+bounded (`MAX_BYTES`): past it, the entries least recently used (their mtime, renewed on each use)
+are removed.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 log = logging.getLogger("kfs")
 
 MAGIC = b"kfs-decoded-map 1\n"
+MAX_BYTES = 1 << 30  # the store's bound: ~1000 maps of 1 GiB segments, or far more smaller ones
 _fingerprint: str | None = None
 
 
@@ -73,8 +76,9 @@ class SavedMap:
 class SizeCache:
     """The store. `directory=None` turns it off (every mount computes afresh)."""
 
-    def __init__(self, directory: str | None) -> None:
+    def __init__(self, directory: str | None, max_bytes: int = MAX_BYTES) -> None:
         self.directory = directory or None
+        self.max_bytes = max_bytes
         self._warned = False
         self.hits = self.misses = self.stores = 0  # for the daemon log (and the tests)
 
@@ -105,6 +109,8 @@ class SizeCache:
             self.misses += 1
         else:
             self.hits += 1
+            with contextlib.suppress(OSError):
+                os.utime(path)  # used now: the last to be pruned
         return saved
 
     def save(self, key: dict[str, Any], saved: SavedMap) -> None:
@@ -125,6 +131,8 @@ class SizeCache:
                     f.write(MAGIC + header + b"\n" + positions.tobytes() + offsets.tobytes())
                 os.replace(tmp, path)
                 self.stores += 1
+                if self.stores % 256 == 0:
+                    self.prune()
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
@@ -134,6 +142,30 @@ class SizeCache:
                 log.warning("cannot keep decoded sizes in %s (%s); every mount will compute them",
                             self.directory, e.strerror or e)
                 self._warned = True
+
+
+    def prune(self) -> int:
+        """Remove the least recently used entries while the store holds more than `max_bytes`;
+        returns how many were removed."""
+        if self.directory is None:
+            return 0
+        entries = []
+        for path in Path(self.directory).glob("*/*"):
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            entries.append((st.st_mtime_ns, st.st_size, path))
+        total = sum(size for _, size, _ in entries)
+        removed = 0
+        for _, size, path in sorted(entries):
+            if total <= self.max_bytes:
+                break
+            with contextlib.suppress(OSError):
+                path.unlink()
+                total -= size
+                removed += 1
+        return removed
 
 
 def _parse(data: bytes, encoded_key: bytes) -> SavedMap | None:
