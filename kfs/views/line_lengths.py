@@ -11,8 +11,9 @@ rendered by the one renderer, and its lines measured: the renderer is always the
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kfs.record import CorruptBatchError, Record, crc_is_valid, default_batch, speedups
 from kfs.storage import PartitionLog, batch_records
@@ -21,8 +22,7 @@ _count_jsonl = speedups.count_jsonl
 _NO_END = (1 << 63) - 1
 
 
-@dataclass(frozen=True)
-class CountedBatch:
+class CountedBatch(NamedTuple):
     """The lines of one batch's records a view shows: where they start (the offset of the first),
     how many bytes and records, and where the batch ends in its segment file (for progress)."""
 
@@ -49,10 +49,13 @@ def counted_batches(plog: PartitionLog, start: int, end: int, *, isolation: str,
         counted = None
         if countable and _count_jsonl is not None and header.magic == 2 and not header.is_control \
                 and header.record_count > 0 and crc_is_valid(body, header):
-            try:
-                payload = default_batch.records_payload(body, header)
-            except CorruptBatchError:
-                payload = None  # the decoder below raises it, with the segment's path
+            payload: bytes | memoryview | None = None  # None: the decoder below raises the error
+            if header.compression == "none":  # counted in place, no copy
+                if default_batch.RECORDS_OFFSET <= header.size <= len(body):
+                    payload = body[default_batch.RECORDS_OFFSET:header.size]
+            else:
+                with contextlib.suppress(CorruptBatchError):
+                    payload = default_batch.records_payload(body, header)
             if payload is not None:
                 counted = _count_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
                                        header.timestamp_type, header.max_timestamp, prefix, first,
