@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 from pathlib import Path
@@ -116,3 +117,45 @@ def test_a_growing_segment_extends_the_map(tmp_path: Path) -> None:
     grown = _read_all(view.cursor())
     assert grown.startswith(first) and grown.count(b"\n") == 25
     assert view.size() == len(grown)
+
+
+def _segment_of(directory: Path, base: int, offsets: list[int]) -> None:
+    appends = []
+    for i in range(0, len(offsets), 5):
+        records = [(o, 1_700_000_000_000 + o, b"k%d" % o, b"value-%d" % o, []) for o in offsets[i:i + 5]]
+        appends.append([(v2_batch(records[0][0], records), records)])
+    write_segment(str(directory), base, appends, 200)
+
+
+@pytest.mark.parametrize("change", ["cleaner swap", "retention"])
+def test_a_sequential_reader_goes_on_where_it_was_when_a_segment_behind_it_changes(tmp_path: Path,
+                                                                                     change: str) -> None:
+    """`tail -f` and a slow `cat` read on from where they were. A cleaned (shorter) segment swapped in
+    behind them, or the first segment deleted, shifted every position after it: the next read began
+    inside another line and skipped records, or failed (found by the live-writer soak)."""
+    partition = tmp_path / "live-0"
+    partition.mkdir()
+    for base in (0, 100, 200):
+        _segment_of(partition, base, list(range(base, base + 100)))
+    expected = _read_all(DecodedLog(LogDirs([str(tmp_path)]).partition("live-0")).view(0).cursor())
+    plog = LogDirs([str(tmp_path)]).partition("live-0")
+    cursor = DecodedLog(plog).view(0).cursor()
+    out: list[bytes] = []
+    position = 0
+    while b'"offset": 150,' not in b"".join(out):  # well into the second segment
+        out.append(cursor.read(position, 777))
+        position += len(out[-1])
+    if change == "cleaner swap":  # `.cleaned` written elsewhere, renamed over the segment: a new inode
+        cleaned = tmp_path / "cleaned"
+        cleaned.mkdir()
+        _segment_of(cleaned, 0, list(range(0, 100, 2)))
+        for path in cleaned.iterdir():
+            os.replace(path, partition / path.name)
+    else:
+        for path in partition.glob(f"{0:020d}.*"):
+            path.unlink()
+    plog.refresh(force=True)
+    while data := cursor.read(position, 777):
+        out.append(data)
+        position += len(data)
+    assert b"".join(out) == expected

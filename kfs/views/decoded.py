@@ -147,15 +147,17 @@ class DecodedView:
         self.log = log
         self.start = start_offset
 
-    def layout(self) -> list[tuple[SegmentRun, int]]:
+    def layout(self, start: int | None = None) -> list[tuple[SegmentRun, int]]:
         """The runs of this view (whole segments, the first from the log start) and the offset each
-        ends at (the next segment's base, or the log end)."""
+        ends at (the next segment's base, or the log end); from the segment holding `start`, for a
+        reader already there, whom the runs before do not concern."""
         plog = self.log.plog
-        first = plog.floor_segment(self.start)
+        start = self.start if start is None else start
+        first = plog.floor_segment(start)
         if first is None and not plog.segments():
             return []  # a partition directory with no segment yet: an empty log
         if first is None:
-            raise VanishedError(f"{plog.name}: the segment holding offset {self.start} is gone")
+            raise VanishedError(f"{plog.name}: the segment holding offset {start} is gone")
         segments = [first]
         following = plog.higher_segment(first.base_offset)
         while following is not None:
@@ -229,7 +231,14 @@ class DecodedView:
 
 class Cursor:
     """A reader's position in a view (one per open file): sequential reads continue the decoding
-    where the last one stopped; other reads seek through the run maps."""
+    where the last one stopped; other reads seek through the run maps.
+
+    A sequential read goes on from the run and place where the last one ended, whatever happened
+    to the segments before it: a cleaned (shorter) segment swapped in, or the first one deleted by
+    retention, would otherwise shift every position after them, and `tail -f` or a slow `cat` got a
+    line cut in two and records skipped, or EIO (found by kfs.bench.soak). Its own segment replaced
+    or deleted is EIO.
+    """
 
     def __init__(self, view: DecodedView) -> None:
         self.view = view
@@ -239,6 +248,7 @@ class Cursor:
         self._chunks: Iterator[tuple[list[int], list[bytes]]] = iter(())
         self._buf = b""  # the rendered batch the cursor is in ...
         self._buf_position = 0  # ... and where it starts in the run
+        self._at: tuple[int, SegmentRun, int] | None = None  # where the last read ended: position, run, place in it
 
     def read(self, position: int, size: int, partial: bool = True) -> bytes:
         """Up to `size` bytes at `position`; fewer only at the end of the stream, or (`partial`)
@@ -249,14 +259,26 @@ class Cursor:
             try:
                 self._read_into(out, position, size)
             except Exception:
-                self._run = None  # start afresh: the next read meets the error again
+                self._run = self._at = None  # start afresh: the next read meets the error again
                 if not out or not partial:
                     raise
         return b"".join(out)
 
-    def _read_into(self, out: list[bytes], local: int, wanted: int) -> None:
+    def _read_into(self, out: list[bytes], position: int, wanted: int) -> None:
+        if self._at is not None and self._at[0] == position:
+            _, run, local = self._at
+            layout = self.view.layout(run.segment.base_offset)
+            if layout and layout[0][0] is run:
+                self._walk(out, layout, position, local, wanted)
+                return
+            if not layout or layout[0][0].segment is not run.segment:
+                raise VanishedError(f"{run.segment.log_path}: segment deleted or replaced while reading")
         layout = self.view.layout()
-        local += self.view.skip(layout)
+        self._walk(out, layout, position, position + self.view.skip(layout), wanted)
+
+    def _walk(self, out: list[bytes], layout: list[tuple[SegmentRun, int]], position: int, local: int,
+              wanted: int) -> None:
+        """Serve `wanted` bytes from `local` in the first run of `layout` on; `position` is the stream's."""
         for run, end in layout:
             if run.mapped_to >= end and local >= run.length:
                 if run.error is not None:
@@ -268,6 +290,8 @@ class Cursor:
             served = self._serve(run, end, local, wanted, out)
             if served:
                 wanted -= served
+                position += served
+                self._at = (position, run, local + served)
                 local = 0
                 if wanted <= 0:
                     return
