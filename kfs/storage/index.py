@@ -9,9 +9,12 @@ entry is and how to parse it.
 
 A live broker preallocates both files (10 MiB by default) and fills them from the front, so the
 entries end where the zero tail begins. Kafka keeps that count in memory; we find it from the file:
-a closed (trimmed) index ends on a real entry, a preallocated one is searched for its first
-all-zero entry, and later refreshes only look past the last count, so a growing index costs a
-look at its tail.
+a closed (trimmed) index ends on a real entry; a preallocated one is sparse (Kafka sizes it with
+`RandomAccessFile.setLength`, so its zero tail is a hole on ext4, xfs, btrfs, tmpfs), and
+`SEEK_HOLE` says where the written part ends without reading a page: the count is then found in
+the last written page. A file without a hole there (copied without holes, or a file system
+without SEEK_HOLE) is searched for its first all-zero entry instead. Later refreshes only look
+past the last count, so a growing index costs a look at its tail.
 
 The file may be truncated under us (the broker trims an index when it rolls the segment, or on
 log truncation): touching a page of a mapping past the end of its file raises SIGBUS and would
@@ -33,6 +36,15 @@ WARM_SECTION_BYTES = 8192
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
+
+
+def _written_end(fd: int, size: int) -> int:
+    """Where the file's trailing hole begins (the end of its written part), or its size when the
+    file has no hole before its end or the file system cannot say (SEEK_HOLE then answers the size)."""
+    try:
+        return min(os.lseek(fd, 0, os.SEEK_HOLE), size)
+    except (OSError, AttributeError):
+        return size
 
 
 class UnusableIndex(ValueError):
@@ -73,19 +85,21 @@ class SegmentIndex:
         if file_bytes != self._mapped_bytes or (file_bytes and self._map is None):
             # First use, or the broker resized the file (trimmed on roll, truncated): map it anew.
             self._release()
+            data_end = file_bytes
             if file_bytes:
                 fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
                 try:
                     self._map = mmap.mmap(fd, file_bytes, access=mmap.ACCESS_READ)
+                    data_end = _written_end(fd, file_bytes)
                 finally:
                     os.close(fd)
                 # A lookup touches a handful of entries: no read-around on a fault (see the search).
                 self._map.madvise(mmap.MADV_RANDOM)
             self._mapped_bytes = file_bytes
-            self._entries = self._count_entries(capacity)
+            self._entries = self._count_entries(capacity, data_end)
         elif self._entries < capacity:
             # A live (preallocated) index may have grown since we last looked: look past the count.
-            self._entries = self._count_entries(capacity)
+            self._entries = self._grown_count(capacity)
         if self._map is not None:
             OPEN_FILES.touch(self)
 
@@ -94,21 +108,45 @@ class SegmentIndex:
         start = slot * self.entry_size
         return self._map[start:start + self.entry_size] == b"\0" * self.entry_size
 
-    def _count_entries(self, capacity: int) -> int:
-        """Entries before the zero tail of a preallocated index (Kafka keeps this in memory)."""
+    def _count_entries(self, capacity: int, data_end: int | None = None) -> int:
+        """Entries before the zero tail of a preallocated index (Kafka keeps this in memory).
+
+        data_end: where the file's last hole begins (SEEK_HOLE), if it has one before its end. Past
+        it every slot is zero, and an entry straddling it would have made the next block data."""
         if capacity == 0:
             return 0
+        if data_end is not None and data_end < capacity * self.entry_size:
+            if data_end == 0:
+                return 0
+            last_zero = min(data_end // self.entry_size, capacity - 1)  # the first slot reaching into the hole
+            page = (data_end - 1) // mmap.PAGESIZE * mmap.PAGESIZE  # the last written page
+            first = -(-page // self.entry_size)  # its first whole slot
+            if first >= last_zero or not self._is_zero(first):
+                return self._first_zero_slot(min(first, last_zero), last_zero)  # in this page alone
+            if first == 0 or not self._is_zero(first - 1):
+                return first  # the entries end on the page boundary
+            return self._first_zero_slot(0, first - 1)  # zeros written as data (not Kafka's way)
         if not self._is_zero(capacity - 1):
             return capacity  # a trimmed (closed) index: every slot is an entry
+        # First look at a preallocated index without a hole: entries are a prefix, the rest is zeros.
+        return self._first_zero_slot(0, capacity - 1)
+
+    def _grown_count(self, capacity: int) -> int:
+        """The count again, walking forward from the last one (touches the pages at the count only)."""
         known = self._entries
         if known and not self._is_zero(known - 1):
-            # Growth since the last look: walk forward from the known count (touches the tail only).
             while known < capacity and not self._is_zero(known):
                 known += 1
-            if known < capacity:
-                return known
-        # First look at a preallocated index: entries are a prefix, the rest is zeros.
-        lo, hi = 0, capacity - 1  # the answer is in [lo, hi]; slot hi is zero
+            return known
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            data_end = _written_end(fd, capacity * self.entry_size)
+        finally:
+            os.close(fd)
+        return self._count_entries(capacity, data_end)
+
+    def _first_zero_slot(self, lo: int, hi: int) -> int:
+        """The first all-zero slot in [lo, hi], given slot hi is zero and the zeros are a suffix."""
         while lo < hi:
             mid = (lo + hi) // 2
             if self._is_zero(mid):

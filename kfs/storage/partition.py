@@ -100,7 +100,7 @@ class PartitionLog:
     # ---- specs ----------------------------------------------------------------------------------
 
     def resolve_offset(self, spec: str) -> int:
-        return resolve_offset_spec(spec, self.log_start_offset(), self.log_end_offset())
+        return resolve_offset_spec(spec, self.log_start_offset, self.log_end_offset)
 
     @staticmethod
     def parse_time(spec: str) -> int:
@@ -114,11 +114,14 @@ class PartitionLog:
         Finding the record decodes the batch; callers that need only the batch (raw views, seek
         maps) pass with_record=False and get offset and timestamp None.
         """
-        start, end = self.log_start_offset(), self.log_end_offset()
-        if not start <= target < end:
-            raise OffsetOutOfRange(f"offset {target} is out of range for {self.name} "
-                                   f"(log start {start}, log end {end})")
+        start = self.log_start_offset()
         segment = self._segments.floor(target) or self._segments.first()
+        in_active = segment is None or self._segments.higher(segment.base_offset) is None
+        if target < start or (in_active and target >= self.log_end_offset()):
+            # Below a later segment's base offset, a target is below the log end: only a lookup in
+            # the active segment needs the log end (and the live index's last entry it comes from).
+            raise OffsetOutOfRange(f"offset {target} is out of range for {self.name} "
+                                   f"(log start {start}, log end {self.log_end_offset()})")
         while segment is not None:
             found = segment.translate_offset(target)
             if found is not None:
@@ -190,13 +193,20 @@ class PartitionLog:
         raise NoRecordAtOffset(f"{self.name} has no record at or after offset {start}")
 
     def record_at(self, offset: int, *, isolation: str = "read_uncommitted") -> Record:
-        """The record at exactly `offset` (a `.value`); a gap is NoRecordAtOffset."""
-        location = self.locate_offset(offset)
-        if location.offset != offset:
-            raise NoRecordAtOffset(f"{self.name} has no record at offset {offset}")
-        for record in self.records(offset, isolation=isolation, end_offset=offset + 1):
-            return record
-        raise NoRecordAtOffset(f"{self.name} has no record at offset {offset} (aborted)")
+        """The record at exactly `offset` (a `.value`); a gap is NoRecordAtOffset.
+
+        One lookup, then the one batch that holds it: a value costs an index search, a header or
+        two and that batch's bytes."""
+        location = self.locate_offset(offset, with_record=False)
+        segment = self._segments.floor(location.segment_base_offset)
+        assert segment is not None
+        aborted = self.aborted_transactions() if isolation == "read_committed" else None
+        for _, _, records in record_lists_from(self.batches_from(segment, location.position), offset, offset + 1,
+                                               control=False, aborted=aborted):
+            if records[0].offset == offset:
+                return records[0]
+            break
+        raise NoRecordAtOffset(f"{self.name} has no record at offset {offset}")
 
     # ---- batches and records --------------------------------------------------------------------
 

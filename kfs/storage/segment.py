@@ -41,8 +41,10 @@ from kfs.storage.txn_index import AbortedTxn, read_txn_index
 
 log = logging.getLogger("kfs")
 
-HEADER_WINDOW = 64 * 1024      # bytes read at a time when only headers are needed
-BODY_WINDOW = 4 * 1024 * 1024  # bytes read at a time when whole batches are needed
+FIRST_WINDOW = 4096             # a walk's first read: a lookup's walk mostly ends within it
+HEADER_WINDOW = 64 * 1024      # the most read at a time when only headers are needed
+BODY_WINDOW = 4 * 1024 * 1024  # the most read at a time when whole batches are needed
+READ_AHEAD_FROM = 256 * 1024   # a body walk this far along is a stream: read its next window ahead
 _ZERO_OVERHEAD = bytes(LOG_OVERHEAD)
 # Positions in a segment are int32 (index entries, FileRecords): no batch can end past this, so a length
 # that says otherwise is damage, never a batch the broker is still writing.
@@ -51,6 +53,11 @@ MAX_SEGMENT_BYTES = 2**31 - 1
 MAX_RELATIVE_OFFSET = 2**31 - 1
 # The largest batch read whole: the decompression limit plus a v2 header (kfs.record.compression).
 MAX_BATCH_ON_DISK = MAX_BATCH_BYTES + HEADER_PROBE_SIZE
+
+
+def _ahead(with_body: bool, window: int, left: int) -> int:
+    """What a body walk asks the kernel to read ahead: its next window, once the walk is long."""
+    return min(window, left) if with_body and window >= READ_AHEAD_FROM else 0
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -98,6 +105,9 @@ class LogSegment:
                 fd = os.open(self.log_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             except FileNotFoundError:
                 raise VanishedError(f"{self.log_path}: segment deleted while reading") from None
+            # No kernel read-ahead: a lookup reads a header or two and one batch, and read-ahead
+            # would pull in tens of pages around each; long walks ask for what follows themselves.
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
             file_id = os.fstat(fd).st_ino
             if self._file_id is not None and file_id != self._file_id:
                 # Reopened after an idle close, but the cleaner swapped in another file meanwhile:
@@ -149,10 +159,14 @@ class LogSegment:
         OPEN_FILES.touch(self)
         return size
 
-    def read(self, position: int, length: int) -> bytes:
+    def read(self, position: int, length: int, ahead: int = 0) -> bytes:
+        """`length` bytes at `position`; `ahead`: the next bytes a walk will want, read in the background."""
         with self._lock:
             try:
-                data = os.pread(self._open_locked(), length, position)
+                fd = self._open_locked()
+                data = os.pread(fd, length, position)
+                if ahead:
+                    os.posix_fadvise(fd, position + length, ahead, os.POSIX_FADV_WILLNEED)
             except OSError as e:
                 raise VanishedError(f"{self.log_path}: {e.strerror} at position {position}") from None
         OPEN_FILES.touch(self)
@@ -166,20 +180,30 @@ class LogSegment:
             yield header
 
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
-        """Complete batches in [start, end) with their bytes (memoryviews of one large pread)."""
+        """Complete batches in [start, end) with their bytes (memoryviews of a few large preads)."""
         yield from self._walk(start, end, with_body=True)  # type: ignore[misc]
 
     def _walk(self, start: int, end: int | None, with_body: bool) -> Iterator[tuple[BatchHeader, memoryview | None]]:
+        """Read what the walk needs, no more: a lookup ends after a batch or two, so the first read is
+        a page; each read that follows on from the last doubles, up to HEADER_WINDOW (headers only) or
+        BODY_WINDOW, so a long walk costs few preads. A header walk that jumps over a batch larger than
+        its window starts small again: it needs the next header, not the body it skipped."""
         limit = self.file_size() if end is None else end
-        window_size = BODY_WINDOW if with_body else HEADER_WINDOW
+        max_window = BODY_WINDOW if with_body else HEADER_WINDOW
+        window = FIRST_WINDOW
         position = start
         buf = memoryview(b"")
         buf_start = start
         previous_last: int | None = None
         while position + LOG_OVERHEAD <= limit:
             at = position - buf_start
-            if at < 0 or (at + HEADER_PROBE_SIZE > len(buf) and buf_start + len(buf) < limit):
-                buf = memoryview(self.read(position, min(window_size, limit - position)))
+            buf_end = buf_start + len(buf)
+            if at < 0 or (at + HEADER_PROBE_SIZE > len(buf) and buf_end < limit):
+                if position > buf_end:
+                    window = FIRST_WINDOW  # jumped over a large batch's body
+                length = min(window, limit - position)
+                window = min(2 * window, max_window)
+                buf = memoryview(self.read(position, length, _ahead(with_body, window, limit - position - length)))
                 buf_start, at = position, 0
             if at + LOG_OVERHEAD > len(buf):
                 return  # the file ended early (truncated under us)
@@ -204,7 +228,9 @@ class LogSegment:
                     raise CorruptBatchError(f"a batch of {size} bytes, more than {MAX_BATCH_BYTES >> 20} MiB, "
                                             "kfs's limit for one batch", position)
                 if with_body and at + size > len(buf):
-                    buf = memoryview(self.read(position, max(min(window_size, limit - position), size)))
+                    length = min(max(window, size), limit - position)
+                    window = min(2 * window, max_window)
+                    buf = memoryview(self.read(position, length, _ahead(with_body, window, limit - position - length)))
                     buf_start, at = position, 0
                     if len(buf) < size:
                         return
@@ -236,7 +262,8 @@ class LogSegment:
         return None
 
     def batch_at(self, position: int) -> tuple[BatchHeader, memoryview] | None:
-        """The complete batch starting at `position`, or None if there is none."""
+        """The complete batch starting at `position`, or None if there is none: a page, and the rest
+        of the batch if it is longer, never more."""
         for found in self._walk(position, None, with_body=True):
             return found  # type: ignore[return-value]
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 
 from kfs.storage.errors import BadSpec
 
@@ -13,16 +14,19 @@ _DECIMAL = re.compile(r"^[0-9]+$")
 _FROM_END = re.compile(r"^-[0-9]+$")
 
 
-def resolve_offset_spec(spec: str, log_start_offset: int, log_end_offset: int) -> int:
-    """The offset a name stands for; range checks are the lookup's job (it resolves gaps too)."""
+def resolve_offset_spec(spec: str, log_start_offset: Callable[[], int], log_end_offset: Callable[[], int]) -> int:
+    """The offset a name stands for; range checks are the lookup's job (it resolves gaps too).
+
+    The log's ends are asked for only when the name needs them: the log end comes from the live
+    segment's index and tail, which a plain offset in a closed segment never touches."""
     if _DECIMAL.match(spec):
         return int(spec)
     if spec == "earliest":
-        return log_start_offset
+        return log_start_offset()
     if spec == "latest":
-        return log_end_offset - 1
+        return log_end_offset() - 1
     if _FROM_END.match(spec):
-        return log_end_offset - int(spec[1:])  # like kcat's `-o -K`: K before the log end
+        return log_end_offset() - int(spec[1:])  # like kcat's `-o -K`: K before the log end
     raise BadSpec(f"'{spec}' is not an offset (use a number, earliest, latest or -K)")
 
 
