@@ -290,6 +290,16 @@ class OffsetIndex(SegmentIndex):
         """`OffsetIndex.lookup`: the (offset, position) entry at or below the target, or None."""
         return self._search(target_offset, self._parse)
 
+    def lookup_with_next(self, target_offset: int) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+        """`lookup(target)` and the entry after it (None when it is the last): the next batch start
+        the index knows, which a walk from the entry must reach exactly."""
+        with self._lock:
+            self._open()
+            slot = self._largest_lower_bound_slot(target_offset)
+            if slot < 0:
+                return None, None
+            return self._parse(slot), (self._parse(slot + 1) if slot + 1 < self._entries else None)
+
 
 class TimeIndex(SegmentIndex):
     """`.timeindex`: each entry is the largest timestamp so far and the offset of its record."""

@@ -308,17 +308,29 @@ class LogSegment:
             if size == walked:
                 return self._tail
             start = valid_end
+            from_entry = False
             if start == 0 or size < valid_end:
                 start, next_offset, tail_max = 0, self.base_offset, -1
                 entry = self._checked_index_entry(None)
                 if entry is not None:
-                    start = entry[1]
+                    start, from_entry = entry[1], True
                 valid_end = start
             try:
-                for header in self.headers(start, size):
-                    valid_end = header.next_position
-                    next_offset = max(next_offset, header.last_offset + 1)
-                    tail_max = max(tail_max, header.max_timestamp)
+                try:
+                    for header in self.headers(start, size):
+                        valid_end = header.next_position
+                        next_offset = max(next_offset, header.last_offset + 1)
+                        tail_max = max(tail_max, header.max_timestamp)
+                except CorruptLogError:
+                    if not from_entry:
+                        raise
+                    # The walk began at the last index entry and met garbage: the entry may be what
+                    # is wrong (a batch inside a record's bytes); the whole segment decides.
+                    start, valid_end, next_offset, tail_max = 0, 0, self.base_offset, -1
+                    for header in self.headers(0, size):
+                        valid_end = header.next_position
+                        next_offset = max(next_offset, header.last_offset + 1)
+                        tail_max = max(tail_max, header.max_timestamp)
             except CorruptLogError as e:
                 # Not a half-written tail but garbage: keep the bytes in view, so a read meets the
                 # error (EIO, or an error line with on_corrupt=skip) instead of a silently shorter log.
@@ -425,11 +437,13 @@ class LogSegment:
         header), and that batch does not start past the entry's offset (a legacy compressed
         wrapper's base offset is read from inside it). A scan from there then finds every offset
         at or past the entry's."""
+        following: tuple[int, int] | None = None
         if target_offset is None:
             entries = self._safe_index(self.offset_index.entry_count)
             entry = self._safe_index(lambda: self.offset_index.entry(entries - 1)) if entries else None
         else:
-            entry = self._safe_index(lambda: self.offset_index.lookup(target_offset))
+            found_pair = self._safe_index(lambda: self.offset_index.lookup_with_next(target_offset))
+            entry, following = found_pair or (None, None)
         if entry is None:
             return None
         offset, position = entry
@@ -438,13 +452,24 @@ class LogSegment:
             try:
                 found = self.batch_at(position)
                 good = (found is not None and crc_is_valid(found[1], found[0])
-                        and self.base_offset_of(found[0], found[1]) <= offset)
+                        and self.base_offset_of(found[0], found[1]) <= offset
+                        and (target_offset is None or self._walk_lands(position, following)))
             except (CorruptLogError, VanishedError):
                 good = False
         if not good:
             self._index_problem(f"entry ({offset}, {position}) does not match the log")
             return None
         return entry
+
+    def _walk_lands(self, position: int, following: tuple[int, int] | None) -> bool:
+        """Whether the batch headers from `position` lead exactly to the next index entry's position
+        (or to the end of the complete batches): a batch inside another one's bytes (a record's value
+        may hold a whole batch, CRC and all) does not."""
+        end = following[1] if following is not None and following[1] > position else self.valid_size()
+        reached = position
+        for header in self.headers(position, end):
+            reached = header.next_position
+        return reached == end
 
     def translate_offset(self, target: int, starting_position: int = 0
                          ) -> tuple[tuple[int, int] | None, BatchHeader] | None:

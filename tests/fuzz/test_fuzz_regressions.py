@@ -125,3 +125,36 @@ def test_damage_outside_the_crc_is_the_same_error_for_cat_and_messages_jsonl(edi
                           timeout=120)
     assert done.returncode == 1 and done.stdout == cat[0], done.stderr
     assert len(done.stderr.decode().strip().splitlines()) >= 1 and b"Traceback" not in done.stderr
+
+
+def test_an_index_entry_at_a_whole_batch_inside_a_record_value_is_not_trusted(tmp_path: Path) -> None:
+    """A record's value may hold a complete batch, CRC and all (a topic of raw Kafka batches): an index
+    entry pointing there passes the header, CRC and offset checks, but the batches after it do not
+    lead to the next entry, so the lookup scans instead of answering from inside a record."""
+    from conftest import offset_index_bytes, v2_batch, write_segment
+
+    from kfs.storage import LogDirs
+
+    inner = v2_batch(0, [(0, 1_700_000_000_000, b"k", b"inner", [])])
+    pdir = tmp_path / "logdir" / "raw-0"
+    pdir.mkdir(parents=True)
+    appends = [[(v2_batch(i, [(i, 1_700_000_000_000 + i, b"key", inner if i % 2 else b"plain-%d" % i, [])]),
+                 [(i, 1_700_000_000_000 + i, b"key", b"", [])])] for i in range(40)]
+    seg = write_segment(str(pdir), 0, appends, index_interval_bytes=100)
+    log = (pdir / f"{0:020d}.log").read_bytes()
+    entries = list(seg.offset_index)
+    assert len(entries) > 4
+    # Point one entry at the inner batch inside the value of the batch it names (offset 2k+1).
+    k = len(entries) // 2
+    offset, position = entries[k]
+    holder = next(b for b in seg.batches if b.base_offset >= offset and b.base_offset % 2 == 1)
+    inside = log.index(inner, holder.position)
+    entries[k] = (holder.base_offset, inside)
+    (pdir / f"{0:020d}.index").write_bytes(offset_index_bytes(entries, 0))
+    plog = LogDirs([str(tmp_path / "logdir")]).partition("raw-0")
+    for target in range(40):
+        loc = plog.locate_offset(target)
+        batch = next(b for b in seg.batches if b.last_offset >= target)
+        assert (loc.position, loc.batch_base_offset, loc.offset) == (batch.position, batch.base_offset, target)
+    assert [r.offset for r in plog.records(holder.base_offset)] == list(range(holder.base_offset, 40))
+    assert plog.log_end_offset() == 40
