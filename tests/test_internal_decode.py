@@ -4,9 +4,12 @@ builds, so a reader that drifts from Kafka's wire rules fails here."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from message_bytes import (
     assignment_v0,
     carray,
@@ -250,3 +253,16 @@ def test_records_kafka_4_added_regular_expressions_and_tagged_fields():
     at_defaults = decode_value(OFFSETS, metadata_key, i16(0) + i32(5) + tags({0: i64(0), 1: i64(-1)}))
     assert at_defaults is not None and at_defaults.data == {"epoch": 5}
     assert decode_metadata(metadata_frame(28, 0, cstring("orders") + tags({}))).data == {"topicName": "orders"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64), st.binary(max_size=200), st.sampled_from(["__consumer_offsets", "__transaction_state"]))
+def test_any_bytes_decode_or_raise_decode_error(key, value, topic):
+    """Bad input is a DecodeError (a decode_error in the lines), never another exception."""
+    keys = [key] + [i16(record_type) + key for record_type in (0, 1, 2, 3, 5, 8, 15)]
+    attempts = [(decode_metadata, (value,)), (decode_metadata, (uv(1) + value,)),
+                (decode_control, ("KRAFT_VOTERS", value)), (decode_control, ("COMMIT", value))]
+    attempts += [(decode_key, (topic, k)) for k in keys] + [(decode_value, (topic, k, value)) for k in keys]
+    for function, args in attempts:
+        with contextlib.suppress(DecodeError):
+            function(*args)  # type: ignore[operator]
