@@ -19,6 +19,7 @@ from kfs.internal.render import jsonl
 LineDecoder = Callable[[Any], "tuple[str | None, str | None, str | None]"]
 
 DECODE_MODES = ("auto", "raw")  # mount option decode=, `kfs cat --decode`: auto decodes the internal topics
+_KEYS_KEPT = 4096  # rendered keys kept per decoder
 
 
 def line_decoder(topic: str, decode: str = "auto") -> LineDecoder | None:
@@ -26,13 +27,22 @@ def line_decoder(topic: str, decode: str = "auto") -> LineDecoder | None:
     if decode == "raw" or not internal_topic(topic):
         return None
 
+    # A partition commits the same few keys (group, topic, partition) again and again: their JSON is kept.
+    keys: dict[bytes | None, str] = {}
+
     def decoded(record: Any) -> tuple[str | None, str | None, str | None]:
         control = getattr(record, "control", None)
         try:
             if control is not None:  # a control record (listed with control=show)
                 value = decode_control(control, record.value)
                 return jsonl(decode_control_key(record.key)), None if value is None else jsonl(value), None
-            return jsonl(decode_key(topic, record.key)), jsonl(decode_value(topic, record.key, record.value)), None
+            key = keys.get(record.key)
+            if key is None:
+                key = jsonl(decode_key(topic, record.key))
+                if len(keys) >= _KEYS_KEPT:
+                    keys.clear()
+                keys[record.key] = key
+            return key, jsonl(decode_value(topic, record.key, record.value)), None
         except DecodeError as e:
             return None, None, str(e)
         except Exception as e:  # never a failed read over one odd record: it shows as raw, with the reason

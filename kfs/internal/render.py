@@ -29,15 +29,19 @@ def _section3_bytes(value: object) -> object:
     raise TypeError(f"cannot render {type(value).__name__}")
 
 
+_JSONL = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=_section3_bytes)  # made once: C-encoded
+
+
 def jsonl(decoded: Decoded | None) -> str:
     """A decoded key or value as it appears in a JSON line; `null` for None."""
     if decoded is None:
         return "null"
-    obj = {"type": decoded.type, "version": decoded.version, "data": decoded.data}
     try:
-        return json.dumps(obj, ensure_ascii=False, allow_nan=False, default=_section3_bytes)
+        data = _JSONL.encode(decoded.data)
     except ValueError:  # a float64 that is NaN or infinite: a string, as Jackson quotes them
-        return json.dumps(_quote_non_finite(obj), ensure_ascii=False, default=_section3_bytes)
+        data = json.dumps(_quote_non_finite(decoded.data), ensure_ascii=False, default=_section3_bytes)
+    # Schema names are identifiers: no escaping needed.
+    return '{"type": "' + decoded.type + '", "version": ' + str(decoded.version) + ', "data": ' + data + "}"
 
 
 def _jackson_bytes(value: object) -> object:
