@@ -133,20 +133,29 @@ class RawHandle(Handle):
         self.size = total
 
     def _refresh(self) -> None:
+        """Take in what the partition grew by, if the files already in view are the same files
+        (a segment swapped by the cleaner has other bytes at those positions: then no growth)."""
         assert self.plog is not None and self.location is not None
         extents = self.plog.raw_extents(self.location)
-        if extents and self.extents and extents[0].start == self.extents[0].start:
+        known = len(self.extents)
+        if (known and len(extents) >= known and extents[:known - 1] == self.extents[:-1]
+                and (extents[known - 1].path, extents[known - 1].start, extents[known - 1].file_id)
+                == (self.extents[-1].path, self.extents[-1].start, self.extents[-1].file_id)):
             self.extents = extents
             self._index()
 
-    def _fd(self, path: str) -> int:
-        fd = self.fds.get(path)
+    def _fd(self, extent: Extent) -> int:
+        """The extent's file, opened on first use: the very file it was measured in, or VanishedError."""
+        fd = self.fds.get(extent.path)
         if fd is None:
             try:
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                fd = os.open(extent.path, os.O_RDONLY | os.O_CLOEXEC)
             except FileNotFoundError as exc:
-                raise VanishedError(f"{path}: segment file vanished before it was read") from exc
-            self.fds[path] = fd
+                raise VanishedError(f"{extent.path}: segment file vanished before it was read") from exc
+            if extent.file_id is not None and os.fstat(fd).st_ino != extent.file_id:
+                os.close(fd)
+                raise VanishedError(f"{extent.path}: segment replaced before it was read")
+            self.fds[extent.path] = fd
         return fd
 
     def _pieces(self, size: int, offset: int) -> list[tuple[int, int, int]]:
@@ -160,7 +169,7 @@ class RawHandle(Handle):
                 skip = offset - self.starts[i]
                 n = min(size, extent.end - extent.start - skip)
                 if n > 0:
-                    pieces.append((self._fd(extent.path), extent.start + skip, n))
+                    pieces.append((self._fd(extent), extent.start + skip, n))
                     size -= n
                     offset += n
                 i += 1

@@ -31,9 +31,11 @@ class Location:
 
 @dataclass(frozen=True)
 class Extent:
-    """A byte range [start, end) of one segment file."""
+    """A byte range [start, end) of one segment file; `file_id`: the inode it was measured in (a
+    file under that name later is another one: the log cleaner swapped it)."""
 
     path: str
     start: int
     end: int
     segment_base_offset: int
+    file_id: int | None = None

@@ -237,7 +237,7 @@ class PartitionLog:
         while segment is not None:
             end = segment.valid_size()
             if end > start:
-                extents.append(Extent(segment.log_path, start, end, segment.base_offset))
+                extents.append(Extent(segment.log_path, start, end, segment.base_offset, segment.file_id))
             segment = self._segments.higher(segment.base_offset)
             start = 0
         return extents

@@ -117,6 +117,11 @@ class LogSegment:
             self._fd, self._file_id = fd, file_id
         return self._fd
 
+    @property
+    def file_id(self) -> int | None:
+        """The inode of the `.log` this object has read (None before the first read)."""
+        return self._file_id
+
     def close(self) -> None:
         """Close the `.log` descriptor (reopened on next use) and the index maps."""
         with self._lock:

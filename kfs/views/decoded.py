@@ -233,11 +233,11 @@ class Cursor:
     """A reader's position in a view (one per open file): sequential reads continue the decoding
     where the last one stopped; other reads seek through the run maps.
 
-    A sequential read goes on from the run and place where the last one ended, whatever happened
-    to the segments before it: a cleaned (shorter) segment swapped in, or the first one deleted by
-    retention, would otherwise shift every position after them, and `tail -f` or a slow `cat` got a
-    line cut in two and records skipped, or EIO (found by kfs.bench.soak). Its own segment replaced
-    or deleted is EIO.
+    A read goes on from the run where the last one ended (that run and the ones after it keep
+    their positions), whatever happened to the segments before it: a cleaned (shorter) segment
+    swapped in, or the first one deleted by retention, would otherwise shift every position after
+    them, and `tail -f` or a slow `cat` got a line cut in two and records skipped, or EIO (found by
+    kfs.bench.soak). Its own segment replaced or deleted is EIO.
     """
 
     def __init__(self, view: DecodedView) -> None:
@@ -265,11 +265,12 @@ class Cursor:
         return b"".join(out)
 
     def _read_into(self, out: list[bytes], position: int, wanted: int) -> None:
-        if self._at is not None and self._at[0] == position:
-            _, run, local = self._at
+        if self._at is not None and position >= self._at[0] - self._at[2]:
+            at, run, local = self._at  # a read in or after the run the last one ended in (the kernel
+            start = at - local  # may send a reader's requests out of order): that run starts here
             layout = self.view.layout(run.segment.base_offset)
             if layout and layout[0][0] is run:
-                self._walk(out, layout, position, local, wanted)
+                self._walk(out, layout, position, position - start, wanted)
                 return
             if not layout or layout[0][0].segment is not run.segment:
                 raise VanishedError(f"{run.segment.log_path}: segment deleted or replaced while reading")
