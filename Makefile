@@ -1,5 +1,5 @@
 # The two commands of the README (and the benchmarks).
-.PHONY: demo test install-test bench
+.PHONY: demo test install-test bench bench-deps
 
 demo:
 	bash kfs/demo/demo.sh
@@ -13,7 +13,21 @@ install-test:
 test: install-test
 	python3 -m pytest -q tests
 
-bench:
+# The benchmark against Kafka's own decoder runs Kafka's classes (kfs/bench/kafka-side-bench.jar) on a JRE
+# with Debian's codec jars, and uses bindfs as the FUSE baseline: installed here when missing (needs root).
+BENCH_JARS = /usr/share/java/lz4-java.jar /usr/share/java/snappy-java.jar /usr/share/java/zstd-jni.jar \
+	/usr/share/java/slf4j-api.jar /usr/share/java/slf4j-nop.jar
+bench-deps:
+	@for f in $(BENCH_JARS); do [ -e $$f ] || missing=1; done; \
+	command -v java >/dev/null && command -v bindfs >/dev/null || missing=1; \
+	if [ -n "$$missing" ]; then \
+	  echo "make bench-deps: apt-get install default-jre-headless bindfs liblz4-java libsnappy-java libzstd-jni-java libslf4j-java"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless bindfs liblz4-java libsnappy-java \
+	    libzstd-jni-java libslf4j-java >/dev/null; \
+	fi
+
+bench: bench-deps
+	python3 -m kfs.bench.bench_kafka
 	python3 -m kfs.bench.bench_core
 	python3 -m kfs.bench.bench_fuse
 	python3 -m kfs.bench.bench_sizes
