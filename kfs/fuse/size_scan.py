@@ -35,8 +35,12 @@ def scan_sizes(tree: KfsTree, stop: threading.Event) -> None:
         try:
             decoded_log.view(plog.log_start_offset()).size()
         except (KfsError, OSError) as e:
+            if stop.is_set():
+                return  # unmounting: the files are being closed under the scan
             log.warning("size scan: %s: %s", plog.name, e)
         except Exception:
+            if stop.is_set():
+                return
             log.exception("size scan: %s", plog.name)
         done += 1
         now = time.monotonic()
