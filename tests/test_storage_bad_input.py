@@ -84,16 +84,21 @@ def test_a_batch_being_written_shows_once_whole_however_few_of_its_bytes_are_the
     assert _records(plog) == Oracle(written).records_from(0)
 
 
-def test_a_closed_segment_cut_mid_batch_ends_there_and_the_next_segment_follows(tmp_path) -> None:
+def test_a_closed_segment_cut_mid_batch_is_an_error_after_the_records_before_it(tmp_path) -> None:
     directory, written = make_log(tmp_path)
     cut = written[0].batches[5]
     os.truncate(directory / f"{written[0].base_offset:020d}.log", cut.position + 20)
     plog = partition_log(directory)
     oracle = Oracle(written)
-    expected = [r for b, r in oracle.records if b.segment_base_offset != 0 or b.position < cut.position]
-    assert _records(plog) == expected
-    # an offset of the lost batches resolves forward, to the next segment (Kafka's fetch does the same)
-    assert plog.locate_offset(cut.base_offset).offset == written[1].batches[0].base_offset
+    before = [r for b, r in oracle.records if b.segment_base_offset == 0 and b.position < cut.position]
+    got = []
+    with pytest.raises(CorruptLogError, match="ends inside the batch") as error:
+        for record in plog.records():
+            got.append((record.offset, record.timestamp, record.key, record.value, [tuple(h) for h in record.headers]))
+    assert got == before and error.value.position == cut.position
+    # an offset of the lost batches is the same error, not the next segment's record (tests/test_storage_damage.py)
+    with pytest.raises(CorruptLogError):
+        plog.locate_offset(cut.base_offset)
 
 
 def test_garbage_in_the_middle_is_a_corrupt_log_error_naming_file_and_position(tmp_path) -> None:

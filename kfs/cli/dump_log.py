@@ -52,7 +52,7 @@ def dump_log(path: str, out: Out, problems: Problems, *, deep: bool, print_data:
             out(_batch_line(header, valid_bytes, crc_is_valid(body, header)))
             if deep:
                 for record, line in _record_lines(segment, header, body, print_data, skip_metadata, parser):
-                    if last_offset != -1 and record.offset != last_offset + 1:  # dumpLog starts at the first
+                    if record.offset != last_offset + 1:
                         problems.non_consecutive.setdefault(abs_path, {})[last_offset] = record.offset
                     last_offset = record.offset
                     out(line)

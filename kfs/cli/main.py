@@ -16,7 +16,15 @@ from collections.abc import Callable
 import kfs
 from kfs.cli.arguments import non_negative_int
 from kfs.internal.lines import DECODE_MODES, line_decoder
-from kfs.storage import KfsError, Location, LogDirs, OffsetOutOfRange, PartitionLog, parse_partition_dir
+from kfs.storage import (
+    CorruptLogError,
+    KfsError,
+    Location,
+    LogDirs,
+    OffsetOutOfRange,
+    PartitionLog,
+    parse_partition_dir,
+)
 from kfs.storage.logdir import split_log_dirs
 from kfs.views.jsonl import line_prefix, render_lines
 
@@ -51,13 +59,18 @@ def cmd_ls(args: argparse.Namespace) -> int:
         print(json.dumps(infos[0] if args.partition else infos, indent=2))
         return 0
     for info in infos:
+        damaged = sum(1 for s in info["segments"] if s.get("problems"))
         print(f"{info['topic']}-{info['partition']}  log start {info['log_start_offset']}  "
-              f"log end {info['log_end_offset']}  {len(info['segments'])} segment(s)  {info['path']}")
+              f"log end {info['log_end_offset']}  {len(info['segments'])} segment(s)  {info['path']}"
+              + (f"  DAMAGED: {damaged} segment(s), see kfs ls LOGDIR {info['topic']}-{info['partition']}"
+                 if damaged and not args.partition else ""))
         if args.partition:
             print(f"  {'base offset':>20}  {'size':>12}  {'index':>6}  {'time':>6}  largest timestamp")
             for s in info["segments"]:
                 print(f"  {s['base_offset']:>20}  {s['size']:>12}  {s['offset_index_entries']:>6}  "
                       f"{s['time_index_entries']:>6}  {s['largest_timestamp']}{'  (active)' if s['active'] else ''}")
+                for problem in s.get("problems", []):
+                    print(f"  {'':>20}  DAMAGED at {problem}")
     return 0
 
 
@@ -135,6 +148,8 @@ def _cat_raw(plog: PartitionLog, location: Location, count: int | None) -> int:
     """The batches byte for byte from the located one; with a count, up to the batch holding the K-th record."""
     if count is None:
         for extent in plog.raw_extents(location):
+            if extent.damage is not None:
+                raise CorruptLogError(extent.path, extent.start, extent.damage)
             with open(extent.path, "rb") as f:
                 f.seek(extent.start)
                 remaining = extent.end - extent.start

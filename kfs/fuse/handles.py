@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from kfs.storage import (
     BadSpec,
+    CorruptLogError,
     Extent,
     KfsError,
     Location,
@@ -124,6 +125,10 @@ class RawHandle(Handle):
 
     def __post_init__(self) -> None:
         self._index()
+        if any(extent.damage for extent in self.extents):
+            # Reads as the reader asks for them, not in the kernel's readahead windows: every byte
+            # before the damage is served (a short read), and the read that starts there fails.
+            self.direct_io, self.keep_cache = True, False
 
     def _index(self) -> None:
         self.starts, total = [], 0
@@ -162,6 +167,7 @@ class RawHandle(Handle):
         with self.lock:
             if offset + size > self.size:
                 self._refresh()
+            size = self._check_damage(size, offset)
             pieces = []
             i = bisect.bisect_right(self.starts, offset) - 1
             while size > 0 and 0 <= i < len(self.extents):
@@ -174,6 +180,16 @@ class RawHandle(Handle):
                     offset += n
                 i += 1
             return pieces
+
+    def _check_damage(self, size: int, offset: int) -> int:
+        """The part of a read before the first damaged segment's end; a read that starts there fails
+        (EIO). The handle is direct_io then, so the short read is not taken for the end of the file."""
+        for start, extent in zip(self.starts, self.extents, strict=True):
+            if extent.damage is not None and start < offset + size:
+                if offset >= start:
+                    raise CorruptLogError(extent.path, extent.start, extent.damage)
+                return start - offset
+        return size
 
     def fd_range(self, size: int, offset: int) -> tuple[int, int, int] | None:
         pieces = self._pieces(size, offset)
@@ -195,4 +211,4 @@ class DecodedHandle(Handle):
 
     def read(self, size: int, offset: int) -> bytes:
         assert self.cursor is not None
-        return self.cursor.read(offset, size, partial=False)  # a short read would end the file
+        return self.cursor.read(offset, size, partial=self.direct_io)

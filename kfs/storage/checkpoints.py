@@ -1,37 +1,71 @@
-"""A log dir's `log-start-offset-checkpoint`: where DeleteRecords moved each partition's log start."""
+"""A log dir's offset checkpoint files (Kafka's `OffsetCheckpointFile`), re-read when they change.
+
+- `log-start-offset-checkpoint`: where DeleteRecords moved each partition's log start.
+- `cleaner-offset-checkpoint`: where the log cleaner's last pass over each compacted partition
+  ended (its first dirty offset). `LogCleanerManager` creates the file in every log dir when the
+  broker starts with the cleaner enabled (the default), so its presence says that any compaction
+  of a partition would be recorded there: a partition it does not list was never compacted.
+"""
 
 from __future__ import annotations
 
 import os
 import threading
 
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
-class CheckpointReader:
-    """A log dir's `log-start-offset-checkpoint` (OffsetCheckpointFile), re-read when it changes.
+
+class OffsetCheckpointFile:
+    """One checkpoint file, parsed again only when its mtime or size changes.
 
         0                      version
         N                      number of entries
         <topic> <partition> <offset>   N lines
     """
 
-    def __init__(self, logdir: str) -> None:
-        self.path = os.path.join(logdir, "log-start-offset-checkpoint")
+    def __init__(self, path: str) -> None:
+        self.path = path
         self._stamp: tuple[int, int] | None = None
-        self._offsets: dict[tuple[str, int], int] = {}
+        self._offsets: dict[tuple[str, int], int] | None = None
         self._lock = threading.Lock()
 
-    def log_start_offset(self, topic: str, partition: int) -> int | None:
+    def entries(self) -> dict[tuple[str, int], int] | None:
+        """(topic, partition) -> offset; None when the file does not exist."""
         with self._lock:
             try:
                 st = os.stat(self.path)
             except OSError:
-                self._stamp, self._offsets = None, {}
+                self._stamp, self._offsets = None, None
                 return None
             stamp = (st.st_mtime_ns, st.st_size)
-            if stamp != self._stamp:
+            if stamp != self._stamp or self._offsets is None:
                 self._offsets = _parse_checkpoint(self.path)
                 self._stamp = stamp
-            return self._offsets.get((topic, partition))
+            return self._offsets
+
+
+class CheckpointReader:
+    """The checkpoint files of one log dir."""
+
+    def __init__(self, logdir: str) -> None:
+        self._log_start = OffsetCheckpointFile(os.path.join(logdir, LOG_START_OFFSET_CHECKPOINT))
+        self._cleaner = OffsetCheckpointFile(os.path.join(logdir, CLEANER_OFFSET_CHECKPOINT))
+
+    @property
+    def path(self) -> str:
+        return self._log_start.path
+
+    def log_start_offset(self, topic: str, partition: int) -> int | None:
+        entries = self._log_start.entries()
+        return entries.get((topic, partition)) if entries is not None else None
+
+    def cleaned_up_to(self, topic: str, partition: int) -> int | None:
+        """The offset below which the log cleaner may have removed records: 0 when the partition was
+        never compacted; None when unknown (no cleaner-offset-checkpoint: a copy without it, or a
+        broker running without the cleaner)."""
+        entries = self._cleaner.entries()
+        return entries.get((topic, partition), 0) if entries is not None else None
 
 
 def _parse_checkpoint(path: str) -> dict[tuple[str, int], int]:
@@ -46,4 +80,3 @@ def _parse_checkpoint(path: str) -> dict[tuple[str, int], int]:
         if len(parts) == 3 and parts[1].isdigit() and parts[2].lstrip("-").isdigit():
             offsets[(parts[0], int(parts[1]))] = int(parts[2])
     return offsets
-

@@ -32,10 +32,16 @@ class Location:
 @dataclass(frozen=True)
 class Extent:
     """A byte range [start, end) of one segment file; `file_id`: the inode it was measured in (a
-    file under that name later is another one: the log cleaner swapped it)."""
+    file under that name later is another one: the log cleaner swapped it).
+
+    `damage` (the reason of its CorruptLogError) marks where a damaged closed segment's complete
+    batches end: the extent covers what follows them in the file (nothing, when batches are missing
+    at a batch boundary), and a read that reaches it fails instead of silently going on to the next
+    segment."""
 
     path: str
     start: int
     end: int
     segment_base_offset: int
     file_id: int | None = None
+    damage: str | None = None

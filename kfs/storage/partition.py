@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from kfs.record import BatchHeader, Record
 from kfs.storage.checkpoints import CheckpointReader
+from kfs.storage.damage import SegmentDamage, closed_segment_damage
 from kfs.storage.errors import (
     CorruptLogError,
     NoRecordAtOffset,
@@ -47,6 +48,7 @@ class PartitionLog:
         self._refreshed_at = float("-inf")
         self._lock = threading.Lock()
         self._largest_ts_cache: dict[int, int] = {}
+        self._damage_cache: dict[int, tuple[tuple, SegmentDamage | None]] = {}
         self._aborted_cache: tuple[tuple, AbortedIndex] | None = None
 
     # ---- segments -------------------------------------------------------------------------------
@@ -130,6 +132,7 @@ class PartitionLog:
                 return Location(segment.base_offset, entry, header.position, segment.base_offset_of(header),
                                 header.last_offset, record.offset if record else None,
                                 record.timestamp if record else None)
+            self.raise_if_damaged(segment)  # the target is among the records a damaged segment lost
             segment = self._segments.higher(segment.base_offset)
         raise OffsetOutOfRange(f"offset {target} is out of range for {self.name}")
 
@@ -138,6 +141,30 @@ class PartitionLog:
                                                control=False, aborted=None):
             return records[0]
         return None
+
+    def damage(self, segment: LogSegment) -> SegmentDamage | None:
+        """What is wrong with a closed segment (kfs.storage.damage's rules); None for a healthy one and
+        for the active segment, whose half-written tail is normal. Remembered per segment file, size,
+        next segment and cleaner checkpoint: closed segments do not change."""
+        following = self._segments.higher(segment.base_offset)
+        if following is None:
+            return None
+        cleaned_up_to = self._checkpoints.cleaned_up_to(self.topic, self.partition)
+        key = (segment.inode, segment.file_size(), following.base_offset, cleaned_up_to)
+        cached = self._damage_cache.get(segment.base_offset)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        found = closed_segment_damage(segment, following, cleaned_up_to)
+        if found is not None:
+            log.info("%s", found.error())
+        self._damage_cache[segment.base_offset] = (key, found)
+        return found
+
+    def raise_if_damaged(self, segment: LogSegment) -> None:
+        """CorruptLogError at the end of a damaged closed segment's complete batches."""
+        found = self.damage(segment)
+        if found is not None:
+            raise found.error()
 
     def largest_timestamp(self, segment: LogSegment) -> int:
         """A segment's largest timestamp, remembered for closed segments (they no longer change)."""
@@ -225,11 +252,13 @@ class PartitionLog:
                                           f"base offset {following.base_offset}")
                 yield current, header, body
             self.refresh()
+            self.raise_if_damaged(current)
             current = self._segments.higher(current.base_offset)
             start = 0
 
     def raw_extents(self, location: Location) -> list[Extent]:
-        """The bytes of every complete batch from the located one to the log end, as file ranges."""
+        """The bytes of every complete batch from the located one to the log end, as file ranges; a damaged
+        closed segment adds an extent marked `damage` where its complete batches end."""
         self.refresh()
         extents = []
         segment = self._segments.floor(location.segment_base_offset)
@@ -238,6 +267,10 @@ class PartitionLog:
             end = segment.valid_size()
             if end > start:
                 extents.append(Extent(segment.log_path, start, end, segment.base_offset, segment.file_id))
+            damage = self.damage(segment)
+            if damage is not None:
+                extents.append(Extent(segment.log_path, end, segment.file_size(), segment.base_offset,
+                                      segment.file_id, damage=damage.reason))
             segment = self._segments.higher(segment.base_offset)
             start = 0
         return extents
@@ -322,6 +355,7 @@ class PartitionLog:
         """The partition summary shared by `info.json` and `kfs ls --json`."""
         segments = []
         for segment in self.segments():
+            damage = self.damage(segment)
             segments.append({
                 "base_offset": segment.base_offset,
                 "size": segment.valid_size(),
@@ -330,6 +364,7 @@ class PartitionLog:
                 "largest_timestamp": self.largest_timestamp(segment),
                 "active": self.is_active(segment),
                 "log_path": segment.log_path,
+                "problems": [f"position {damage.position}: {damage.reason}"] if damage else [],
             })
         return {
             "topic": self.topic,

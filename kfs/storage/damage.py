@@ -1,0 +1,82 @@
+"""When a closed segment is damaged: the rules by which kfs tells a truncated or cut-short log
+from a healthy one, so that missing records are never silently skipped.
+
+Rule 1, always applied: a closed segment's complete batches end exactly at its file's end.
+Kafka trims a segment's file to its last batch when the segment stops being the active one
+(`LogSegment.onBecomeInactiveSegment` -> `FileRecords.trim`, which also drops a preallocated
+tail), and the cleaner writes cleaned segments whole. So a closed segment that ends inside a
+batch, or has bytes (zeros, garbage) after its last complete batch, was damaged after Kafka
+wrote it. Only the active (last) segment may end in a half-written batch: the broker is writing it.
+
+Rule 2, applied only where it is sound: a closed segment's batches end at the offset just
+before the next segment's base offset. Kafka rolls a new segment at the next offset to be
+appended, so in a log that was never compacted consecutive segments are contiguous, and a
+gap means batches are missing (a segment cut at a batch boundary). Compaction legitimately
+leaves such gaps (the cleaner drops whole batches, `LogCleaner`'s `filterTo` with
+`BatchRetention.DELETE_EMPTY`), so the rule is applied only to segments the cleaner cannot have
+touched: the log dir has a `cleaner-offset-checkpoint` (the broker creates it at startup) and
+the segment starts at or after the partition's entry there (0 when not listed). Where that file
+is missing (a copy without it) only rule 1 is applied. Known limit: a follower that replicated
+an already compacted leader log, before its own cleaner ever ran, has inherited gaps that rule 2
+would report.
+
+A damaged segment becomes a `CorruptLogError` at the end of its complete batches: the read that
+reaches that point fails (EIO through the mount, one sentence from `kfs cat`, an `{"error": ...}`
+line with on_corrupt=skip), after every record before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kfs.record import HEADER_SIZE_UP_TO_MAGIC, CorruptBatchError, peek_size
+from kfs.storage.errors import CorruptLogError
+from kfs.storage.segment import LogSegment
+
+
+@dataclass(frozen=True)
+class SegmentDamage:
+    """What is wrong with a closed segment, and where its readable batches end."""
+
+    path: str
+    position: int
+    reason: str
+
+    def error(self) -> CorruptLogError:
+        return CorruptLogError(self.path, self.position, self.reason)
+
+
+def closed_segment_damage(segment: LogSegment, next_segment: LogSegment | None,
+                          cleaned_up_to: int | None) -> SegmentDamage | None:
+    """Rule 1, then rule 2 (module docstring) for a segment that is not the active one."""
+    size = segment.file_size()
+    end = segment.valid_size()
+    next_offset = segment.next_offset()
+    if end < size:
+        return SegmentDamage(segment.log_path, end,
+                             f"truncated: {_describe_tail(segment, end, size)}; the records from offset "
+                             f"{next_offset} to the end of this closed segment are missing")
+    if next_segment is not None and cleaned_up_to is not None and segment.base_offset >= cleaned_up_to \
+            and next_offset < next_segment.base_offset:
+        return SegmentDamage(segment.log_path, end,
+                             f"truncated: the batches of this closed segment end before offset {next_offset} "
+                             f"but the next segment starts at offset {next_segment.base_offset}, and the log "
+                             f"was never compacted here: offsets {next_offset} to {next_segment.base_offset - 1} "
+                             f"are missing")
+    return None
+
+
+def _describe_tail(segment: LogSegment, end: int, size: int) -> str:
+    """What follows the last complete batch: a batch cut short, zeros or other bytes."""
+    tail = segment.read(end, min(size - end, 64))
+    if not tail.strip(b"\0"):
+        return f"the file ends in {size - end} zero bytes after its last complete batch at position {end}"
+    if len(tail) < HEADER_SIZE_UP_TO_MAGIC:
+        return f"the file ends inside a batch header ({size - end} bytes at position {end})"
+    try:
+        batch_size, _magic = peek_size(memoryview(tail), 0)
+    except CorruptBatchError:
+        batch_size = 0
+    if batch_size > size - end:
+        return f"the file ends inside the batch at position {end} ({size - end} of its {batch_size} bytes are there)"
+    return f"the file ends in {size - end} bytes that are not a complete batch"

@@ -1,0 +1,72 @@
+"""Damage through a real mount: a read that reaches a damaged closed segment is EIO after the data
+before it (decoded, raw and `.value` views), `info.json` lists the problem, other paths work."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import GOLDEN, LOGDIRS, read_jsonl
+from mounts import daemon_errors, golden_value, mounted, needs_fuse
+
+pytestmark = needs_fuse
+
+
+def _copy(tmp_path: Path) -> Path:
+    logdir = tmp_path / "logdir"
+    for partition in ("orders-0", "legacy-0"):
+        shutil.copytree(Path(LOGDIRS[0]) / partition, logdir / partition)
+    shutil.copy(Path(LOGDIRS[0]) / "meta.properties", logdir)
+    (logdir / "cleaner-offset-checkpoint").write_text("0\n0\n")  # a broker's: nothing was ever compacted
+    return logdir
+
+
+def _batches(segment: int) -> list[dict]:
+    return [b for b in read_jsonl(GOLDEN / "orders-0" / "batches.jsonl") if b["segment_base_offset"] == segment]
+
+
+def _segment_sizes() -> dict[int, int]:
+    info = json.loads((GOLDEN / "orders-0" / "info.json").read_text())
+    return {s["base_offset"]: s["size"] for s in info["segments"]}
+
+
+@pytest.mark.parametrize("cut", ["mid-batch", "batch-boundary"])
+def test_a_truncated_closed_segment_is_eio_after_the_data_before_it(tmp_path: Path, cut: str) -> None:
+    logdir = _copy(tmp_path)
+    batches = _batches(661)
+    victim = batches[3] if cut == "mid-batch" else batches[-2]  # the boundary cut loses the last two batches
+    segment = logdir / "orders-0" / f"{661:020d}.log"
+    os.truncate(segment, victim["position"] + (30 if cut == "mid-batch" else 0))
+    records = read_jsonl(GOLDEN / "orders-0" / "records.jsonl")
+    before = [r for r in records if r["offset"] < victim["base_offset"]]
+    raw_before = sum(size for base, size in _segment_sizes().items() if base < 661) + victim["position"]
+    raw_expected = b"".join((Path(LOGDIRS[0]) / "orders-0" / f"{b:020d}.log").read_bytes()
+                            for b in sorted(_segment_sizes()) if b < 661) + segment.read_bytes()[:victim["position"]]
+
+    with mounted(tmp_path, [str(logdir)], expect_errors=True) as mnt:
+        part = mnt / "orders-0"
+        done = subprocess.run(["cat", str(part / "messages.jsonl")], capture_output=True, timeout=60)
+        assert done.returncode != 0 and b"Input/output error" in done.stderr
+        assert [json.loads(x) for x in done.stdout.splitlines()] == before
+
+        small = subprocess.run(["dd", f"if={part / 'offset' / '0'}", "bs=1024"], capture_output=True, timeout=60)
+        assert small.returncode != 0 and b"Input/output error" in small.stderr
+        assert small.stdout == raw_expected and len(raw_expected) == raw_before  # every byte before it
+
+        assert (part / "offset" / f"{before[-1]['offset']}.value").read_bytes() == golden_value(before[-1]["value"])
+        with pytest.raises(OSError) as lost:
+            (part / "offset" / f"{victim['base_offset']}.value").read_bytes()
+        assert lost.value.errno == 5  # EIO: the record existed and is gone, not "no such offset"
+        after = next(r for r in records if r["offset"] >= 940)
+        assert (part / "offset" / "940.value").read_bytes() == golden_value(after["value"])  # past it: fine
+
+        info = json.loads((part / "info.json").read_bytes())
+        problems = {s["base_offset"]: s["problems"] for s in info["segments"]}
+        assert [b for b, p in problems.items() if p] == [661] and str(victim["position"]) in problems[661][0]
+        assert len((mnt / "legacy-0" / "messages.jsonl").read_bytes()) > 0  # other partitions keep working
+    errors = "\n".join(daemon_errors(tmp_path / "mnt.log"))
+    assert str(segment) in errors and str(victim["position"]) in errors
