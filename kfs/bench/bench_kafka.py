@@ -22,7 +22,9 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -86,7 +88,7 @@ def _log_bytes(partition: Path) -> int:
 
 def timed(command: list[str] | str, pipe: bool = False, quiet: bool = False) -> float:
     """Wall time of a command, its output to /dev/null (or read from a pipe: grep -c stops early on /dev/null)."""
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     if pipe:
         with subprocess.Popen(command, stdout=subprocess.PIPE, shell=isinstance(command, str)) as p:
             assert p.stdout is not None
@@ -98,7 +100,17 @@ def timed(command: list[str] | str, pipe: bool = False, quiet: bool = False) -> 
                               shell=isinstance(command, str)).returncode
     if code not in (0, 1):
         raise subprocess.CalledProcessError(code, command)
+    LAST_CPU[0] = _children_cpu() - cpu
     return time.perf_counter() - start
+
+
+LAST_CPU = [0.0]  # CPU seconds (user + system) of the last timed command and its threads
+CPU_FIGURES = ("java whole process", "kfs cat", "kfs dump --deep-iteration --print-data-log")
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def warm_pass(cp: str, files: list[str]) -> float:
@@ -262,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     if not shutil.which("bindfs"):
         raise SystemExit("bench_kafka needs bindfs (apt-get install bindfs) for the FUSE baseline")
     cp = classpath()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # unmount what was mounted when stopped
     report = lambda line: print(line, flush=True)  # noqa: E731
     work = Path(args.work or tempfile.mkdtemp(prefix="kfs-bench-kafka-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -273,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     timers.update(values)
     timers.update(raw_measures(logdirs["mixed"], state))
     samples: dict[str, list[float]] = {name: [] for name in timers}
+    cpu_samples: dict[str, list[float]] = {}
     with contextlib.ExitStack() as stack:
         for r in range(args.rounds):
             for name, run in timers.items():
@@ -284,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
                     timed(["cat", str(state["kfs"] / "bench.mixed-0" / "offset" / "earliest")])  # warm both
                     timed(["cat", *_segments(state["bindfs_part"])])
                 samples[name].append(run())
+                if name.endswith(CPU_FIGURES):
+                    cpu_samples.setdefault(name, []).append(LAST_CPU[0])
             report(f"round {r + 1}/{args.rounds} done")
     best = {name: min(s) for name, s in samples.items()}
     report(f"\nbest of {args.rounds} rounds:")
@@ -294,8 +310,18 @@ def main(argv: list[str] | None = None) -> int:
     rows = table(best)
     for label, ratio in rows:
         report(f"  {label:95} {ratio:6.2f}x")
+    cpu = {name: min(s) for name, s in cpu_samples.items()}
+    report("\nCPU seconds (user + system, every thread; what load on the machine does not inflate), best:")
+    for name, seconds in cpu.items():
+        report(f"  {name:62} {seconds:9.3f} s")
+    for name in SETS:
+        java_cpu = cpu[f"{name}: java whole process"]
+        for what in ("kfs cat", "kfs dump --deep-iteration --print-data-log"):
+            rows.append((f"{name}: CPU time, the JVM's whole process over {what}", java_cpu / cpu[f"{name}: {what}"]))
+            report(f"  {rows[-1][0]:95} {rows[-1][1]:6.2f}x")
     if args.json:
-        print(json.dumps({"best_s": best, "samples_s": samples, "ratios": dict(rows)}, indent=2))
+        print(json.dumps({"best_s": best, "samples_s": samples, "cpu_s": cpu_samples, "ratios": dict(rows)},
+                         indent=2))
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     return 0
