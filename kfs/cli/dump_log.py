@@ -50,7 +50,16 @@ def dump_log(path: str, out: Out, problems: Problems, *, deep: bool, print_data:
         abs_path = os.path.abspath(path)
         for header, body in segment.batches(0, end):
             out(_batch_line(header, valid_bytes, crc_is_valid(body, header)))
-            if deep:
+            if deep and print_data and not skip_metadata and parser is string_parser and header.magic >= 2 \
+                    and not header.is_control:
+                # The common case (`--deep-iteration --print-data-log` of a data batch) a batch at a time.
+                records = segment.records_of(header, body)
+                for record in records:
+                    if last_offset != -1 and record.offset != last_offset + 1:
+                        problems.non_consecutive.setdefault(abs_path, {})[last_offset] = record.offset
+                    last_offset = record.offset
+                out(_v2_data_lines(header, records))
+            elif deep:
                 for record, line in _record_lines(segment, header, body, print_data, skip_metadata, parser):
                     if record.offset != last_offset + 1:
                         problems.non_consecutive.setdefault(abs_path, {})[last_offset] = record.offset
@@ -93,6 +102,26 @@ def _batch_line(h: BatchHeader, position: int, is_valid: bool) -> str:
         head = f"offset: {h.last_offset}"
     return (f"{head} position: {position} {h.timestamp_type}: {h.max_timestamp} size: {h.size} "
             f"magic: {h.magic} compresscodec: {h.compression} crc: {h.crc} isvalid: {java_bool(is_valid)}\n")
+
+
+def _v2_data_lines(header: BatchHeader, records: list[Record]) -> str:
+    """What `_record_lines` prints for a v2 data batch with the string decoder, in one loop: per-record
+    calls were 80% of a deep dump's time."""
+    timestamp_type, base, base_sequence = header.timestamp_type, header.base_offset, header.base_sequence
+    lines = []
+    for r in records:
+        key, value = r.key, r.value
+        sequence = NO_SEQUENCE if base_sequence < 0 else increment_sequence(base_sequence, r.offset - base)
+        line = (f"{RECORD_INDENT} offset: {r.offset} {timestamp_type}: {r.timestamp} "
+                f"keySize: {-1 if key is None else len(key)} valueSize: {-1 if value is None else len(value)} "
+                f"sequence: {sequence} headerKeys: [{','.join([h[0] for h in r.headers])}]")
+        if key is not None:
+            line += " key: " + bytes(key).decode("utf-8", "replace")
+        if value is not None:
+            line += " payload: " + bytes(value).decode("utf-8", "replace")
+        lines.append(line)
+    lines.append("")
+    return "\n".join(lines)
 
 
 def _record_lines(segment: LogSegment, header: BatchHeader, body, print_data: bool,
