@@ -147,8 +147,13 @@ def test_transaction_log_records():
         "producerId": 1000, "previousProducerId": 999, "producerEpoch": 2, "transactionTimeoutMs": 60000,
         "transactionStatus": 4, "transactionPartitions": None, "transactionLastUpdateTimestampMs": 5000,
         "transactionStartTimestampMs": 4000}
-    with pytest.raises(DecodeError, match="TransactionLogValue version 7"):
+    with pytest.raises(DecodeError, match="TransactionLogValue version 7"):  # TransactionLog checks versions
         decode_value(TXN, key, i16(7) + b"\x00" * 40)
+    newer = decode_value(OFFSETS, commit_key(1), i16(5) + i64(1) + i32(-1) + cstring("") + i64(2) + tags({9: b"?"}))
+    assert newer is not None and (newer.version, newer.data) == (5, {"offset": 1, "leaderEpoch": -1, "metadata": "",
+                                                                     "commitTimestamp": 2})  # KIP-915
+    with pytest.raises(DecodeError, match="version -1 is unknown"):
+        decode_value(OFFSETS, commit_key(1), i16(-1) + i64(1))
 
 
 def test_metadata_records_by_api_key_with_tagged_defaults():
@@ -162,6 +167,9 @@ def test_metadata_records_by_api_key_with_tagged_defaults():
     assert moved.data == {"partitionId": 0, "topicId": kafka_uuid(topic_id), "isr": [1, 3], "leader": 3}
     same = decode_metadata(metadata_frame(5, 0, change + tags({1: i32(-2)})))
     assert same.data == {"partitionId": 0, "topicId": kafka_uuid(topic_id)}
+    # A version past the schema's reads by the fields' ranges, as Kafka's generated reader does.
+    newer = decode_metadata(metadata_frame(2, 5, cstring("orders") + topic_id + tags({})))
+    assert (newer.type, newer.version, newer.data["name"]) == ("TopicRecord", 5, "orders")
 
 
 def test_metadata_frame_errors_are_one_sentence():
@@ -169,7 +177,7 @@ def test_metadata_frame_errors_are_one_sentence():
     assert decode_metadata(good).data == {}
     for bad, reason in [(good + b"\x00", "garbage after NoOpRecord"), (b"\x00\x14\x00\x00", "frame version 0"),
                         (metadata_frame(99, 0, b""), "unknown metadata record type 99"),
-                        (metadata_frame(2, 5, b""), "TopicRecord version 5 is unknown"),
+                        (metadata_frame(2, 40000, b""), "type 2 or version 40000 is not a short"),
                         (metadata_frame(2, 0, cstring("orders")), "ends early"), (b"\x01", "ends early")]:
         with pytest.raises(DecodeError, match=reason):
             decode_metadata(bad)

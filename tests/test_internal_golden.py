@@ -287,3 +287,27 @@ def test_dump_checkpoint_files_print_what_kafkas_readers_return():
         metadata = files["partition.metadata"]
         assert dump(str(LOGDIR / partition / "partition.metadata"))[1:] == [
             f"version: {metadata['version']} topicId: {metadata['topic_id']}"]
+
+
+# ---- 4. records Kafka does not decode (tests/fixtures/internal-topics-undecodable) ----------------
+
+UNDECODABLE = Path(__file__).parent / "fixtures" / "internal-topics-undecodable"
+
+
+@pytest.mark.parametrize("partition", sorted(p.name for p in (UNDECODABLE / "golden").iterdir() if p.is_dir()))
+def test_a_decode_error_exactly_where_kafka_cannot_decode(partition):
+    """Where Kafka's deserializers throw, kfs keeps the bytes and says why; where Kafka reads a record
+    (trailing bytes a coordinator ignores, a newer value version, members' bytes that are not the
+    consumer protocol), kfs shows what Kafka shows."""
+    logdir = str(UNDECODABLE / "logdirs" / "broker-a")
+    wants = [json.loads(x) for x in (UNDECODABLE / "golden" / partition / "records.jsonl").read_text().splitlines()]
+    decoded = [json.loads(x) for x in run_kfs("cat", logdir, partition).stdout.splitlines()]
+    raw = [json.loads(x) for x in run_kfs("cat", logdir, partition, "--decode", "raw").stdout.splitlines()]
+    assert [x["offset"] for x in decoded] == [x["offset"] for x in raw] == [w["offset"] for w in wants]
+    for line, bytes_line, want in zip(decoded, raw, wants, strict=True):
+        if "kafka_error" in want:
+            assert line.pop("decode_error") and line == bytes_line, want
+        else:
+            assert "decode_error" not in line
+            assert (line["key"], line["value"]) == expected_line(want), want["offset"]
+    assert any("kafka_error" in w for w in wants) and any("kafka_error" not in w for w in wants)

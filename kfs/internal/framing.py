@@ -90,8 +90,12 @@ def _version(data: bytes | None, what: str) -> int:
     return int(_INT16(data, 0)[0])
 
 
-def _check_version(message: Message, version: int) -> None:
-    if version not in message.versions:
+def _check_version(message: Message, version: int, strict: bool) -> None:
+    """Kafka's generated readers read any version, by the fields' version ranges: a group coordinator
+    value of a newer version reads as its fields here say (KIP-915: new fields are tagged ones, which
+    are skipped), and so does a metadata record (its serde then checks that nothing is left over).
+    `TransactionLog` alone refuses versions it does not know (strict). A negative version is refused."""
+    if version < 0 or (strict and version not in message.versions):
         raise DecodeError(f"{message.name} version {version} is unknown (kfs reads versions {message.versions})")
 
 
@@ -132,7 +136,7 @@ def decode_value(topic: str, key: bytes | None, value: bytes | None) -> Decoded 
     if value is None:
         return None
     version = _version(value, "value")
-    _check_version(schema, version)
+    _check_version(schema, version, strict=topic == TRANSACTION_STATE)
     data, _end = read_message(schema, value, version, 2)
     if schema.name == "GroupMetadataValue" and data.get("protocolType") == "consumer":
         for member in data.get("members") or ():
@@ -153,10 +157,12 @@ def decode_metadata(value: bytes | None) -> Decoded:
         version, position = uvarint(value, position)
     except IndexError:
         raise DecodeError("the metadata record frame ends early") from None
+    if not 0 <= api_key <= 0x7FFF or not 0 <= version <= 0x7FFF:  # AbstractApiMessageSerde.unsignedIntToShort
+        raise DecodeError(f"the metadata record frame's type {api_key} or version {version} is not a short")
     schema = _METADATA_BY_API_KEY.get(api_key)
     if schema is None:
         raise DecodeError(f"unknown metadata record type {api_key}")
-    _check_version(schema, version)
+    _check_version(schema, version, strict=False)
     data, end = read_message(schema, value, version, position)
     if end != len(value):
         raise DecodeError(f"found {len(value) - end} byte(s) of garbage after {schema.name}")
