@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import GOLDEN, LOGDIRS, read_jsonl
+from conftest import GOLDEN, LOGDIRS, read_jsonl, run_kfs
 from mounts import daemon_errors, golden_value, mounted, needs_fuse
 
 pytestmark = needs_fuse
@@ -51,7 +51,10 @@ def test_a_truncated_closed_segment_is_eio_after_the_data_before_it(tmp_path: Pa
         part = mnt / "orders-0"
         done = subprocess.run(["cat", str(part / "messages.jsonl")], capture_output=True, timeout=60)
         assert done.returncode != 0 and b"Input/output error" in done.stderr
-        assert [json.loads(x) for x in done.stdout.splitlines()] == before
+        # decoded views fail by the page (kfs.views.decoded): every page before the one holding the damage
+        healthy = run_kfs("cat", LOGDIRS[0], "orders-0").stdout.splitlines(keepends=True)
+        before_bytes = b"".join(healthy[:len(before)])
+        assert before_bytes.startswith(done.stdout) and len(done.stdout) > len(before_bytes) - 4096
 
         small = subprocess.run(["dd", f"if={part / 'offset' / '0'}", "bs=1024"], capture_output=True, timeout=60)
         assert small.returncode != 0 and b"Input/output error" in small.stderr

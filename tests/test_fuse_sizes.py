@@ -141,3 +141,45 @@ def test_a_second_mount_finds_every_closed_segment_in_the_cache(big: tuple[Path,
     assert sizes == [len(expected)] * 2
     assert len(list(cache.rglob("*"))) >= closed  # kept outside the log dir ...
     assert not [p for p in logdir.rglob("*") if "kfs" in p.name or p.name.startswith(".tmp")]  # ... never in it
+
+
+def test_tools_that_trust_st_size_fail_at_damage_instead_of_copying_less(tmp_path: Path) -> None:
+    """A corrupt batch in a closed segment: st_size is the lines before it, one unreadable byte, and
+    the lines of the segments after; cp, rsync, shutil.copyfile (sendfile) and tar fail rather than
+    make a short copy; every page before the damage is readable, and so is what follows its page."""
+    logdir = tmp_path / "logdir"
+    write_log_dir(str(logdir), 20_000, 512 << 10, per_batch=100, value_size=20)
+    segments = sorted((logdir / PARTITION).glob("*.log"))
+    assert len(segments) >= 3
+    victim = bytearray(segments[1].read_bytes())
+    victim[3 * (len(victim) // 7) + 16] ^= 0xFF  # somewhere inside a batch: its CRC no longer holds
+    segments[1].write_bytes(bytes(victim))
+    done = run_kfs("cat", str(logdir), PARTITION)
+    assert done.returncode != 0  # the command meets the damage, after the lines before it
+    before = done.stdout
+    after = run_kfs("cat", str(logdir), PARTITION, "--offset", str(int(segments[2].stem))).stdout
+    page = os.sysconf("SC_PAGE_SIZE")
+    damaged_page = len(before) // page * page
+    with mounted(tmp_path, [str(logdir)], expect_errors=True, size_scan="no", size_cache="none") as mnt:
+        path = mnt / PARTITION / "messages.jsonl"
+        assert os.stat(path).st_size == len(before) + 1 + len(after)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            assert os.pread(fd, damaged_page, 0) == before[:damaged_page]
+            with pytest.raises(OSError):
+                os.pread(fd, 100, damaged_page)
+            next_page = damaged_page + page
+            assert os.pread(fd, len(after), next_page) == after[next_page - len(before) - 1:]
+        finally:
+            os.close(fd)
+        cat = subprocess.run(["cat", str(path)], capture_output=True)
+        assert cat.returncode != 0 and cat.stdout == before[:damaged_page]
+        assert subprocess.run(["cp", str(path), str(tmp_path / "cp")], capture_output=True).returncode != 0
+        with pytest.raises(OSError):
+            shutil.copyfile(path, tmp_path / "copyfile")  # sendfile: EIO, not a short copy
+        if shutil.which("rsync"):
+            assert subprocess.run(["rsync", "-a", str(path), str(tmp_path / "rsync")],
+                                  capture_output=True).returncode != 0
+        tar = subprocess.run(["tar", "-cf", str(tmp_path / "t.tar"), "-C", str(mnt), f"{PARTITION}/messages.jsonl"],
+                             capture_output=True)
+        assert tar.returncode != 0 and tar.stderr

@@ -61,7 +61,7 @@ def dump_log(path: str, out: Out, problems: Problems, *, deep: bool, print_data:
                 out(_v2_data_lines(header, records))
             elif deep:
                 for record, line in _record_lines(segment, header, body, print_data, skip_metadata, parser):
-                    if record.offset != last_offset + 1:
+                    if last_offset != -1 and record.offset != last_offset + 1:  # dumpLog starts at the first
                         problems.non_consecutive.setdefault(abs_path, {})[last_offset] = record.offset
                     last_offset = record.offset
                     out(line)

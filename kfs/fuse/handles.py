@@ -211,4 +211,4 @@ class DecodedHandle(Handle):
 
     def read(self, size: int, offset: int) -> bytes:
         assert self.cursor is not None
-        return self.cursor.read(offset, size, partial=self.direct_io)
+        return self.cursor.read(offset, size, partial=False)  # a short read would end the file

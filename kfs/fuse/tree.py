@@ -200,14 +200,13 @@ class KfsTree:
         return Attr.of_view(first, view.size(), last)
 
     def _open_decoded(self, path: str, view: DecodedView) -> Handle:
-        """A healthy view is an ordinary page-cached file of exact size (mmap, sendfile and
-        readahead work; a growing partition's new size shows at the next getattr). A view holding
-        damage is direct_io: the kernel takes a short read for the end of the file, so its reads
-        come to us and the one at the damage fails with EIO instead."""
+        """An ordinary page-cached file of exact size: mmap, sendfile and readahead work, and a
+        growing partition's new size shows at the next getattr. Never direct_io: the kernel takes
+        a short read, direct or not, for the end of the file (sendfile then copies a short file and
+        says nothing), so a read that meets damage fails whole (DecodedHandle), and the reader gets
+        every page before the damage, then EIO."""
         attr = self._decoded_attr(path, view)
-        damaged = view.damaged()
-        handle = DecodedHandle(attr, direct_io=damaged, cursor=view.cursor())
-        return handle if damaged else self._cached(path, handle)
+        return self._cached(path, DecodedHandle(attr, cursor=view.cursor()))
 
     def decoded_logs(self) -> Iterator[DecodedLog]:
         """The decoded log of every partition, for the background size scan."""

@@ -24,7 +24,10 @@ stat, so a growing partition's size grows. Counting a 1 M-record partition takes
 **Damage.** A run whose counting meets a corrupt or truncated batch ends there: its length is
 the lines before the damage, followed by one byte that cannot be read (reading it is EIO, with
 the error in the log). So st_size covers the readable data, the damage and whatever readable
-segments follow, and a reader meets the error where the data stops instead of a short file.
+segments follow, and a reader meets the error where the data stops instead of a short file. The
+FUSE layer never answers with a short read (the kernel takes one for the end of the file, and
+sendfile would copy a short file without a word): the page holding the damage fails whole, so a
+reader through the mount gets every page before it, then EIO.
 """
 
 from __future__ import annotations
