@@ -206,3 +206,13 @@ def test_decoder_options_imply_print_data_log(option, tmp_path):
     result = kfs_dump(option, log)
     assert result.returncode == 0 and ("key:" in result.stdout or "payload:" in result.stdout)
     assert os.path.exists(log)
+
+
+def test_the_kraft_bootstrap_snapshot_is_named_as_kafka_names_it(tmp_path):
+    source = (Path(__file__).parent / "fixtures" / "internal-topics" / "logdirs" / "broker-a" / "__cluster_metadata-0"
+              / "00000000000000000048-0000000001.checkpoint")
+    bootstrap = tmp_path / "bootstrap.checkpoint"
+    bootstrap.write_bytes(source.read_bytes())
+    result = kfs_dump("--cluster-metadata-decoder", str(bootstrap))
+    assert result.returncode == 0 and result.stdout.splitlines()[1] == "KRaft bootstrap snapshot"
+    assert '"type":"TOPIC_RECORD"' in result.stdout and "Error at" not in result.stdout
