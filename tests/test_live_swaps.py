@@ -65,3 +65,31 @@ def test_a_raw_view_opened_before_a_cleaner_swap_never_serves_the_new_file(tmp_p
     assert data is None or data == written[:len(data)]
     rest = tree.open("/live-0/offset/150").read(1 << 20, 0)  # the segments after it read as before
     assert rest and written.endswith(rest)
+
+
+def test_a_map_counted_in_the_old_file_is_never_kept_for_the_cleaned_one(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The size cache keyed a segment's map by what is at its path now: a run counted in the file
+    the cleaner just replaced was kept as the cleaned file's, and the next view of it had the old
+    file's positions: reads cut lines and skipped records (found by the live-writer soak)."""
+    from kfs.storage import partition as partition_module
+    from kfs.views.decoded import DecodedLog
+    from kfs.views.size_cache import SizeCache
+
+    monkeypatch.setattr(partition_module, "REFRESH_INTERVAL", 1e9)  # this reader has not seen the swap yet
+    partition = _partition(tmp_path)
+    cache = SizeCache(str(tmp_path / "cache"))
+    plog = LogDirs([str(tmp_path / "logdir")]).partition("live-0")
+    old = plog.segments()[0]
+    old.valid_size()  # its file is open: it reads the old bytes after the swap
+    log = DecodedLog(plog, cache=cache)
+    run = log.run(old, 0, 100)
+    _swap_in_cleaned(tmp_path, partition)
+    log.map_run(run, 100)
+
+    monkeypatch.setattr(partition_module, "REFRESH_INTERVAL", 0.5)
+    fresh = LogDirs([str(tmp_path / "logdir")]).partition("live-0")
+    expected = DecodedLog(fresh).view(0).cursor().read(0, 1 << 22)  # no cache: counted afresh
+    view = DecodedLog(fresh, cache=cache).view(0)
+    assert view.size() == len(expected)
+    assert view.cursor().read(0, 1 << 22) == expected

@@ -155,6 +155,17 @@ class LogSegment:
             except OSError:
                 pass
 
+    def file_identity(self) -> list[int]:
+        """(device, inode, size, mtime ns) of the file this object reads, not of what is at its path
+        now: after a cleaner swap those differ, and facts about one must not be taken for the other."""
+        with self._lock:
+            try:
+                st = os.fstat(self._open_locked())
+            except OSError as e:
+                raise VanishedError(f"{self.log_path}: {e.strerror}") from None
+        OPEN_FILES.touch(self)
+        return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+
     def file_size(self) -> int:
         with self._lock:
             try:

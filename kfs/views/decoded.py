@@ -45,7 +45,7 @@ from kfs.storage import LogSegment, PartitionLog, VanishedError
 from kfs.views.jsonl import line_prefix, render_line_list
 from kfs.views.line_lengths import counted_batches
 from kfs.views.runs import MAP_INTERVAL, DamagedLog, MappingProgress, SegmentRun, count_into
-from kfs.views.size_cache import SizeCache, code_fingerprint, file_identity
+from kfs.views.size_cache import SizeCache, code_fingerprint
 
 __all__ = ["Cursor", "DamagedLog", "DecodedLog", "DecodedView", "SegmentRun"]
 
@@ -96,7 +96,10 @@ class DecodedLog:
             while len(self._runs) > MAX_RUNS:
                 self._runs.popitem(last=False)
         if not self.plog.is_active(segment):
-            saved = self.cache.load(self._cache_key(segment, start, end))
+            try:
+                saved = self.cache.load(self._cache_key(segment, start, end))
+            except VanishedError:
+                saved = None  # the segment is gone: reads will say so
             if saved is not None:
                 with run.lock:
                     if run.length == 0 and run.mapped_to == start:
@@ -111,7 +114,7 @@ class DecodedLog:
     def _cache_key(self, segment: LogSegment, start: int, end: int) -> dict:
         """Everything the bytes of a closed segment's run depend on (kfs.views.size_cache)."""
         aborted = self.plog.aborted_transactions().digest() if self.isolation == "read_committed" else None
-        return {"file": file_identity(segment.log_path), "topic": self.plog.topic, "partition": self.plog.partition,
+        return {"file": segment.file_identity(), "topic": self.plog.topic, "partition": self.plog.partition,
                 "start": start, "end": end, "isolation": self.isolation, "control": self.control,
                 "decode": self.decode if self.decoder is not None else "plain", "aborted": aborted,
                 "code": code_fingerprint()}
@@ -137,7 +140,7 @@ class DecodedLog:
             if not run.saved and run.mapped_to >= end and not self.plog.is_active(run.segment):
                 try:
                     key = self._cache_key(run.segment, run.start, end)
-                except OSError:
+                except (OSError, VanishedError):
                     return  # the segment vanished: nothing to keep
                 self.cache.save(key, run.saved_map())
                 run.saved = True
