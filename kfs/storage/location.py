@@ -16,6 +16,7 @@ class Location:
     batch_last_offset: int
     offset: int | None
     timestamp: int | None
+    file_id: int | None = None  # the inode of the segment file `position` is in (not in as_dict)
 
     def as_dict(self) -> dict:
         return {

@@ -22,6 +22,7 @@ from kfs.storage.errors import (
     OffsetOutOfRange,
     TimestampNotFound,
     UnknownPartition,
+    VanishedError,
 )
 from kfs.storage.location import Extent, Location
 from kfs.storage.record_stream import record_lists_from, record_lists_skipping_corrupt, selected_batches
@@ -131,7 +132,7 @@ class PartitionLog:
                 record = self._first_record_from(segment, header, target) if with_record else None
                 return Location(segment.base_offset, entry, header.position, segment.base_offset_of(header),
                                 header.last_offset, record.offset if record else None,
-                                record.timestamp if record else None)
+                                record.timestamp if record else None, segment.file_id)
             self.raise_if_damaged(segment)  # the target is among the records a damaged segment lost
             segment = self._segments.higher(segment.base_offset)
         raise OffsetOutOfRange(f"offset {target} is out of range for {self.name}")
@@ -186,7 +187,7 @@ class PartitionLog:
                     break
                 entry, record, header = found
                 return Location(segment.base_offset, entry, header.position, segment.base_offset_of(header),
-                                header.last_offset, record.offset, record.timestamp)
+                                header.last_offset, record.offset, record.timestamp, segment.file_id)
         raise TimestampNotFound(f"no record of {self.name} has a timestamp at or after {target_ms}")
 
     def offset_for_time(self, target_ms: int) -> int:
@@ -263,6 +264,11 @@ class PartitionLog:
         extents = []
         segment = self._segments.floor(location.segment_base_offset)
         start = location.position
+        if segment is not None and location.file_id is not None:
+            segment.valid_size()  # opened: its file_id is known
+            if segment.file_id != location.file_id:
+                # The cleaner swapped the segment since the lookup: its position means nothing here.
+                raise VanishedError(f"{segment.log_path}: segment replaced since the lookup")
         while segment is not None:
             end = segment.valid_size()
             if end > start:
