@@ -29,11 +29,17 @@ from dataclasses import dataclass
 from kfs.fuse.groups_tree import GROUPS_DIR, GroupsTree
 from kfs.fuse.handles import Attr, BytesHandle, DecodedHandle, Handle, RawHandle, TreeError, as_errno
 from kfs.storage import Extent, Location, LogDirs, OffsetOutOfRange, PartitionLog, UnknownPartition
+from kfs.storage.lru import LruCache
 from kfs.views.decoded import DecodedLog, DecodedView
 from kfs.views.size_cache import SizeCache
 
 BLOCK_SIZE = 1 << 20  # st_blksize: cat/cp size their reads by it (max(128 KiB, st_blksize))
 SMALL_TTL = 1.0  # seconds an info.json / .value rendering is reused (the kernel's attr timeout)
+MAX_SMALL_FILES = 4096  # rendered info.jsons and .values kept (LRU) ...
+MAX_SMALL_BYTES = 16 << 20  # ... and their bytes at most (a .value may be large)
+MAX_DECODED_LOGS = 256  # partitions whose decoded runs and seek maps stay in memory (the size cache keeps the rest)
+MAX_LOCATIONS = 16384  # offset/time lookups reused within SMALL_TTL
+MAX_SIGNATURES = 65536  # (size, mtime) of files opened before, for keep_cache
 PARTITION_DIR_NAMES = ("info.json", "messages.jsonl", "offset", "time")
 
 
@@ -63,10 +69,14 @@ class KfsTree:
         self.control = control
         self.decode = decode
         self.cache = cache or SizeCache(None)
-        self._decoded: dict[str, DecodedLog] = {}
-        self._small: dict[str, tuple[float, Attr, bytes]] = {}
-        self._signatures: dict[str, tuple[int, int]] = {}
-        self._locations: dict[tuple[str, str, str], tuple[float, PartitionLog, Location]] = {}
+        # Every cache is bounded (kfs.storage.lru): the daemon's memory stays flat however many
+        # partitions and files are read (figures: kfs.bench.bench_memory).
+        self._decoded: LruCache[str, DecodedLog] = LruCache(MAX_DECODED_LOGS)
+        self._small: LruCache[str, tuple[float, Attr, bytes]] = LruCache(
+            MAX_SMALL_FILES, MAX_SMALL_BYTES, weigh=lambda item: len(item[2]) + 200)
+        self._signatures: LruCache[str, tuple[int, int]] = LruCache(MAX_SIGNATURES)
+        self._locations: LruCache[tuple[str, str, str], tuple[float, PartitionLog, Location]] = LruCache(
+            MAX_LOCATIONS)
         self._lock = threading.Lock()
         self.groups = GroupsTree(logdirs)
 
@@ -151,10 +161,7 @@ class KfsTree:
         if cached and now - cached[0] < SMALL_TTL and cached[1] is plog:
             return cached[2]
         location = plog.locate(name.axis, name.spec, with_record=False)
-        with self._lock:
-            if len(self._locations) > 65536:
-                self._locations.clear()
-            self._locations[key] = (now, plog, location)
+        self._locations.put(key, (now, plog, location))
         return location
 
     def _view_attr(self, path: str, plog: PartitionLog, name: ViewName) -> Attr:
@@ -174,8 +181,8 @@ class KfsTree:
         with self._lock:
             log = self._decoded.get(plog.name)
             if log is None or log.plog is not plog:
-                log = self._decoded[plog.name] = DecodedLog(plog, self.isolation, self.control, self.cache,
-                                                            self.decode)
+                log = DecodedLog(plog, self.isolation, self.control, self.cache, self.decode)
+                self._decoded.put(plog.name, log)
             return log
 
     def _decoded_view(self, plog: PartitionLog, name: ViewName | None) -> DecodedView:
@@ -225,7 +232,7 @@ class KfsTree:
         segment = plog.floor_segment(record.offset)
         assert segment is not None
         attr = Attr.of_view(os.stat(segment.log_path), len(data))
-        self._small[path] = (time.monotonic(), attr, data)
+        self._small.put(path, (time.monotonic(), attr, data))
         return attr, data
 
     def _info(self, plog: PartitionLog, path: str) -> tuple[Attr, bytes]:
@@ -240,9 +247,7 @@ class KfsTree:
         if segments:
             newest = os.stat(segments[-1].log_path)
             attr.mtime_ns = max(attr.mtime_ns, newest.st_mtime_ns)
-        self._small[path] = (time.monotonic(), attr, data)
-        if len(self._small) > 4096:
-            self._small.clear()
+        self._small.put(path, (time.monotonic(), attr, data))
         return attr, data
 
     def _cached(self, path: str, handle: Handle) -> Handle:
@@ -252,9 +257,7 @@ class KfsTree:
         signature = (handle.attr.size, handle.attr.mtime_ns)
         with self._lock:
             handle.keep_cache = self._signatures.get(path) == signature
-            self._signatures[path] = signature
-            if len(self._signatures) > 65536:
-                self._signatures.clear()
+            self._signatures.put(path, signature)
         return handle
 
 

@@ -20,8 +20,10 @@ import threading
 
 from kfs.storage.checkpoints import CheckpointReader
 from kfs.storage.errors import NotALogDir, UnknownPartition
+from kfs.storage.lru import LruCache
 from kfs.storage.partition import PartitionLog
 
+MAX_PARTITION_LOGS = 1024  # partition logs kept open-ready (LRU); more are re-listed when asked again
 _PARTITION_DIR = re.compile(r"^([A-Za-z0-9._-]+)-([0-9]+)$")
 _SEGMENT_FILE = re.compile(r"^[0-9]{20}\.log$")
 LOG_DIR_RULE = ("a Kafka log dir holds meta.properties or <topic>-<partition> directories "
@@ -114,7 +116,9 @@ class LogDirs:
         paths = check_log_dirs(paths)
         self.paths = [os.path.abspath(p) for p in paths]
         self._checkpoints = {p: CheckpointReader(p) for p in self.paths}
-        self._partitions: dict[str, PartitionLog] = {}
+        # Bounded: a walk over thousands of partitions keeps the most recently used ones (their
+        # listings and tail walks); an evicted one still in use by an open file lives on there.
+        self._partitions: LruCache[str, PartitionLog] = LruCache(MAX_PARTITION_LOGS)
         self._lock = threading.Lock()
 
     def _scan(self) -> dict[str, tuple[str, str, int]]:
@@ -146,10 +150,10 @@ class LogDirs:
                     path = os.path.join(logdir, name)
                     if os.path.isdir(path):
                         plog = PartitionLog(path, parsed[0], parsed[1], self._checkpoints[logdir])
-                        self._partitions[name] = plog
+                        self._partitions.put(name, plog)
                         return plog
             if cached is not None:
-                del self._partitions[name]
+                self._partitions.pop(name)
                 cached.close()
         raise UnknownPartition(f"no partition {name} in {', '.join(self.paths)}")
 
