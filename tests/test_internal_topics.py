@@ -76,14 +76,14 @@ def test_decoding_can_be_turned_off_and_ordinary_topics_are_untouched(offsets_lo
         .replace(b'"topic": "__consumer_offsets"', b'"topic": "consumer_offsets"')
 
 
-def test_kafka_written_metadata_log_control_record_decodes_and_random_values_do_not():
+def test_kafka_written_metadata_log_control_record_decodes_and_random_values_stay_bytes():
     logdir = LOGDIRS[1]
     golden = read_jsonl(GOLDEN / "__cluster_metadata-0" / "records.jsonl")
     lines = [json.loads(x) for x in cat(logdir, "__cluster_metadata-0").splitlines()]
     assert len(lines) == len(golden)
-    for line, want in zip(lines, golden, strict=True):  # the fixture's values are random bytes
-        assert line.pop("decode_error")
-        assert line == want
+    # The fixture's values are random bytes, not metadata records: shown as bytes, exactly as the
+    # Kafka-written golden (and the shared conformance check) has them.
+    assert lines == golden
     shown = [json.loads(x)
              for x in cat(logdir, "__cluster_metadata-0", "--control", "show", "--count", "1").splitlines()]
     assert shown[0]["control"] == "LEADER_CHANGE"  # written by Kafka's MemoryRecordsBuilder.appendLeaderChangeMessage

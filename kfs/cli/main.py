@@ -102,7 +102,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
         location = plog.locate("time", args.time) if args.time is not None else plog.locate_offset(start)
         return _cat_raw(plog, location, args.count)
     prefix = line_prefix(plog.topic, plog.partition)
-    decoder = line_decoder(plog.topic, args.decode)
+    decoder = line_decoder(plog.topic, args.decode, plog)
     remaining = args.count
     if remaining == 0:
         return 0

@@ -140,8 +140,9 @@ def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: boo
     with no_cyclic_gc():
         for piece in split.pieces:
             prefix = line_prefix(piece.topic, piece.partition)
-            decoder = line_decoder(piece.topic, decode)
-            for record in piece_records(dirs.partition(piece.partition_name), piece, opts):
+            plog = dirs.partition(piece.partition_name)
+            decoder = line_decoder(piece.topic, decode, plog)
+            for record in piece_records(plog, piece, opts):
                 if record_matches(record, test):
                     line = render_line(prefix, record, decoder).encode("utf-8")
                     chunk.append(line)

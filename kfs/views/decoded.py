@@ -69,7 +69,7 @@ class DecodedLog:
         self.decode = decode
         self.cache = cache or SizeCache(None)
         self.prefix = line_prefix(plog.topic, plog.partition)
-        self.decoder = line_decoder(plog.topic, decode)
+        self.decoder = line_decoder(plog.topic, decode, plog)
         # The internal topics' lines have a renderer of their own: they are measured by rendering
         # them, never counted as plain ones.
         self.countable = self.decoder is None

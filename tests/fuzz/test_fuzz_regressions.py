@@ -146,7 +146,7 @@ def test_an_index_entry_at_a_whole_batch_inside_a_record_value_is_not_trusted(tm
     assert len(entries) > 4
     # Point one entry at the inner batch inside the value of the batch it names (offset 2k+1).
     k = len(entries) // 2
-    offset, position = entries[k]
+    offset, _position = entries[k]
     holder = next(b for b in seg.batches if b.base_offset >= offset and b.base_offset % 2 == 1)
     inside = log.index(inner, holder.position)
     entries[k] = (holder.base_offset, inside)
