@@ -38,7 +38,7 @@ SETTINGS = [("read_uncommitted", "hide"), ("read_committed", "hide"), ("read_unc
 def rendered(plog: PartitionLog, start: int, isolation: str, control: str) -> bytes:
     """The oracle: each record rendered on its own by the reference renderer (with the internal
     topics' decoder, as a mount decodes them by default)."""
-    prefix, decoder = line_prefix(plog.topic, plog.partition), line_decoder(plog.topic)
+    prefix, decoder = line_prefix(plog.topic, plog.partition), line_decoder(plog.topic, "auto", plog)
     return "".join(render_line(prefix, r, decoder) for r in plog.records(start, isolation=isolation,
                                                                          control=control)).encode("utf-8")
 

@@ -485,7 +485,7 @@ def _cat(plog) -> tuple[bytes, str | None]:  # type: ignore[no-untyped-def]
 
     out = []
     prefix = jsonl.line_prefix(plog.topic, plog.partition)
-    decoder = line_decoder(plog.topic, "auto")  # as `kfs cat` and the mount, by default
+    decoder = line_decoder(plog.topic, "auto", plog)  # as `kfs cat` and the mount, by default
     try:
         for records in plog.record_lists(plog.log_start_offset()):
             out.append(jsonl.render_lines(prefix, records, decoder))
