@@ -170,7 +170,9 @@ def test_the_daemon_refuses_a_bomb_with_eio_and_keeps_serving(bomb_logdir: Path,
         assert (mountpoint / "bombs-0" / "offset" / f"{after + 2}.value").read_bytes() == b"value-%d" % (after + 2)
         status = Path(f"/proc/{pid}/status").read_text()
         peak_kb = int(status.split("VmHWM:")[1].split()[0])
-        assert peak_kb < (MAX_BATCH_BYTES >> 10) * 4, status  # the bombs never grew the daemon past the limit
+        # The bombs never grew the daemon past the limit: the kernel may send two reads at once, each
+        # decompressing up to one batch's limit (with its copy); an unbounded bomb is gigabytes.
+        assert peak_kb < (MAX_BATCH_BYTES >> 10) * 6, status
     finally:
         subprocess.run(["fusermount3", "-u", str(mountpoint)], check=False)
     assert "kfs's limit for one batch" in log.read_text()
