@@ -36,7 +36,7 @@ from kfs.record import (
 )
 from kfs.storage.errors import CorruptLogError, VanishedError
 from kfs.storage.index import OffsetIndex, TimeIndex
-from kfs.storage.open_files import OPEN_FILES
+from kfs.storage.log_file import LogFile
 from kfs.storage.txn_index import AbortedTxn, read_txn_index
 
 log = logging.getLogger("kfs")
@@ -64,26 +64,22 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
-class LogSegment:
+class LogSegment(LogFile):
     """A segment's files, opened lazily; thread-safe for concurrent readers."""
 
     def __init__(self, directory: str, base_offset: int, inode: int | None = None, log_path: str | None = None
                  ) -> None:
         """log_path: the `.log` under another name than `<20-digit base offset>.log` (a file given to
         `kfs dump`); its indexes are still looked for under their segment names."""
+        super().__init__(log_path or os.path.join(directory, segment_file_name(base_offset, ".log")))
         self.directory = directory
         self.base_offset = base_offset
         self.inode = inode  # of the `.log` when listed: a different inode later is a different segment
-        self.log_path = log_path or os.path.join(directory, segment_file_name(base_offset, ".log"))
         self.offset_index = OffsetIndex(os.path.join(directory, segment_file_name(base_offset, ".index")),
                                         base_offset)
         self.time_index = TimeIndex(os.path.join(directory, segment_file_name(base_offset, ".timeindex")),
                                     base_offset)
         self.txn_index_path = os.path.join(directory, segment_file_name(base_offset, ".txnindex"))
-        self._lock = threading.Lock()
-        self._fd: int | None = None
-        self._retired = False
-        self._file_id: int | None = None  # the inode first opened (a symlink's target, if one)
         # What we know of the complete batches: (file size when walked, end of the last complete
         # batch, last offset + 1 of it, largest batch max timestamp seen past the time index).
         self._tail = (-1, 0, base_offset, -1)
@@ -93,100 +89,11 @@ class LogSegment:
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path})"
 
-    # ---- file access ----------------------------------------------------------------------------
-
-    def _open_locked(self) -> int:
-        """The `.log` descriptor, opened on first use; the caller holds self._lock, so an eviction
-        (which only try-locks) can never close it under a read in progress."""
-        if self._fd is None:
-            if self._retired:
-                raise VanishedError(f"{self.log_path}: segment deleted or replaced while reading")
-            try:
-                fd = os.open(self.log_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            except FileNotFoundError:
-                raise VanishedError(f"{self.log_path}: segment deleted while reading") from None
-            # No kernel read-ahead: a lookup reads a header or two and one batch, and read-ahead
-            # would pull in tens of pages around each; long walks ask for what follows themselves.
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-            file_id = os.fstat(fd).st_ino
-            if self._file_id is not None and file_id != self._file_id:
-                # Reopened after an idle close, but the cleaner swapped in another file meanwhile:
-                # what this object knows (positions, sizes) is about the old one.
-                os.close(fd)
-                raise VanishedError(f"{self.log_path}: segment replaced while reading")
-            self._fd, self._file_id = fd, file_id
-        return self._fd
-
-    @property
-    def file_id(self) -> int | None:
-        """The inode of the `.log` this object has read (None before the first read)."""
-        return self._file_id
-
     def close(self) -> None:
         """Close the `.log` descriptor (reopened on next use) and the index maps."""
-        with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
-        OPEN_FILES.forget(self)
+        super().close()
         self.offset_index.close()
         self.time_index.close()
-
-    def retire(self) -> None:
-        """The file was deleted or replaced: close it, and never reopen it by its name."""
-        self._retired = True
-        self.close()
-
-    def evict(self) -> None:
-        """Close the `.log` descriptor unless a read holds it now (see kfs.storage.open_files)."""
-        if self._lock.acquire(blocking=False):
-            try:
-                if self._fd is not None:
-                    os.close(self._fd)
-                    self._fd = None
-            finally:
-                self._lock.release()
-
-    def __del__(self, _close=os.close) -> None:  # os may be gone at interpreter exit
-        fd = getattr(self, "_fd", None)
-        if fd is not None:
-            try:  # noqa: SIM105  # no module globals here: they may be gone at interpreter exit
-                _close(fd)
-            except OSError:
-                pass
-
-    def file_identity(self) -> list[int]:
-        """(device, inode, size, mtime ns) of the file this object reads, not of what is at its path
-        now: after a cleaner swap those differ, and facts about one must not be taken for the other."""
-        with self._lock:
-            try:
-                st = os.fstat(self._open_locked())
-            except OSError as e:
-                raise VanishedError(f"{self.log_path}: {e.strerror}") from None
-        OPEN_FILES.touch(self)
-        return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
-
-    def file_size(self) -> int:
-        with self._lock:
-            try:
-                size = os.fstat(self._open_locked()).st_size
-            except OSError as e:
-                raise VanishedError(f"{self.log_path}: {e.strerror}") from None
-        OPEN_FILES.touch(self)
-        return size
-
-    def read(self, position: int, length: int, ahead: int = 0) -> bytes:
-        """`length` bytes at `position`; `ahead`: the next bytes a walk will want, read in the background."""
-        with self._lock:
-            try:
-                fd = self._open_locked()
-                data = os.pread(fd, length, position)
-                if ahead:
-                    os.posix_fadvise(fd, position + length, ahead, os.POSIX_FADV_WILLNEED)
-            except OSError as e:
-                raise VanishedError(f"{self.log_path}: {e.strerror} at position {position}") from None
-        OPEN_FILES.touch(self)
-        return data
 
     # ---- walking batches ------------------------------------------------------------------------
 
