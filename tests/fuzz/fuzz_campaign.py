@@ -6,8 +6,9 @@ Input i of a run is made by `random.Random(f"{seed}:{i}")` alone, so any finding
 `--replay SEED:I` (in-process, with its traceback). Each worker runs inputs i = w, w + W, ... and
 writes the index it is on into a shared page; the parent prints progress every few seconds,
 counts a worker that dies as a crash (a sanitizer report ends the process: halt_on_error), a worker
-stuck on one input for more than --hang seconds as a hang (it is killed), and restarts the worker
-after that input. Findings are written to OUT/findings/ with the replay command.
+stuck on one input for more than --hang seconds of CPU time (or 30 x that of wall time, for a
+blocked one: the campaign runs niced on a shared machine) as a hang (it is killed), and restarts the
+worker after that input. Findings are written to OUT/findings/ with the replay command.
 
 `--asan` builds a copy of kfs/record/_speedups.c with -fsanitize=address,undefined into OUT/asan/,
 re-runs the campaign under LD_PRELOAD=libasan with ASAN_OPTIONS=detect_leaks=0, and makes the
@@ -28,6 +29,7 @@ import os
 import random
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -41,7 +43,8 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
 DEFAULT_MIX = "record=94,index=4,partition=2"
-SLOT = 16  # bytes per worker in the shared page: current input index, inputs done
+SLOT = 24  # bytes per worker in the shared page: current input index, inputs done, CPU time at its start
+STARTING = (1 << 64) - 1  # the index slot's value while a worker loads its corpus
 
 
 def parse_mix(text: str) -> list[tuple[str, int]]:
@@ -155,6 +158,7 @@ def worker_main(args: argparse.Namespace) -> int:
     last_report = time.monotonic()
     findings = Path(args.out) / "findings"
     for done, i in enumerate(range(args.start, args.inputs, args.workers), start=1):
+        page[at + 16:at + 24] = struct.pack("<d", time.process_time())
         page[at:at + 8] = i.to_bytes(8, "little")
         name, kind, detail = runner.run(args.seed, i)
         counts[name] = counts.get(name, 0) + 1
@@ -234,9 +238,34 @@ class Campaign:
         at = w * SLOT
         return int.from_bytes(self.page[at:at + 8], "little"), int.from_bytes(self.page[at + 8:at + 16], "little")
 
+    def input_cpu(self, wk: Worker) -> float:
+        """CPU seconds the worker has spent on its current input."""
+        at = wk.w * SLOT
+        (started,) = struct.unpack("<d", self.page[at + 16:at + 24])
+        try:
+            fields = Path(f"/proc/{wk.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") - started
+
+    def reset_slot(self, w: int) -> None:
+        at = w * SLOT
+        self.page[at:at + 8] = STARTING.to_bytes(8, "little")
+
     def run(self) -> dict:
+        workers: list[Worker] = []
+        try:
+            return self._run(workers)
+        finally:
+            for wk in workers:
+                if wk.proc.poll() is None:
+                    wk.proc.kill()
+
+    def _run(self, workers: list[Worker]) -> dict:
         started = time.monotonic()
-        workers = [Worker(self, w, w) for w in range(self.workers)]
+        for w in range(self.workers):
+            self.reset_slot(w)
+            workers.append(Worker(self, w, w))
         last_print = 0.0
         while True:
             alive = 0
@@ -247,7 +276,8 @@ class Campaign:
                     alive += 1
                     if current != wk.last_index:
                         wk.last_index, wk.since = current, time.monotonic()
-                    elif time.monotonic() - wk.since > self.hang:
+                    elif current != STARTING and (self.input_cpu(wk) > self.hang
+                                                  or time.monotonic() - wk.since > 30 * self.hang):
                         wk.proc.kill()
                         wk.proc.wait()
                         self.hangs.append(current)
@@ -276,6 +306,8 @@ class Campaign:
         for k, v in wk.counts.items():
             self.totals[k] = self.totals.get(k, 0) + v
         self.totals["_restarted_inputs"] = self.totals.get("_restarted_inputs", 0) + 1
+        self.totals["_done_before_restart"] = self.totals.get("_done_before_restart", 0) + self.slot(wk.w)[1]
+        self.reset_slot(wk.w)
         return Worker(self, wk.w, current + self.workers)
 
     def _finding(self, kind: str, i: int, detail: str) -> None:
@@ -292,7 +324,8 @@ class Campaign:
         return counts
 
     def _print_progress(self, workers: list[Worker], elapsed: float) -> None:
-        done = sum(self.slot(wk.w)[1] for wk in workers) + self.totals.get("_restarted_inputs", 0)
+        done = (sum(self.slot(wk.w)[1] for wk in workers) + self.totals.get("_restarted_inputs", 0)
+                + self.totals.get("_done_before_restart", 0))
         counts = self._counts(workers)
         findings = {k: v for k, v in counts.items() if k.startswith("finding:")}
         rate = done / elapsed if elapsed else 0
