@@ -149,8 +149,9 @@ def resync_after(segments: list[LogSegment], error: CorruptLogError) -> tuple[Lo
     for i, segment in enumerate(segments):
         if segment.log_path != error.path:
             continue
-        for _, entry_position in segment.offset_index_entries():
-            if entry_position > error.position:
+        valid_end = segment.valid_size()  # a walk from past the complete batches yields nothing: it would
+        for _, entry_position in segment.offset_index_entries():  # meet the same error again, forever
+            if error.position < entry_position < valid_end:
                 try:
                     if segment.batch_at(entry_position) is not None:
                         return segment, entry_position

@@ -158,3 +158,23 @@ def test_an_index_entry_at_a_whole_batch_inside_a_record_value_is_not_trusted(tm
         assert (loc.position, loc.batch_base_offset, loc.offset) == (batch.position, batch.base_offset, target)
     assert [r.offset for r in plog.records(holder.base_offset)] == list(range(holder.base_offset, 40))
     assert plog.log_end_offset() == 40
+
+
+def test_skipping_a_hole_in_a_closed_segment_ends(tmp_path: Path) -> None:
+    """Found as a hang (campaign input 20261125:1436: a hole in a closed segment whose index has
+    entries past it): `on_corrupt="skip"` resynced to an entry past the complete batches and met the
+    same error forever. The input is remade from its seed, and must finish with its error line."""
+    import fuzz_campaign
+
+    _, rnd = fuzz_campaign.target_of(20261125, 1436, fuzz_campaign.parse_mix("record=60,index=25,partition=15"))
+    partition, logdir = t.make_partition_input(rnd, tmp_path)
+    plog = t.open_partition(logdir, partition)
+    try:
+        records = []
+        for record in plog.records(on_corrupt="skip"):
+            records.append(record)
+            assert len(records) < 100_000, "skipping does not end"
+    finally:
+        plog.close()
+    errors = [r for r in records if hasattr(r, "error")]
+    assert errors and len(records) > len(errors)
