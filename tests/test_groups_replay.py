@@ -15,6 +15,7 @@ kfs.internal for the oracle as for kfs; the Kafka-written golden data pins the d
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from kfs.bench.offsets_log import PartitionWriter
 from kfs.groups import parallel
 from kfs.groups.reader import GroupsReader
 from kfs.groups.render import offset_line
+from kfs.groups.replay import CONSUMER_OFFSETS
 from kfs.groups.state import CommittedOffset
 from kfs.storage import LogDirs
 
@@ -62,6 +64,17 @@ def test_the_log_end_view_follows_appends(tmp_path: Path) -> None:
     written.append(Written(0, base, ts, key, value, -1, False, False))
     assert observed(reader, None) == oracle(written, None)
     assert any(line.get("offset") == 424242 for line in observed(reader, None))
+    # The log cleaner's way: segment files replaced by new ones (new inodes) under the same names.
+    other = tmp_path / "other"
+    rewritten = write_log(other, random.Random(8), 2, 60)
+    for partition_dir in other.iterdir():
+        for old in (tmp_path / partition_dir.name).iterdir():
+            old.unlink()
+        for new in partition_dir.iterdir():
+            os.replace(new, tmp_path / partition_dir.name / new.name)
+    reader.logdirs.partition(f"{CONSUMER_OFFSETS}-0").refresh(force=True)
+    reader.logdirs.partition(f"{CONSUMER_OFFSETS}-1").refresh(force=True)
+    assert observed(reader, None) == oracle(rewritten, None)
 
 
 @settings(max_examples=200, deadline=None)
