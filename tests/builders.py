@@ -15,7 +15,9 @@ import random
 import struct
 from pathlib import Path
 
+import crc32c
 from conftest import FIXTURES, LOGDIRS, WrittenBatch, WrittenSegment, v2_batch, write_segment
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kfs.record import HEADER_PROBE_SIZE, complete_legacy_header, parse_batch_header, peek_size
@@ -147,3 +149,38 @@ def golden_rows(partition: str, name: str = "records.jsonl") -> list[tuple]:
         out.append((r["topic"], r["partition"], r["offset"], r["timestamp"], r["timestamp_type"],
                     golden_bytes(r["key"]), golden_bytes(r["value"]), [(k, golden_bytes(v)) for k, v in r["headers"]]))
     return out
+
+
+# Bytes that exercise every branch: plain ASCII, escapes, control characters, UTF-8 of each
+# length, and sequences that are not UTF-8 (base64).
+_PIECES = [b"a", b"xyz12345", b'"', b"\\", b"\n", b"\t", b"\x00", b"\x1f", b"\x7f", "é".encode(),
+           "€".encode(), "😀".encode(), b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xe0\x80\x80", b"\xf4\x90\x80\x80"]
+data = st.none() | st.lists(st.sampled_from(_PIECES), max_size=12).map(b"".join) | st.binary(max_size=40)
+key_text = st.lists(st.sampled_from(_PIECES[:12]), max_size=5).map(b"".join).map(
+    lambda b: b.decode("utf-8"))
+
+
+@st.composite
+def v2_batches(draw):  # type: ignore[no-untyped-def]
+    """A v2 batch (kafka-python's builder, any codec, maybe LogAppendTime) of 1-12 records holding every
+    kind of byte a key, value or header may hold; offsets with gaps, as compaction leaves them."""
+    log_append = draw(st.booleans())
+    codec = draw(st.sampled_from([0, 1, 2, 3]))
+    base_offset = draw(st.integers(0, 2**40))
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    n = draw(st.integers(1, 12))
+    delta = 0
+    for _ in range(n):
+        delta += draw(st.integers(0, 3))
+        headers = draw(st.lists(st.tuples(key_text, data), max_size=3))
+        builder.append(delta, timestamp=draw(st.integers(-1, 2**45)), key=draw(data), value=draw(data),
+                       headers=headers)
+        delta += 1
+    buf = bytearray(builder.build())
+    buf[0:8] = base_offset.to_bytes(8, "big")
+    if log_append:  # the broker's LogAppendTime: attribute bit 3, its time in MaxTimestamp, re-signed
+        buf[22] |= 0x08
+        buf[35:43] = draw(st.integers(0, 2**45)).to_bytes(8, "big")
+        buf[17:21] = crc32c.crc32c(bytes(buf[21:])).to_bytes(4, "big")
+    return bytes(buf)

@@ -12,7 +12,7 @@ from conftest import GOLDEN_PARTITIONS, LOGDIRS, v2_batch, write_segment
 
 from kfs.record import BatchHeader, Record, speedups
 from kfs.storage import LogDirs, LogSegment
-from kfs.views import decoded, runs
+from kfs.views import batch_lines, decoded, runs
 from kfs.views.decoded import DecodedLog
 
 
@@ -72,8 +72,9 @@ def test_the_size_is_exact_before_anything_is_read() -> None:
 
 @pytest.mark.parametrize("sized", [False, True])
 def test_the_first_line_costs_one_batch(monkeypatch: pytest.MonkeyPatch, sized: bool) -> None:
-    """Counts the records decoded where every reader decodes them (LogSegment.records_of), so no
-    path around a wrapper can hide a full decode; `sized`: after the view's size was computed."""
+    """Counts the records decoded where every reader decodes them (LogSegment.records_of) or renders
+    them from a batch's bytes (batch_lines.fused_lines), so no path around a wrapper can hide a full
+    decode; `sized`: after the view's size was computed."""
     decoded_per_batch: list[int] = []
     records_of = LogSegment.records_of
 
@@ -82,7 +83,16 @@ def test_the_first_line_costs_one_batch(monkeypatch: pytest.MonkeyPatch, sized: 
         decoded_per_batch.append(len(records))
         return records
 
+    fused_lines = batch_lines.fused_lines
+
+    def counting_fused_lines(header: BatchHeader, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = fused_lines(header, *args, **kwargs)  # rendered from the batch's bytes: a batch's work too
+        if out is not None:
+            decoded_per_batch.append(header.record_count)
+        return out
+
     monkeypatch.setattr(LogSegment, "records_of", counting_records_of)
+    monkeypatch.setattr(batch_lines, "fused_lines", counting_fused_lines)
     plog = LogDirs(LOGDIRS).partition("orders-0")
     view = DecodedLog(plog).view(0)
     if sized:

@@ -4,8 +4,8 @@ every kind of byte a key, value or header may hold, compared with `render_jsonl`
 
 from __future__ import annotations
 
-import crc32c
 import pytest
+from builders import v2_batches as batches
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -14,39 +14,6 @@ from kfs.record import default_batch, parse_batch_header, speedups
 from kfs.views.jsonl import line_prefix, render_line_list
 
 pytestmark = pytest.mark.skipif(speedups.count_jsonl is None, reason="extension not built")
-
-# Bytes that exercise every branch: plain ASCII, escapes, control characters, UTF-8 of each
-# length, and sequences that are not UTF-8 (base64).
-_PIECES = [b"a", b"xyz12345", b'"', b"\\", b"\n", b"\t", b"\x00", b"\x1f", b"\x7f", "é".encode(),
-           "€".encode(), "😀".encode(), b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xe0\x80\x80", b"\xf4\x90\x80\x80"]
-data = st.none() | st.lists(st.sampled_from(_PIECES), max_size=12).map(b"".join) | st.binary(max_size=40)
-key_text = st.lists(st.sampled_from(_PIECES[:12]), max_size=5).map(b"".join).map(
-    lambda b: b.decode("utf-8"))
-
-
-@st.composite
-def batches(draw):  # type: ignore[no-untyped-def]
-    log_append = draw(st.booleans())
-    codec = draw(st.sampled_from([0, 1, 2, 3]))
-    base_offset = draw(st.integers(0, 2**40))
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-    n = draw(st.integers(1, 12))
-    delta = 0
-    for _ in range(n):
-        delta += draw(st.integers(0, 3))
-        headers = draw(st.lists(st.tuples(key_text, data), max_size=3))
-        builder.append(delta, timestamp=draw(st.integers(-1, 2**45)), key=draw(data), value=draw(data),
-                       headers=headers)
-        delta += 1
-    buf = bytearray(builder.build())
-    buf[0:8] = base_offset.to_bytes(8, "big")
-    if log_append:  # the broker's LogAppendTime: attribute bit 3, its time in MaxTimestamp, re-signed
-        buf[22] |= 0x08
-        buf[35:43] = draw(st.integers(0, 2**45)).to_bytes(8, "big")
-        buf[17:21] = crc32c.crc32c(bytes(buf[21:])).to_bytes(4, "big")
-    return bytes(buf)
-
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=batches(), topic=st.sampled_from(["orders", "tópico-ü", 'q"uote']), partition=st.integers(0, 99),

@@ -11,7 +11,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import kfs
 from kfs.cli.arguments import non_negative_int
@@ -26,6 +26,7 @@ from kfs.storage import (
     parse_partition_dir,
 )
 from kfs.storage.logdir import split_log_dirs
+from kfs.views.batch_lines import joined_lines
 from kfs.views.jsonl import line_prefix, render_lines
 
 EXIT_ERROR = 1
@@ -106,6 +107,11 @@ def cmd_cat(args: argparse.Namespace) -> int:
     remaining = args.count
     if remaining == 0:
         return 0
+    if remaining is None and args.on_corrupt == "fail":  # the whole log: rendered batch by batch from its bytes
+        _write_all(joined_lines(plog, start, isolation=args.isolation, control=args.control, prefix=prefix,
+                                render=lambda records: render_lines(prefix, records, decoder),
+                                fused=decoder is None))
+        return 0
     for records in plog.record_lists(start, isolation=args.isolation, control=args.control,
                                      on_corrupt=args.on_corrupt):
         if remaining is not None:
@@ -115,6 +121,26 @@ def cmd_cat(args: argparse.Namespace) -> int:
         if remaining == 0:
             break
     return 0
+
+
+_WRITE_SIZE = 1 << 18  # bytes gathered before one write: a batch's lines are a few KiB
+
+
+def _write_all(pieces: Iterator[bytes]) -> None:
+    """Write the pieces in writes of about _WRITE_SIZE (a write per batch costs a system call each);
+    what was gathered before an error is written before it propagates."""
+    gathered: list[bytes] = []
+    size = 0
+    try:
+        for piece in pieces:
+            gathered.append(piece)
+            size += len(piece)
+            if size >= _WRITE_SIZE:
+                _write(b"".join(gathered))
+                gathered, size = [], 0
+    finally:
+        if gathered:
+            _write(b"".join(gathered))
 
 
 def _cat_values(plog: PartitionLog, start: int, args: argparse.Namespace) -> int:

@@ -1,9 +1,12 @@
-/* kfs.record._speedups: the two hot loops of kfs, compiled.
+/* kfs.record._speedups: the hot loops of kfs, compiled.
  *
  *   decode_v2_records  the records section of a magic v2 batch -> Record objects; the twin of the
  *                      loop in kfs/record/default_batch.py:decode_records
  *   render_jsonl       Record objects -> JSON lines; the twin of
  *                      kfs/views/jsonl.py:render_line, for many records at once
+ *   count_jsonl        the length of a records section's JSON lines, without rendering them
+ *   render_v2_jsonl    a records section -> JSON lines, fused: no Record is created, and the loop
+ *                      runs without the GIL (two readers decode on two cores)
  *
  * The Python code stays the reference and the fallback (kfs/record/speedups.py loads this module
  * when it was built): both must give the same records, the same bytes and the same errors, and
@@ -614,6 +617,16 @@ plain_word(uint64_t w)
             highs) == 0;
 }
 
+/* The bytes of w (as it sits in memory, little-endian) that need a look, each flagged by its high
+ * bit: the lowest flag is exact (the borrows of the subtractions only flag bytes above a true one). */
+static inline uint64_t
+special_bytes(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
+    return (w | ((w - ones * 0x20) & ~w) | ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash)) & highs;
+}
+
 /* The length of the valid UTF-8 sequence at s[0] (a byte >= 0x80) within n bytes, or 0 if it is not
  * one to Python's strict decoder: no continuation byte first, no overlong forms, no surrogates
  * (U+D800-DFFF), nothing above U+10FFFF. */
@@ -679,6 +692,64 @@ put_base64(char *d, const uint8_t *s, Py_ssize_t n)
     return d;
 }
 
+/* The JSON of n bytes (not null) at d, which has room for 6 * n + 32: a JSON string when valid UTF-8,
+ * {"base64": "..."} when not. Returns the end of what it wrote. No Python object is touched: the
+ * fused renderer calls it without the GIL. */
+static char *
+write_bytes(char *const start, const uint8_t *s, const Py_ssize_t n)
+{
+    char *d = start;
+    Py_ssize_t i = 0;
+    *d++ = '"';
+    while (i < n) {
+        /* 8 bytes at a time, stored whole (the room reserved allows it) and kept up to the first
+         * that needs a look: JSON values put a quote every few bytes */
+        uint64_t w, m;
+        while (i + 8 <= n) {
+            memcpy(&w, s + i, 8);
+            m = special_bytes(w);
+            memcpy(d, &w, 8);
+            if (m == 0) {
+                d += 8;
+                i += 8;
+                continue;
+            }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            int k = __builtin_ctzll(m) >> 3; /* the first special byte */
+#else
+            int k = 0; /* the loop below finds it */
+#endif
+            d += k;
+            i += k;
+            break;
+        }
+        while (i < n && byte_class[s[i]] == 0)
+            *d++ = (char)s[i++];
+        if (i == n)
+            break;
+        uint8_t c = s[i];
+        if (byte_class[c] == 1) {
+            d = put_escape(d, c);
+            i++;
+        }
+        else {
+            Py_ssize_t k = utf8_sequence(s + i, n - i);
+            if (k == 0) { /* not UTF-8: start over as base64 */
+                d = start;
+                memcpy(d, "{\"base64\": \"", 12);
+                d = put_base64(d + 12, s, n);
+                memcpy(d, "\"}", 2);
+                return d + 2;
+            }
+            memcpy(d, s + i, (size_t)k);
+            d += k;
+            i += k;
+        }
+    }
+    *d++ = '"';
+    return d;
+}
+
 /* render_bytes(): a JSON string when valid UTF-8, {"base64": "..."} when not, null for None. */
 static int
 put_bytes(outbuf *o, PyObject *obj)
@@ -699,43 +770,7 @@ put_bytes(outbuf *o, PyObject *obj)
     if (ob_reserve(o, 6 * n + 32) < 0)
         return -1;
     char *const start = o->buf + o->len;
-    char *d = start;
-    Py_ssize_t i = 0;
-    *d++ = '"';
-    while (i < n) {
-        Py_ssize_t run = i;
-        uint64_t w;
-        while (run + 8 <= n && (memcpy(&w, s + run, 8), plain_word(w)))
-            run += 8;
-        while (run < n && byte_class[s[run]] == 0)
-            run++;
-        memcpy(d, s + i, (size_t)(run - i));
-        d += run - i;
-        i = run;
-        if (i == n)
-            break;
-        uint8_t c = s[i];
-        if (byte_class[c] == 1) {
-            d = put_escape(d, c);
-            i++;
-        }
-        else {
-            Py_ssize_t k = utf8_sequence(s + i, n - i);
-            if (k == 0) { /* not UTF-8: start over as base64 */
-                d = start;
-                memcpy(d, "{\"base64\": \"", 12);
-                d = put_base64(d + 12, s, n);
-                memcpy(d, "\"}", 2);
-                o->len += d + 2 - start;
-                return 0;
-            }
-            memcpy(d, s + i, (size_t)k);
-            d += k;
-            i += k;
-        }
-    }
-    *d++ = '"';
-    o->len += d - start;
+    o->len += write_bytes(start, s, n) - start;
     return 0;
 }
 
@@ -1251,6 +1286,313 @@ count_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
     return Py_BuildValue("LLL", (long long)out.bytes, (long long)out.records, (long long)out.first);
 }
 
+/* ---- render_v2_jsonl: decoding and rendering fused, without the GIL ------------------------- */
+
+/* From a records section straight to its JSON lines: the bytes render_jsonl gives for the records
+ * decode_v2_records gives, without creating them. It walks the section as count_records does, and
+ * leaves to the Python path (returns RENDER_UNUSUAL) exactly what count_records leaves to it: the
+ * two agree on every line they take, and the decoder and renderer stay the oracle for the rest.
+ * No Python object is touched between Py_BEGIN_ALLOW_THREADS and Py_END_ALLOW_THREADS: memory
+ * comes from PyMem_RawRealloc, which needs no GIL. */
+
+typedef struct {
+    char *buf;
+    size_t len;
+    size_t cap;
+} rawbuf;
+
+enum { RENDER_OK = 0, RENDER_UNUSUAL = -1, RENDER_NO_MEMORY = -2 };
+
+/* Room for `need` more bytes; -1 when memory runs out (the caller raises MemoryError with the GIL). */
+static int
+rb_reserve(rawbuf *o, size_t need)
+{
+    if (o->cap - o->len >= need)
+        return 0;
+    if (need > ((size_t)PY_SSIZE_T_MAX >> 1) - o->len)
+        return -1;
+    size_t cap = o->cap ? o->cap : (size_t)1 << 16;
+    while (cap - o->len < need)
+        cap *= 2;
+    char *b = PyMem_RawRealloc(o->buf, cap);
+    if (b == NULL)
+        return -1;
+    o->buf = b;
+    o->cap = cap;
+    return 0;
+}
+
+/* str(int) of an int64 at d (room for 20); returns the end. */
+static inline char *
+write_int64(char *d, int64_t v)
+{
+    char tmp[20];
+    int i = 20;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[--i] = '-';
+    memcpy(d, tmp + i, (size_t)(20 - i));
+    return d + (20 - i);
+}
+
+/* A key, value or header value (n < 0: null) at p, n bytes, appended as render_bytes renders it. */
+static inline int
+rb_put_bytes(rawbuf *o, const uint8_t *p, int64_t n)
+{
+    if (n < 0) {
+        if (rb_reserve(o, 4) < 0)
+            return -1;
+        memcpy(o->buf + o->len, "null", 4);
+        o->len += 4;
+        return 0;
+    }
+    if ((uint64_t)n > ((uint64_t)PY_SSIZE_T_MAX - 32) / 6 || rb_reserve(o, 6 * (size_t)n + 32) < 0)
+        return -1;
+    char *start = o->buf + o->len;
+    o->len += (size_t)(write_bytes(start, p, (Py_ssize_t)n) - start);
+    return 0;
+}
+
+#define RB_LITERAL(o, s)                                  \
+    do {                                                  \
+        memcpy((o)->buf + (o)->len, (s), sizeof(s) - 1);  \
+        (o)->len += sizeof(s) - 1;                        \
+    } while (0)
+
+/* The lines of the records in payload[0:end] with first <= offset < stop, appended to out; with
+ * `marks`, each rendered record's offset and the end of its line in out, as two int64s. */
+static int
+render_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset, int64_t base_timestamp,
+               int append_time, int64_t log_append_time, const char *prefix, size_t prefix_len, const char *tt,
+               size_t tt_len, int64_t first, int64_t stop, rawbuf *out, rawbuf *marks)
+{
+    Py_ssize_t pos = 0;
+    varint_t v;
+    int64_t n;
+#define READ_VARINT(limit)                                  \
+    do {                                                    \
+        if (read_varint(p, (limit), &pos, &v) != VARINT_OK) \
+            return RENDER_UNUSUAL;                          \
+        if (v.hi)                                           \
+            return RENDER_UNUSUAL;                          \
+    } while (0)
+#define READ_LENGTH(limit)  \
+    do {                    \
+        READ_VARINT(limit); \
+        n = zigzag(v.lo);   \
+    } while (0)
+#define PUT_BYTES(at, len)                           \
+    do {                                             \
+        if (shown && rb_put_bytes(out, (at), (len)) < 0) \
+            return RENDER_NO_MEMORY;                 \
+    } while (0)
+#define RESERVE(k)                                   \
+    do {                                             \
+        if (shown && rb_reserve(out, (k)) < 0)       \
+            return RENDER_NO_MEMORY;                 \
+    } while (0)
+
+    for (Py_ssize_t r = 0; r < count; r++) {
+        READ_LENGTH(end);
+        if (n < 0 || n > end - pos)
+            return RENDER_UNUSUAL;
+        const Py_ssize_t record_end = pos + (Py_ssize_t)n;
+        if (pos >= record_end)
+            return RENDER_UNUSUAL;
+        pos++; /* attributes */
+        READ_VARINT(record_end);
+        int64_t timestamp;
+        if (__builtin_add_overflow(base_timestamp, zigzag(v.lo), &timestamp))
+            return RENDER_UNUSUAL;
+        if (append_time)
+            timestamp = log_append_time;
+        READ_VARINT(record_end);
+        int64_t offset;
+        if (__builtin_add_overflow(base_offset, zigzag(v.lo), &offset))
+            return RENDER_UNUSUAL;
+        const int shown = offset >= first && (offset < stop || stop == INT64_MAX);
+
+        /* prefix, offset, ', "timestamp": ' ts ', "timestamp_type": "' tt '", "key": ' */
+        RESERVE(prefix_len + 20 + 15 + 20 + 21 + tt_len + 10);
+        if (shown) {
+            memcpy(out->buf + out->len, prefix, prefix_len);
+            out->len += prefix_len;
+            out->len = (size_t)(write_int64(out->buf + out->len, offset) - out->buf);
+            RB_LITERAL(out, ", \"timestamp\": ");
+            out->len = (size_t)(write_int64(out->buf + out->len, timestamp) - out->buf);
+            RB_LITERAL(out, ", \"timestamp_type\": \"");
+            memcpy(out->buf + out->len, tt, tt_len);
+            out->len += tt_len;
+            RB_LITERAL(out, "\", \"key\": ");
+        }
+        READ_LENGTH(record_end); /* key */
+        if (n > record_end - pos)
+            return RENDER_UNUSUAL;
+        PUT_BYTES(p + pos, n);
+        if (n > 0)
+            pos += (Py_ssize_t)n;
+        RESERVE(11);
+        if (shown)
+            RB_LITERAL(out, ", \"value\": ");
+        READ_LENGTH(record_end); /* value */
+        if (n > record_end - pos)
+            return RENDER_UNUSUAL;
+        PUT_BYTES(p + pos, n);
+        if (n > 0)
+            pos += (Py_ssize_t)n;
+        RESERVE(14);
+        if (shown)
+            RB_LITERAL(out, ", \"headers\": [");
+        READ_LENGTH(record_end); /* headers */
+        int64_t n_headers = n;
+        if (n_headers < 0 || n_headers > (record_end - pos) / MIN_HEADER_SIZE)
+            return RENDER_UNUSUAL;
+        for (int64_t h = 0; h < n_headers; h++) {
+            READ_LENGTH(record_end);
+            /* a key that is not UTF-8 is decoded with replacement: the Python path renders it */
+            if (n < 0 || n > record_end - pos || !valid_utf8(p + pos, (Py_ssize_t)n))
+                return RENDER_UNUSUAL;
+            RESERVE(3);
+            if (shown) {
+                if (h)
+                    RB_LITERAL(out, ", ");
+                RB_LITERAL(out, "[");
+            }
+            PUT_BYTES(p + pos, n); /* valid UTF-8: the escaped string encode_basestring gives the str */
+            pos += (Py_ssize_t)n;
+            RESERVE(2);
+            if (shown)
+                RB_LITERAL(out, ", ");
+            READ_LENGTH(record_end);
+            if (n > record_end - pos)
+                return RENDER_UNUSUAL;
+            PUT_BYTES(p + pos, n);
+            if (n > 0)
+                pos += (Py_ssize_t)n;
+            RESERVE(1);
+            if (shown)
+                RB_LITERAL(out, "]");
+        }
+        if (pos != record_end)
+            return RENDER_UNUSUAL;
+        RESERVE(3);
+        if (shown) {
+            RB_LITERAL(out, "]}\n");
+            if (marks != NULL) {
+                if (rb_reserve(marks, 2 * sizeof(int64_t)) < 0)
+                    return RENDER_NO_MEMORY;
+                int64_t pair[2] = {offset, (int64_t)out->len};
+                memcpy(marks->buf + marks->len, pair, sizeof(pair));
+                marks->len += sizeof(pair);
+            }
+        }
+    }
+    return pos == end ? RENDER_OK : RENDER_UNUSUAL;
+#undef RESERVE
+#undef PUT_BYTES
+#undef READ_LENGTH
+#undef READ_VARINT
+}
+
+PyDoc_STRVAR(render_v2_jsonl_doc,
+"render_v2_jsonl(payload, count, base_offset, base_timestamp, timestamp_type, log_append_time, prefix,\n"
+"                first_offset, end_offset, lines=False) -> bytes | (list[int], list[bytes]) | None\n"
+"\n"
+"render_jsonl(prefix, records) of the records of an uncompressed v2 records section (decode_v2_records'\n"
+"arguments) whose offsets are in [first_offset, end_offset) (2**63 - 1: no end), without creating them;\n"
+"with lines=True"
+"(their offsets, one bytes per line). None when the payload must be decoded and rendered instead:\n"
+"malformed (the decoder raises) or unusual (the renderer decides), as count_jsonl. Decodes and\n"
+"renders without the GIL.");
+
+static PyObject *
+render_v2_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"payload", "count", "base_offset", "base_timestamp", "timestamp_type",
+                             "log_append_time", "prefix", "first_offset", "end_offset", "lines", NULL};
+    Py_buffer buf;
+    Py_ssize_t count;
+    long long base_offset, base_timestamp, log_append_time, first, stop;
+    PyObject *timestamp_type, *prefix;
+    int lines = 0;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nLLULULL|p:render_v2_jsonl", kwlist, &buf, &count,
+                                     &base_offset, &base_timestamp, &timestamp_type, &log_append_time, &prefix,
+                                     &first, &stop, &lines))
+        return NULL;
+    PyObject *result = NULL;
+    rawbuf out = {NULL, 0, 0}, marks = {NULL, 0, 0};
+    Py_ssize_t prefix_len, tt_len;
+    const char *prefix_utf8 = PyUnicode_AsUTF8AndSize(prefix, &prefix_len);
+    const char *tt_utf8 = prefix_utf8 ? PyUnicode_AsUTF8AndSize(timestamp_type, &tt_len) : NULL;
+    if (tt_utf8 == NULL) {
+        /* not encodable (a lone surrogate): Python's .encode("utf-8") raises for it, on its path */
+        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+            PyErr_Clear();
+            result = Py_NewRef(Py_None);
+        }
+        goto done;
+    }
+    int append_time = strcmp(tt_utf8, "LogAppendTime") == 0;
+    int rc = RENDER_UNUSUAL;
+    if (count >= 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = render_records((const uint8_t *)buf.buf, buf.len, count, base_offset, base_timestamp, append_time,
+                            log_append_time, prefix_utf8, (size_t)prefix_len, tt_utf8, (size_t)tt_len, first, stop,
+                            &out, lines ? &marks : NULL);
+        Py_END_ALLOW_THREADS
+    }
+    if (rc == RENDER_NO_MEMORY) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rc == RENDER_UNUSUAL) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (!lines) {
+        result = PyBytes_FromStringAndSize(out.buf ? out.buf : "", (Py_ssize_t)out.len);
+        goto done;
+    }
+    const Py_ssize_t n_lines = (Py_ssize_t)(marks.len / (2 * sizeof(int64_t)));
+    PyObject *offsets = PyList_New(n_lines), *line_list = PyList_New(n_lines);
+    if (offsets == NULL || line_list == NULL) {
+        Py_XDECREF(offsets);
+        Py_XDECREF(line_list);
+        goto done;
+    }
+    int64_t line_start = 0;
+    for (Py_ssize_t i = 0; i < n_lines; i++) {
+        int64_t pair[2];
+        memcpy(pair, marks.buf + (size_t)i * sizeof(pair), sizeof(pair));
+        PyObject *offset = PyLong_FromLongLong(pair[0]);
+        PyObject *line = PyBytes_FromStringAndSize(out.buf + line_start, (Py_ssize_t)(pair[1] - line_start));
+        if (offset == NULL || line == NULL) {
+            Py_XDECREF(offset);
+            Py_XDECREF(line);
+            Py_DECREF(offsets);
+            Py_DECREF(line_list);
+            goto done;
+        }
+        PyList_SET_ITEM(offsets, i, offset);
+        PyList_SET_ITEM(line_list, i, line);
+        line_start = pair[1];
+    }
+    result = PyTuple_Pack(2, offsets, line_list);
+    Py_DECREF(offsets);
+    Py_DECREF(line_list);
+
+done:
+    PyMem_RawFree(out.buf);
+    PyMem_RawFree(marks.buf);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 /* ---- the module ------------------------------------------------------------------------------ */
 
 static PyMethodDef speedups_methods[] = {
@@ -1260,6 +1602,8 @@ static PyMethodDef speedups_methods[] = {
      decode_v2_records_doc},
     {"render_jsonl", (PyCFunction)(void (*)(void))render_jsonl, METH_VARARGS | METH_KEYWORDS, render_jsonl_doc},
     {"count_jsonl", (PyCFunction)(void (*)(void))count_jsonl, METH_VARARGS | METH_KEYWORDS, count_jsonl_doc},
+    {"render_v2_jsonl", (PyCFunction)(void (*)(void))render_v2_jsonl, METH_VARARGS | METH_KEYWORDS,
+     render_v2_jsonl_doc},
     {NULL, NULL, 0, NULL},
 };
 

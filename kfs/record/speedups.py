@@ -1,13 +1,15 @@
 """The compiled hot loops (`_speedups.c`) when they were built, else None: callers keep their Python loop.
 
 `pip install` compiles `kfs/record/_speedups.c` when a C compiler is there (pyproject.toml marks the
-extension optional, so an install without one still succeeds). Two functions, each the twin of the
+extension optional, so an install without one still succeeds). Four functions, each the twin of the
 Python code that stays the reference and the fallback:
 
 - `decode_v2_records`, the loop of `default_batch.decode_records`;
 - `render_jsonl`, `jsonl.render_line` over many records;
 - `count_jsonl`, the length `render_jsonl` would give for a v2 records section, without decoding it
-  into records (the size of a decoded view; kfs/views/line_lengths.py).
+  into records (the size of a decoded view; kfs/views/line_lengths.py);
+- `render_v2_jsonl`, `render_jsonl` of `decode_v2_records` fused: a records section straight to its JSON
+  lines, no record created, without the GIL (kfs/views/batch_lines.py).
 
 Set KFS_PURE_PYTHON=1 to ignore the extension (to compare, or to rule it out).
 """
@@ -22,6 +24,7 @@ from kfs.record.types import CorruptBatchError, Record
 decode_v2_records: Callable[..., list[Record]] | None = None
 render_jsonl: Callable[..., bytes | list[bytes]] | None = None
 count_jsonl: Callable[..., tuple[int, int, int] | None] | None = None
+render_v2_jsonl: Callable[..., bytes | tuple[list[int], list[bytes]] | None] | None = None
 
 if not os.environ.get("KFS_PURE_PYTHON"):
     try:
@@ -33,3 +36,4 @@ if not os.environ.get("KFS_PURE_PYTHON"):
         decode_v2_records = _speedups.decode_v2_records
         render_jsonl = _speedups.render_jsonl
         count_jsonl = _speedups.count_jsonl
+        render_v2_jsonl = _speedups.render_v2_jsonl

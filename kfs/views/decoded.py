@@ -42,6 +42,7 @@ from itertools import accumulate
 from kfs.internal.lines import line_decoder
 from kfs.record import Record
 from kfs.storage import LogSegment, PartitionLog, VanishedError
+from kfs.views.batch_lines import line_lists
 from kfs.views.jsonl import line_prefix, render_line_list
 from kfs.views.line_lengths import counted_batches
 from kfs.views.runs import MAP_INTERVAL, DamagedLog, MappingProgress, SegmentRun, count_into
@@ -120,12 +121,12 @@ class DecodedLog:
                 "code": code_fingerprint()}
 
     def rendered(self, start: int, end: int) -> Iterator[tuple[list[int], list[bytes]]]:
-        """(offsets, JSON lines) a batch at a time from `start` to `end` (rendered compiled when built)."""
+        """(offsets, JSON lines) a batch at a time from `start` to `end` (kfs.views.batch_lines: from
+        the batches' bytes, without the GIL, where it can)."""
         if start >= end:
             return
-        for records in self.plog.record_lists(start, isolation=self.isolation, control=self.control,
-                                              end_offset=end):
-            yield [r.offset for r in records], self.render(records)
+        yield from line_lists(self.plog, start, end, isolation=self.isolation, control=self.control,
+                              prefix=self.prefix, render=self.render, fused=self.countable)
 
     def counted(self, start: int, end: int) -> Iterator:
         return counted_batches(self.plog, start, end, isolation=self.isolation, control=self.control,

@@ -44,7 +44,7 @@ from kfs.record import (
     speedups,
 )
 from kfs.storage import KfsError
-from kfs.views import jsonl
+from kfs.views import batch_lines, jsonl
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "kafka-written"
 LOGDIRS = FIXTURES / "logdirs"
@@ -62,12 +62,13 @@ class Failure(Exception):
 
 # ---- the two paths -----------------------------------------------------------------------------
 
-_COMPILED = {"decode": speedups.decode_v2_records, "render": speedups.render_jsonl}
+_COMPILED = {"decode": speedups.decode_v2_records, "render": speedups.render_jsonl,
+             "fused": speedups.render_v2_jsonl}
 
 
-def install_compiled(decode, render) -> None:  # type: ignore[no-untyped-def]
+def install_compiled(decode, render, fused) -> None:  # type: ignore[no-untyped-def]
     """Use these compiled functions (e.g. from a sanitizer build) as the C path."""
-    _COMPILED["decode"], _COMPILED["render"] = decode, render
+    _COMPILED["decode"], _COMPILED["render"], _COMPILED["fused"] = decode, render, fused
 
 
 def has_compiled() -> bool:
@@ -79,6 +80,7 @@ def use_path(path: str) -> None:
     compiled = path == "c"
     default_batch._decode_v2_records = _COMPILED["decode"] if compiled else None
     jsonl._render_jsonl = _COMPILED["render"] if compiled else None
+    batch_lines._render_v2_jsonl = _COMPILED["fused"] if compiled else None
 
 
 def paths() -> tuple[str, ...]:
@@ -132,6 +134,9 @@ def _record_fields(r) -> tuple:  # type: ignore[no-untyped-def]
     return (r.offset, r.timestamp, r.timestamp_type, r.key, r.value, tuple(r.headers))
 
 
+_PREFIX = '{"topic": "t", "partition": 0, "offset": '
+
+
 def consume(buf: bytes) -> list[tuple]:
     """Everything a reader does with a segment's bytes; stops at the first error, as a reader does."""
     out: list[tuple] = []
@@ -146,9 +151,19 @@ def consume(buf: bytes) -> list[tuple]:
             batch = memoryview(buf)[pos:pos + size]
             complete_legacy_header(h, batch)
             valid = crc_is_valid(batch, h)
-            records = decode_records(batch, h)
+            # The fused renderer (C path only) gives the decoder's and renderer's lines, or leaves the
+            # batch to them: a difference is recorded, and the C path then disagrees with Python's.
+            fused = batch_lines.fused_lines(h, batch, _PREFIX, -(1 << 63), None)
+            try:
+                records = decode_records(batch, h)
+            except CorruptBatchError:
+                if fused is not None:
+                    out.append(("fused rendered a batch the decoder refuses", fused[:200]))
+                raise
             controls = [parse_control_record(r) for r in records] if h.is_control else []
-            lines = jsonl.render_lines('{"topic": "t", "partition": 0, "offset": ', records)
+            lines = jsonl.render_lines(_PREFIX, records)
+            if fused is not None and fused != lines:
+                out.append(("fused lines differ", fused[:200], lines[:200]))
             out.append(("batch", h.base_offset, h.last_offset, h.record_count, valid,
                         [_record_fields(r) for r in records], controls, lines))
             pos += size

@@ -1,0 +1,73 @@
+"""A partition's JSON lines a batch at a time, rendered straight from each batch's bytes where possible.
+
+The hot path of `kfs cat` and of the mount's decoded views. For a plain v2 batch (not a control
+batch, CRC valid, records decompressed) `render_v2_jsonl` (kfs/record/_speedups.c) goes from the
+records section to the lines in one call that creates no record and runs without the GIL, as the
+decompressors kfs calls do (lz4.block, zstandard, zlib, cramjam): one process, or one mount
+daemon serving two readers, decodes on both cores. Everything else (control markers, legacy
+message sets, a batch the fused renderer leaves to the decoder, the internal topics' own lines, a
+build without the extension, KFS_PURE_PYTHON=1) is decoded into records and rendered by the one
+renderer (kfs.views.jsonl), which stays the oracle: tests/test_batch_lines.py holds the two to the
+same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from kfs.record import BatchHeader, CorruptBatchError, Record, crc_is_valid, default_batch, speedups
+from kfs.record.compression import MAX_BATCH_RECORDS
+from kfs.storage import PartitionLog, batch_records
+
+_render_v2_jsonl = speedups.render_v2_jsonl
+_NO_END = (1 << 63) - 1  # to render_v2_jsonl: no end
+
+
+def fused_lines(header: BatchHeader, body: memoryview, prefix: str, first: int, end: int | None,
+                lines: bool = False) -> bytes | tuple[list[int], list[bytes]] | None:
+    """The lines of the batch's records in [first, end) (with `lines`: their offsets and one bytes
+    each), rendered by the fused renderer; None when the batch must take the decoder's path (which
+    raises what is wrong with it, or renders what is unusual)."""
+    if _render_v2_jsonl is None or header.magic != 2 or header.is_control \
+            or not 0 < header.record_count <= MAX_BATCH_RECORDS or not crc_is_valid(body, header):
+        return None
+    payload: bytes | memoryview
+    if header.compression == "none":  # read in place, no copy
+        if not default_batch.RECORDS_OFFSET <= header.size <= len(body):
+            return None
+        payload = body[default_batch.RECORDS_OFFSET:header.size]
+    else:
+        try:
+            payload = default_batch.records_payload(body, header)  # decompressed without the GIL
+        except CorruptBatchError:
+            return None
+    return _render_v2_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
+                            header.timestamp_type, header.max_timestamp, prefix, first,
+                            _NO_END if end is None else min(end, _NO_END), lines)
+
+def line_lists(plog: PartitionLog, start: int, end: int | None, *, isolation: str, control: str, prefix: str,
+               render: Callable[[list[Record]], list[bytes]], fused: bool
+               ) -> Iterator[tuple[list[int], list[bytes]]]:
+    """(offsets, lines) per batch holding records of [start, end) a reader sees, as
+    `render(records)` of `plog.record_lists` gives them. `fused`: the lines are the plain ones of
+    kfs.views.jsonl (no decoder of their own), so the fused renderer may stand in for `render`.
+    Raises what reading the records raises (CorruptLogError), after the batches before the damage."""
+    for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control,
+                                                              end_offset=end):
+        out = fused_lines(header, body, prefix, first, end, lines=True) if fused else None
+        if out is None:
+            records = batch_records(segment, header, body, first, end)
+            out = [r.offset for r in records], render(records)
+        if out[0]:
+            yield out  # type: ignore[misc]
+
+
+def joined_lines(plog: PartitionLog, start: int, *, isolation: str, control: str, prefix: str,
+                 render: Callable[[list[Record]], bytes], fused: bool) -> Iterator[bytes]:
+    """The lines of every batch from `start` to the log end, each batch's joined: `kfs cat`'s stream."""
+    for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control):
+        out = fused_lines(header, body, prefix, first, None) if fused else None
+        if out is None:
+            out = render(batch_records(segment, header, body, first, None))
+        if out:
+            yield out  # type: ignore[misc]
