@@ -224,6 +224,28 @@ def test_non_consecutive_offsets_are_reported_with_deep_iteration() -> None:
     assert gaps and sorted(err[1:]) == sorted(gaps)
 
 
+def test_print_data_log_reports_the_same_gaps_as_deep_iteration() -> None:
+    """`--print-data-log` takes the batch-at-a-time path; its gap report must be the record-at-a-time one."""
+    (path,) = [p for b, p in segment_files("inventory-2", ".log").items() if b == 0]
+    deep, data = kfs_dump("--deep-iteration", path), kfs_dump("--deep-iteration", "--print-data-log", path)
+    assert data.returncode == 0, data.stderr
+    assert data.stderr.startswith("Non-consecutive offsets in ") and data.stderr == deep.stderr
+
+
+def test_a_crc_mismatch_with_print_data_log_prints_its_batch_line_then_one_sentence(tmp_path) -> None:
+    files = copy_segment(tmp_path, "orders-0", 0)
+    batches = [b for b in golden_lines("orders-0", "batches.jsonl") if b["segment_base_offset"] == 0]
+    with open(files[".log"], "r+b") as f:
+        f.seek(batches[2]["position"] + batches[2]["size"] - 1)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([last[0] ^ 0xFF]))  # a flipped byte in the last record: the CRC no longer matches
+    result = kfs_dump("--deep-iteration", "--print-data-log", files[".log"])
+    assert_one_sentence(result, files[".log"], "CRC")
+    lines = batch_lines(result.stdout)
+    assert len(lines) == 3 and fields(lines[2])["isvalid"] == "false"
+
+
 def test_max_bytes_reads_only_the_batches_within_it() -> None:
     golden = golden_lines("orders-0", "batches.jsonl")
     path = segment_files("orders-0", ".log")[0]
