@@ -617,14 +617,23 @@ plain_word(uint64_t w)
             highs) == 0;
 }
 
-/* The bytes of w (as it sits in memory, little-endian) that need a look, each flagged by its high
- * bit: the lowest flag is exact (the borrows of the subtractions only flag bytes above a true one). */
+/* Which bytes of w need a look, each flagged by its high bit: control characters and non-ASCII
+ * bytes, and '"' and '\\'. As in plain_word; in memory order (little-endian) the lowest flag of
+ * either is exact, and either is 0 exactly when no byte is one (the borrows of the subtractions only
+ * flag bytes above a true one). */
 static inline uint64_t
-special_bytes(uint64_t w)
+control_or_high_bytes(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    return (w | ((w - ones * 0x20) & ~w)) & highs;
+}
+
+static inline uint64_t
+quote_bytes(uint64_t w)
 {
     const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
     uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
-    return (w | ((w - ones * 0x20) & ~w) | ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash)) & highs;
+    return (((quote - ones) & ~quote) | ((backslash - ones) & ~backslash)) & highs;
 }
 
 /* The length of the valid UTF-8 sequence at s[0] (a byte >= 0x80) within n bytes, or 0 if it is not
@@ -692,37 +701,57 @@ put_base64(char *d, const uint8_t *s, Py_ssize_t n)
     return d;
 }
 
-/* The JSON of n bytes (not null) at d, which has room for 6 * n + 32: a JSON string when valid UTF-8,
- * {"base64": "..."} when not. Returns the end of what it wrote. No Python object is touched: the
- * fused renderer calls it without the GIL. */
+/* The JSON of n bytes (not null) at s, written at start, which has room for 6 * n + 32: a JSON string
+ * when valid UTF-8, {"base64": "..."} when not. Returns the end of what it wrote. `readable` (>= n):
+ * how many bytes at s may be read (a value inside a records section is followed by more of it, so
+ * its last few bytes are read a word at a time too). No Python object is touched: the fused
+ * renderer calls it without the GIL. */
 static char *
-write_bytes(char *const start, const uint8_t *s, const Py_ssize_t n)
+write_bytes(char *const start, const uint8_t *s, const Py_ssize_t n, const Py_ssize_t readable)
 {
     char *d = start;
     Py_ssize_t i = 0;
     *d++ = '"';
     while (i < n) {
-        /* 8 bytes at a time, stored whole (the room reserved allows it) and kept up to the first
-         * that needs a look: JSON values put a quote every few bytes */
-        uint64_t w, m;
-        while (i + 8 <= n) {
+        /* 8 bytes at a time, stored whole (the room reserved allows it) and kept as far as they go:
+         * JSON values put a quote every few bytes, which a branch per quote would pay for */
+        uint64_t w;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        while (i < n && i + 8 <= readable) {
             memcpy(&w, s + i, 8);
-            m = special_bytes(w);
-            memcpy(d, &w, 8);
-            if (m == 0) {
-                d += 8;
-                i += 8;
+            const Py_ssize_t left = n - i;
+            const int step = left < 8 ? (int)left : 8;
+            const uint64_t keep = left < 8 ? ((uint64_t)1 << (8 * left)) - 1 : ~(uint64_t)0; /* the value's */
+            const uint64_t other = control_or_high_bytes(w) & keep, quotes = quote_bytes(w) & keep;
+            if ((other | quotes) == 0) {
+                memcpy(d, &w, 8);
+                d += step;
+                i += step;
                 continue;
             }
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-            int k = __builtin_ctzll(m) >> 3; /* the first special byte */
-#else
-            int k = 0; /* the loop below finds it */
-#endif
+            if (other == 0) { /* only '"' and '\\' to escape: each byte written with no branch */
+                for (int b = 0; b < step; b++) {
+                    const uint8_t c = (uint8_t)(w >> (8 * b));
+                    *d = '\\';
+                    d += (c == '"') | (c == '\\');
+                    *d++ = (char)c;
+                }
+                i += step;
+                continue;
+            }
+            const int k = __builtin_ctzll(other | quotes) >> 3; /* the first byte that needs a look */
+            memcpy(d, &w, 8);
             d += k;
             i += k;
-            break;
+            break; /* the loops below take it */
         }
+#else
+        while (i + 8 <= n && (memcpy(&w, s + i, 8), (control_or_high_bytes(w) | quote_bytes(w)) == 0)) {
+            memcpy(d, &w, 8);
+            d += 8;
+            i += 8;
+        }
+#endif
         while (i < n && byte_class[s[i]] == 0)
             *d++ = (char)s[i++];
         if (i == n)
@@ -770,7 +799,7 @@ put_bytes(outbuf *o, PyObject *obj)
     if (ob_reserve(o, 6 * n + 32) < 0)
         return -1;
     char *const start = o->buf + o->len;
-    o->len += write_bytes(start, s, n) - start;
+    o->len += write_bytes(start, s, n, n) - start;
     return 0;
 }
 
@@ -1339,9 +1368,10 @@ write_int64(char *d, int64_t v)
     return d + (20 - i);
 }
 
-/* A key, value or header value (n < 0: null) at p, n bytes, appended as render_bytes renders it. */
+/* A key, value or header value (n < 0: null) at p, n bytes (of `readable` that may be read), appended
+ * as render_bytes renders it. */
 static inline int
-rb_put_bytes(rawbuf *o, const uint8_t *p, int64_t n)
+rb_put_bytes(rawbuf *o, const uint8_t *p, int64_t n, Py_ssize_t readable)
 {
     if (n < 0) {
         if (rb_reserve(o, 4) < 0)
@@ -1353,7 +1383,7 @@ rb_put_bytes(rawbuf *o, const uint8_t *p, int64_t n)
     if ((uint64_t)n > ((uint64_t)PY_SSIZE_T_MAX - 32) / 6 || rb_reserve(o, 6 * (size_t)n + 32) < 0)
         return -1;
     char *start = o->buf + o->len;
-    o->len += (size_t)(write_bytes(start, p, (Py_ssize_t)n) - start);
+    o->len += (size_t)(write_bytes(start, p, (Py_ssize_t)n, readable) - start);
     return 0;
 }
 
@@ -1387,7 +1417,7 @@ render_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_
     } while (0)
 #define PUT_BYTES(at, len)                           \
     do {                                             \
-        if (shown && rb_put_bytes(out, (at), (len)) < 0) \
+        if (shown && rb_put_bytes(out, (at), (len), end - pos) < 0) \
             return RENDER_NO_MEMORY;                 \
     } while (0)
 #define RESERVE(k)                                   \
