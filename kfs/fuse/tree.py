@@ -83,6 +83,9 @@ class KfsTree:
     # ---- paths ----------------------------------------------------------------------------------
 
     def getattr(self, path: str) -> Attr:
+        small = self._fresh_small(path)
+        if small is not None:  # the open (or stat) that follows a lookup: no parsing, no partition check
+            return small[0]
         parts = _split(path)
         with as_errno(path):
             if not parts:
@@ -117,6 +120,9 @@ class KfsTree:
         raise TreeError(errno.ENOTDIR, path)
 
     def open(self, path: str) -> Handle:
+        small = self._fresh_small(path)
+        if small is not None:
+            return self._cached(path, BytesHandle(small[0], data=small[1]))
         parts = _split(path)
         with as_errno(path):
             if parts and parts[0] == GROUPS_DIR:
@@ -223,10 +229,18 @@ class KfsTree:
             except UnknownPartition:
                 continue
 
-    def _value(self, plog: PartitionLog, name: ViewName, path: str) -> tuple[Attr, bytes]:
+    def _fresh_small(self, path: str) -> tuple[Attr, bytes] | None:
+        """An info.json or `.value` rendered within SMALL_TTL (the kernel asks for one several times
+        per use: lookup, open, getattr), or None."""
         cached = self._small.get(path)
         if cached and time.monotonic() - cached[0] < SMALL_TTL:
             return cached[1], cached[2]
+        return None
+
+    def _value(self, plog: PartitionLog, name: ViewName, path: str) -> tuple[Attr, bytes]:
+        cached = self._fresh_small(path)
+        if cached is not None:
+            return cached
         record = plog.value_record(name.axis, name.spec, isolation=self.isolation)
         data = record.value or b""
         segment = plog.floor_segment(record.offset)
@@ -236,9 +250,9 @@ class KfsTree:
         return attr, data
 
     def _info(self, plog: PartitionLog, path: str) -> tuple[Attr, bytes]:
-        cached = self._small.get(path)
-        if cached and time.monotonic() - cached[0] < SMALL_TTL:
-            return cached[1], cached[2]
+        cached = self._fresh_small(path)
+        if cached is not None:
+            return cached
         data = (json.dumps(plog.info(), indent=2) + "\n").encode()
         st = os.stat(plog.path)
         attr = Attr(stat.S_IFREG | (stat.S_IMODE(st.st_mode) & 0o444), len(data), st.st_uid, st.st_gid,

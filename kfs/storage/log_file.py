@@ -8,11 +8,36 @@ and never reopened by its name.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Iterator
 
 from kfs.storage.errors import VanishedError
 from kfs.storage.open_files import OPEN_FILES
+
+_LOOKUP = threading.local()  # .reads: {LogFile: [size, (position, bytes, to_end), ...]} inside one_lookup()
+_KEPT_READS = 4  # reads kept per file within one lookup
+LOOKUP_READ = 16 * 1024  # the least a lookup reads at once: its walk from an index entry mostly ends within it
+
+
+@contextlib.contextmanager
+def one_lookup() -> Iterator[None]:
+    """Within it, this thread reads each `.log` page once and takes each file's size once.
+
+    A lookup checks its index entry's batch, walks the headers from there, then reads the batch it
+    found: each step used to pread the same page again and fstat the file again (five preads and
+    five fstats for one `.value`). The bytes and sizes are those of one moment, as a single read
+    would give; nothing is kept once the lookup is over (a live segment may be truncated later).
+    """
+    if getattr(_LOOKUP, "reads", None) is not None:
+        yield  # nested: the outer lookup keeps the reads
+        return
+    _LOOKUP.reads = {}
+    try:
+        yield
+    finally:
+        _LOOKUP.reads = None
 
 
 class LogFile:
@@ -95,6 +120,17 @@ class LogFile:
         return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
 
     def file_size(self) -> int:
+        reads = getattr(_LOOKUP, "reads", None)
+        if reads is not None:
+            kept = reads.get(self)
+            if kept is not None:
+                return kept[0]
+        size = self._file_size()
+        if reads is not None:
+            reads[self] = [size]
+        return size
+
+    def _file_size(self) -> int:
         with self._lock:
             try:
                 size = os.fstat(self._open_locked()).st_size
@@ -105,6 +141,24 @@ class LogFile:
 
     def read(self, position: int, length: int, ahead: int = 0) -> bytes:
         """`length` bytes at `position`; `ahead`: the next bytes a walk will want, read in the background."""
+        reads = getattr(_LOOKUP, "reads", None)
+        if reads is not None:
+            kept = reads.get(self)
+            for start, data, to_end in kept[1:] if kept else ():
+                if start <= position and (to_end or position + length <= start + len(data)):
+                    return data if position == start and length >= len(data) else \
+                        data[position - start:position - start + length]
+        if reads is None:
+            return self._read(position, length, ahead)
+        asked = max(length, LOOKUP_READ)
+        data = self._read(position, asked, ahead)
+        kept = reads.setdefault(self, [self.file_size()])
+        kept.append((position, data, len(data) < asked))  # a short read: the file ended there
+        if len(kept) > _KEPT_READS + 1:
+            del kept[1]
+        return data if len(data) <= length else data[:length]
+
+    def _read(self, position: int, length: int, ahead: int) -> bytes:
         with self._lock:
             try:
                 fd = self._open_locked()

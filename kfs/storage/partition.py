@@ -25,6 +25,7 @@ from kfs.storage.errors import (
     VanishedError,
 )
 from kfs.storage.location import Extent, Location
+from kfs.storage.log_file import one_lookup
 from kfs.storage.record_stream import record_lists_from, record_lists_skipping_corrupt, selected_batches
 from kfs.storage.segment import LogSegment
 from kfs.storage.segments import LogSegments
@@ -200,6 +201,10 @@ class PartitionLog:
         """Where an `offset/<spec>` or `time/<spec>` name points: Kafka's fetch or its ListOffsets.
 
         A time lookup always finds its record (with_record applies to offsets only)."""
+        with one_lookup():
+            return self._locate(axis, spec, with_record)
+
+    def _locate(self, axis: str, spec: str, with_record: bool) -> Location:
         if axis == "offset":
             return self.locate_offset(self.resolve_offset(spec), with_record=with_record)
         if axis == "time":
@@ -213,6 +218,10 @@ class PartitionLog:
         ListOffsets finds or, when that is a transaction marker, the first record after it: the
         first line of `time/<T>.jsonl`, so the two views agree.
         """
+        with one_lookup():
+            return self._value_record(axis, spec, isolation)
+
+    def _value_record(self, axis: str, spec: str, isolation: str) -> Record:
         if axis == "offset":
             return self.record_at(self.resolve_offset(spec), isolation=isolation)
         start = self.offset_for_time(self.parse_time(spec))
