@@ -53,7 +53,7 @@ def test_a_value_lookup_reads_its_pages_once(logdir, preads) -> None:
         value = plog.value_record("offset", str(record["offset"]))
         assert value.value == record["value"].encode()
         # The index entry's batch, the walk from it and the batch found: no byte is read twice.
-        for i, (path, position, length) in enumerate(preads):
+        for i, (path, position, _length) in enumerate(preads):
             for other, start, n in preads[:i]:
                 assert other != path or not start <= position < start + n, preads
         assert len(preads) <= 2, preads
