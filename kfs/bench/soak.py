@@ -172,7 +172,7 @@ def run(minutes: float, workdir: Path, seed: int, rate_kb: float, segment_kb: in
             raise SystemExit(f"the writer failed (exit {writer.returncode})")
         last_record = max(o for o in range(max(0, oracle.log_end - 500), oracle.log_end)
                           if not oracle.absent_ok(o) and oracle.is_record(o))
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # tail polls once a second; a loaded machine is slower
         while readers.tail_last < last_record and time.monotonic() < deadline:
             time.sleep(0.5)
         report["tail_caught_up"] = readers.tail_last >= last_record
