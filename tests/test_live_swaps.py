@@ -114,3 +114,27 @@ def test_a_lookup_made_in_the_old_file_is_never_served_from_the_cleaned_one(tmp_
         f.seek(first.start)
         data = f.read(first.end - first.start)
     assert written[location.position:location.position + len(data)] == data
+
+
+@pytest.mark.parametrize("use", ["count", "render"])
+def test_a_run_of_a_replaced_segment_is_never_read_from_the_file_that_replaced_it(tmp_path: Path, use: str) -> None:
+    """A decoded run is one segment file's lines. It was counted and rendered through the partition's
+    current listing: once the cleaner had swapped the segment, the old file's run got the cleaned
+    file's lines at the old positions (found by the live-writer soak: `tail -f messages.jsonl` cut
+    lines, `grep -r` lost records). Now it reads its own file, or fails as vanished."""
+    from kfs.views.decoded import DecodedLog
+
+    partition = _partition(tmp_path)
+    plog = LogDirs([str(tmp_path / "logdir")]).partition("live-0")
+    log = DecodedLog(plog)
+    run, end = log.view(0).layout()[0]
+    expected_old = DecodedLog(LogDirs([str(tmp_path / "logdir")]).partition("live-0")).view(0).cursor().read(0, 1 << 22)
+    _swap_in_cleaned(tmp_path, partition)
+    plog.refresh(force=True)
+    with pytest.raises(VanishedError):  # the old file is retired: never the cleaned one's lines
+        if use == "count":
+            log.map_run(run, end)
+        else:
+            lines = b"".join(b"".join(chunk) for _, chunk in log.rendered(run.start, end, run.segment))
+            assert lines == expected_old[:len(lines)]
+    assert run.length == 0

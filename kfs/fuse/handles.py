@@ -28,7 +28,7 @@ from kfs.storage import (
     UnknownPartition,
     VanishedError,
 )
-from kfs.views.decoded import Cursor
+from kfs.views.decoded import Cursor, Measure
 
 WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 _NOT_FOUND = (UnknownPartition, OffsetOutOfRange, TimestampNotFound, NoRecordAtOffset, BadSpec)
@@ -208,6 +208,9 @@ class RawHandle(Handle):
 @dataclass
 class DecodedHandle(Handle):
     cursor: Cursor | None = None
+    measure: Measure | None = None  # the size at open and the files it was measured over
+
+    __hash__ = object.__hash__  # by identity: the tree keeps its open readers in a WeakSet
 
     def read(self, size: int, offset: int) -> bytes:
         assert self.cursor is not None

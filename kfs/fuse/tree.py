@@ -23,6 +23,7 @@ import os
 import stat
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ from kfs.fuse.groups_tree import GROUPS_DIR, GroupsTree
 from kfs.fuse.handles import Attr, BytesHandle, DecodedHandle, Handle, RawHandle, TreeError, as_errno
 from kfs.storage import Extent, Location, LogDirs, OffsetOutOfRange, PartitionLog, UnknownPartition
 from kfs.storage.lru import LruCache
-from kfs.views.decoded import DecodedLog, DecodedView
+from kfs.views.decoded import DecodedLog, DecodedView, Measure
 from kfs.views.size_cache import SizeCache
 
 BLOCK_SIZE = 1 << 20  # st_blksize: cat/cp size their reads by it (max(128 KiB, st_blksize))
@@ -40,6 +41,8 @@ MAX_SMALL_BYTES = 16 << 20  # ... and their bytes at most (a .value may be large
 MAX_DECODED_LOGS = 256  # partitions whose decoded runs and seek maps stay in memory (the size cache keeps the rest)
 MAX_LOCATIONS = 16384  # offset/time lookups reused within SMALL_TTL
 MAX_SIGNATURES = 65536  # (size, mtime) of files opened before, for keep_cache
+MAX_DECODED_PATHS = 4096  # decoded files whose last stat and open readers are tracked (see _open_decoded)
+KERNEL_TRUSTS_STAT = 2.0  # seconds: the kernel's attribute timeout (operations.ATTR_TIMEOUT), with slack
 PARTITION_DIR_NAMES = ("info.json", "messages.jsonl", "offset", "time")
 
 
@@ -74,9 +77,12 @@ class KfsTree:
         self._decoded: LruCache[str, DecodedLog] = LruCache(MAX_DECODED_LOGS)
         self._small: LruCache[str, tuple[float, Attr, bytes]] = LruCache(
             MAX_SMALL_FILES, MAX_SMALL_BYTES, weigh=lambda item: len(item[2]) + 200)
-        self._signatures: LruCache[str, tuple[int, int]] = LruCache(MAX_SIGNATURES)
+        self._signatures: LruCache[str, tuple[int, int, int]] = LruCache(MAX_SIGNATURES)
         self._locations: LruCache[tuple[str, str, str], tuple[float, PartitionLog, Location]] = LruCache(
             MAX_LOCATIONS)
+        # Decoded files: the last size the kernel was given, and the readers open (see _open_decoded).
+        self._answered: LruCache[str, tuple[float, Measure]] = LruCache(MAX_DECODED_PATHS)
+        self._readers: LruCache[str, weakref.WeakSet[DecodedHandle]] = LruCache(MAX_DECODED_PATHS)
         self._lock = threading.Lock()
         self.groups = GroupsTree(logdirs)
 
@@ -98,7 +104,7 @@ class KfsTree:
             if len(parts) == 2 and parts[1] == "info.json":
                 return self._info(plog, path)[0]
             if len(parts) == 2 and parts[1] == "messages.jsonl":
-                return self._decoded_attr(path, self._decoded_view(plog, None))
+                return self._decoded_attr(path, self._decoded_view(plog, None))[0]
             if len(parts) == 3 and parts[1] in ("offset", "time"):
                 return self._view_attr(path, plog, ViewName.parse(parts[1], parts[2]))
         raise TreeError(errno.ENOENT, path)
@@ -175,7 +181,7 @@ class KfsTree:
             return self._raw_attr(plog.raw_extents(self._locate(plog, name)))
         if name.kind == "value":
             return self._value(plog, name, path)[0]
-        return self._decoded_attr(path, self._decoded_view(plog, name))
+        return self._decoded_attr(path, self._decoded_view(plog, name))[0]
 
     def _raw_attr(self, extents: list[Extent]) -> Attr:
         if not extents:
@@ -192,8 +198,9 @@ class KfsTree:
             return log
 
     def _decoded_view(self, plog: PartitionLog, name: ViewName | None) -> DecodedView:
+        start: int | None
         if name is None:
-            start = plog.log_start_offset()
+            start = None  # messages.jsonl: from the log start wherever it is at each read and stat
         elif name.axis == "offset":
             start = plog.resolve_offset(name.spec)
             self._locate(plog, name)  # ENOENT outside the log
@@ -201,25 +208,54 @@ class KfsTree:
             start = plog.offset_for_time(plog.parse_time(name.spec))
         return self._decoded_log(plog).view(start)
 
-    def _decoded_attr(self, path: str, view: DecodedView) -> Attr:
+    def _decoded_attr(self, path: str, view: DecodedView, answered: bool = True) -> tuple[Attr, Measure | None]:
         """Always the exact size (kfs.views.decoded): counted on the first stat that needs it, or
-        known from the background scan or the size cache."""
+        known from the background scan or the size cache. `answered`: the kernel gets this size
+        (a getattr or lookup, not an open), and trusts it for its attribute timeout."""
         segments = view.log.plog.segments()
         if not segments:  # a partition directory with no segment yet: an empty log
             attr = Attr.of_view(os.stat(view.log.plog.path), 0)
             attr.mode &= ~0o111
-            return attr
+            return attr, None
         first, last = os.stat(segments[0].log_path), os.stat(segments[-1].log_path)
-        return Attr.of_view(first, view.size(), last)
+        measure = view.measured()
+        if answered:
+            self._answered.put(path, (time.monotonic(), measure))
+        return Attr.of_view(first, measure.size, last), measure
 
     def _open_decoded(self, path: str, view: DecodedView) -> Handle:
         """An ordinary page-cached file of exact size: mmap, sendfile and readahead work, and a
-        growing partition's new size shows at the next getattr. Never direct_io: the kernel takes
-        a short read, direct or not, for the end of the file (sendfile then copies a short file and
-        says nothing), so a read that meets damage fails whole (DecodedHandle), and the reader gets
-        every page before the damage, then EIO."""
-        attr = self._decoded_attr(path, view)
-        return self._cached(path, DecodedHandle(attr, cursor=view.cursor()))
+        growing partition's new size shows at the next getattr. A read that meets damage fails
+        whole (DecodedHandle: the kernel takes a short read, direct or not, for the end of the
+        file, and sendfile would copy a short file without a word): the reader gets every page
+        before the damage, then EIO.
+
+        Except while the file's bytes changed other than at its end (retention, the cleaner: see
+        kfs.views.decoded.Cursor) under the kernel's feet: when the size the kernel may still
+        trust (answered within KERNEL_TRUSTS_STAT) or a reader still open was measured over other
+        segments than now, this open is direct_io. The kernel would otherwise end the file at the
+        old size (records lost at the end, a line cut), or serve pages the other reader cached
+        (other lines at its positions); direct_io reads come to the cursor, which serves the file
+        as it is now."""
+        attr, measure = self._decoded_attr(path, view, answered=False)
+        handle = DecodedHandle(attr, cursor=view.cursor())
+        if measure is None:
+            return self._cached(path, handle)
+        answered = self._answered.get(path)
+        with self._lock:
+            readers = self._readers.get(path)
+            if readers is None:
+                readers = weakref.WeakSet()
+                self._readers.put(path, readers)
+            earlier = [h.measure for h in list(readers) if h.measure is not None]
+            readers.add(handle)
+        if answered is not None and time.monotonic() - answered[0] < KERNEL_TRUSTS_STAT:
+            earlier.append(answered[1])
+        handle.measure = measure
+        if any(not measure.extends(m) for m in earlier):
+            handle.direct_io = True
+            return handle
+        return self._cached(path, handle, measure.runs)
 
     def decoded_logs(self) -> Iterator[DecodedLog]:
         """The decoded log of every partition, for the background size scan."""
@@ -264,11 +300,12 @@ class KfsTree:
         self._small.put(path, (time.monotonic(), attr, data))
         return attr, data
 
-    def _cached(self, path: str, handle: Handle) -> Handle:
+    def _cached(self, path: str, handle: Handle, files: object = None) -> Handle:
         """keep_cache when the file looks as it did at its last open (libfuse's auto_cache rule):
-        closed segments never change, and a live file that changed size or mtime starts afresh
-        (the kernel also drops the pages when a getattr shows a new size)."""
-        signature = (handle.attr.size, handle.attr.mtime_ns)
+        closed segments never change, and a live file that changed size or mtime (or, `files`,
+        the segment files a decoded view was measured over) starts afresh (the kernel also drops
+        the pages when a getattr shows a new size)."""
+        signature = (handle.attr.size, handle.attr.mtime_ns, hash(files))
         with self._lock:
             handle.keep_cache = self._signatures.get(path) == signature
             self._signatures.put(path, signature)

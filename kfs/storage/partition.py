@@ -266,6 +266,24 @@ class PartitionLog:
             current = self._segments.higher(current.base_offset)
             start = 0
 
+    def segment_batches(self, segment: LogSegment, start_offset: int
+                        ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:
+        """The complete batches of one segment object from the one holding `start_offset` (Kafka's
+        `LogSegment.read`): the file that object opened, never whatever the directory holds under its
+        name now. A decoded run is one segment's lines; after a cleaner swap the name holds another
+        file, whose batches at the run's positions and offsets are other records. A retired segment
+        (deleted or replaced) raises VanishedError."""
+        found = segment.translate_offset(start_offset)
+        following = self._segments.higher(segment.base_offset)
+        if found is not None:
+            for header, body in segment.batches(found[1].position, segment.valid_size()):
+                if following is not None and header.last_offset >= following.base_offset:
+                    raise CorruptLogError(segment.log_path, header.position,
+                                          f"offset {header.last_offset} is at or past the next segment's "
+                                          f"base offset {following.base_offset}")
+                yield segment, header, body
+        self.raise_if_damaged(segment)
+
     def raw_extents(self, location: Location) -> list[Extent]:
         """The bytes of every complete batch from the located one to the log end, as file ranges; a damaged
         closed segment adds an extent marked `damage` where its complete batches end."""
@@ -304,49 +322,59 @@ class PartitionLog:
             yield from records
 
     def record_lists(self, start_offset: int | None = None, *, isolation: str = "read_uncommitted",
-                     control: str = "hide", end_offset: int | None = None,
-                     on_corrupt: str = "fail") -> Iterator[list[Record]]:
+                     control: str = "hide", end_offset: int | None = None, on_corrupt: str = "fail",
+                     segment: LogSegment | None = None) -> Iterator[list[Record]]:
         """`records()` a batch at a time (a non-empty list per batch): for front ends that render or
-        convert whole batches, which saves a generator step per record on the hot path."""
+        convert whole batches, which saves a generator step per record on the hot path.
+
+        `segment`: only that segment object's batches (`segment_batches`)."""
         if start_offset is None:
             start_offset = self.log_start_offset()
-        try:
-            location = self.locate_offset(start_offset, with_record=False)
-        except OffsetOutOfRange:
-            if start_offset == self.log_end_offset():
-                return
-            raise
-        segment = self._segments.floor(location.segment_base_offset)
-        assert segment is not None
         aborted = self.aborted_transactions() if isolation == "read_committed" else None
         first = max(start_offset, self.log_start_offset())
-        if on_corrupt == "skip":
-            yield from record_lists_skipping_corrupt(self, segment, location.position, first, end_offset,
-                                                     control=control == "show", aborted=aborted)
-            return
-        for _, _, records in record_lists_from(self.batches_from(segment, location.position), first, end_offset,
-                                               control=control == "show", aborted=aborted):
+        if segment is not None:
+            batches = self.segment_batches(segment, start_offset)
+        else:
+            try:
+                location = self.locate_offset(start_offset, with_record=False)
+            except OffsetOutOfRange:
+                if start_offset == self.log_end_offset():
+                    return
+                raise
+            floor = self._segments.floor(location.segment_base_offset)
+            assert floor is not None
+            if on_corrupt == "skip":
+                yield from record_lists_skipping_corrupt(self, floor, location.position, first, end_offset,
+                                                         control=control == "show", aborted=aborted)
+                return
+            batches = self.batches_from(floor, location.position)
+        for _, _, records in record_lists_from(batches, first, end_offset, control=control == "show",
+                                               aborted=aborted):
             yield records
 
     def selected_batches(self, start_offset: int, *, isolation: str = "read_uncommitted", control: str = "hide",
-                         end_offset: int | None = None
+                         end_offset: int | None = None, segment: LogSegment | None = None
                          ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview, int]]:
         """The batches `record_lists` decodes, undecoded, each with the first offset it may yield
         (`batch_records(segment, header, body, first, end_offset)` gives its records): for front
-        ends that measure records rather than read them."""
-        try:
-            location = self.locate_offset(start_offset, with_record=False)
-        except OffsetOutOfRange:
-            if start_offset == self.log_end_offset():
-                return
-            raise
-        floor = self._segments.floor(location.segment_base_offset)
-        assert floor is not None
+        ends that measure records rather than read them. `segment`: as in `record_lists`."""
+        if segment is not None:
+            batches = self.segment_batches(segment, start_offset)
+        else:
+            try:
+                location = self.locate_offset(start_offset, with_record=False)
+            except OffsetOutOfRange:
+                if start_offset == self.log_end_offset():
+                    return
+                raise
+            floor = self._segments.floor(location.segment_base_offset)
+            assert floor is not None
+            batches = self.batches_from(floor, location.position)
         aborted = self.aborted_transactions() if isolation == "read_committed" else None
         first = max(start_offset, self.log_start_offset())
-        for segment, header, body in selected_batches(self.batches_from(floor, location.position), first,
-                                                      end_offset, control=control == "show", aborted=aborted):
-            yield segment, header, body, first
+        for found, header, body in selected_batches(batches, first, end_offset, control=control == "show",
+                                                    aborted=aborted):
+            yield found, header, body, first
 
     # ---- transactions ---------------------------------------------------------------------------
 

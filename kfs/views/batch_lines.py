@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 from kfs.record import BatchHeader, CorruptBatchError, Record, crc_is_valid, default_batch, speedups
 from kfs.record.compression import MAX_BATCH_RECORDS
-from kfs.storage import PartitionLog, batch_records
+from kfs.storage import LogSegment, PartitionLog, batch_records
 
 _render_v2_jsonl = speedups.render_v2_jsonl
 _NO_END = (1 << 63) - 1  # to render_v2_jsonl: no end
@@ -46,14 +46,16 @@ def fused_lines(header: BatchHeader, body: memoryview, prefix: str, first: int, 
                             _NO_END if end is None else min(end, _NO_END), lines)
 
 def line_lists(plog: PartitionLog, start: int, end: int | None, *, isolation: str, control: str, prefix: str,
-               render: Callable[[list[Record]], list[bytes]], fused: bool
+               render: Callable[[list[Record]], list[bytes]], fused: bool, own_segment: LogSegment | None = None
                ) -> Iterator[tuple[list[int], list[bytes]]]:
     """(offsets, lines) per batch holding records of [start, end) a reader sees, as
     `render(records)` of `plog.record_lists` gives them. `fused`: the lines are the plain ones of
-    kfs.views.jsonl (no decoder of their own), so the fused renderer may stand in for `render`.
-    Raises what reading the records raises (CorruptLogError), after the batches before the damage."""
+    kfs.views.jsonl (no decoder of their own), so the fused renderer may stand in for `render`;
+    `own_segment`: only that segment object's batches (a decoded run's own file,
+    PartitionLog.segment_batches). Raises what reading the records raises (CorruptLogError), after
+    the batches before the damage."""
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control,
-                                                              end_offset=end):
+                                                              end_offset=end, segment=own_segment):
         out = fused_lines(header, body, prefix, first, end, lines=True) if fused else None
         if out is None:
             records = batch_records(segment, header, body, first, end)

@@ -38,6 +38,7 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterator
 from itertools import accumulate
+from typing import NamedTuple
 
 from kfs.internal.lines import line_decoder
 from kfs.record import Record
@@ -48,7 +49,7 @@ from kfs.views.line_lengths import counted_batches
 from kfs.views.runs import MAP_INTERVAL, DamagedLog, MappingProgress, SegmentRun, count_into
 from kfs.views.size_cache import SizeCache, code_fingerprint
 
-__all__ = ["Cursor", "DamagedLog", "DecodedLog", "DecodedView", "SegmentRun"]
+__all__ = ["Cursor", "DamagedLog", "DecodedLog", "DecodedView", "Measure", "SegmentRun"]
 
 log = logging.getLogger("kfs")
 
@@ -77,7 +78,9 @@ class DecodedLog:
         self._runs: OrderedDict[tuple[int, int], SegmentRun] = OrderedDict()
         self._lock = threading.Lock()
 
-    def view(self, start_offset: int) -> DecodedView:
+    def view(self, start_offset: int | None) -> DecodedView:
+        """The view from `start_offset`; None: from the log start, wherever it is at each use
+        (`messages.jsonl`)."""
         return DecodedView(self, start_offset)
 
     def render(self, records: list[Record]) -> list[bytes]:
@@ -120,24 +123,30 @@ class DecodedLog:
                 "decode": self.decode if self.decoder is not None else "plain", "aborted": aborted,
                 "code": code_fingerprint()}
 
-    def rendered(self, start: int, end: int) -> Iterator[tuple[list[int], list[bytes]]]:
+    def rendered(self, start: int, end: int, segment: LogSegment | None = None
+                 ) -> Iterator[tuple[list[int], list[bytes]]]:
         """(offsets, JSON lines) a batch at a time from `start` to `end` (kfs.views.batch_lines: from
-        the batches' bytes, without the GIL, where it can)."""
+        the batches' bytes, without the GIL, where it can); `segment`: from that segment object's
+        file only (a run's own, see `counted`)."""
         if start >= end:
             return
         yield from line_lists(self.plog, start, end, isolation=self.isolation, control=self.control,
-                              prefix=self.prefix, render=self.render, fused=self.countable)
+                              prefix=self.prefix, render=self.render, fused=self.countable, own_segment=segment)
 
-    def counted(self, start: int, end: int) -> Iterator:
+    def counted(self, start: int, end: int, segment: LogSegment | None = None) -> Iterator:
+        """The lines' lengths per batch; `segment`: a run's own segment object. A run is counted and
+        rendered from the file it maps, never through the partition's current listing: after a
+        cleaner swap that holds the cleaned file, and the old file's positions and offsets applied to
+        it gave cut lines and lost records (found by kfs.bench.soak)."""
         return counted_batches(self.plog, start, end, isolation=self.isolation, control=self.control,
-                               prefix=self.prefix, render=self.render, countable=self.countable)
+                               prefix=self.prefix, render=self.render, countable=self.countable, own_segment=segment)
 
     def map_run(self, run: SegmentRun, end: int, progress: MappingProgress | None = None) -> None:
         """Count `run`'s lines up to `end` (the batches not mapped yet), committing batch by batch,
         and keep a closed segment's complete map in the size cache."""
         with run.mapping:
             if run.mapped_to < end and run.error is None:
-                count_into(run, self.counted(run.mapped_to, end), end, progress)
+                count_into(run, self.counted(run.mapped_to, end, run.segment), end, progress)
             if not run.saved and run.mapped_to >= end and not self.plog.is_active(run.segment):
                 try:
                     key = self._cache_key(run.segment, run.start, end)
@@ -147,12 +156,31 @@ class DecodedLog:
                 run.saved = True
 
 
-class DecodedView:
-    """`offset/<start>.jsonl`: every record from `start` to the log end, one JSON line each."""
+class Measure(NamedTuple):
+    """A view's size and the files it was measured over: its start, and each run's segment (base
+    offset, inode) and start. Another measure `extends` this one when the view only grew at its end
+    (the active segment grew, segments rolled): every byte of this one is still where it was."""
 
-    def __init__(self, log: DecodedLog, start_offset: int) -> None:
+    size: int
+    start: int
+    runs: tuple[tuple[int, int | None, int], ...]
+
+    def extends(self, earlier: Measure) -> bool:
+        return (self.start == earlier.start and self.size >= earlier.size
+                and self.runs[:len(earlier.runs)] == earlier.runs)
+
+
+class DecodedView:
+    """`offset/<start>.jsonl`: every record from `start` to the log end, one JSON line each;
+    `messages.jsonl` (start None) from the log start as it is at each use."""
+
+    def __init__(self, log: DecodedLog, start_offset: int | None) -> None:
         self.log = log
-        self.start = start_offset
+        self._start = start_offset
+
+    @property
+    def start(self) -> int:
+        return self._start if self._start is not None else self.log.plog.log_start_offset()
 
     def layout(self, start: int | None = None) -> list[tuple[SegmentRun, int]]:
         """The runs of this view (whole segments, the first from the log start) and the offset each
@@ -182,10 +210,10 @@ class DecodedView:
             layout.append((run, end))
         return layout
 
-    def mapped_layout(self) -> list[tuple[SegmentRun, int]]:
+    def mapped_layout(self, start: int | None = None) -> list[tuple[SegmentRun, int]]:
         """The layout with every run mapped to its end: what a size needs (with progress in the log
         when that takes more than a second)."""
-        layout = self.layout()
+        layout = self.layout(start)
         missing = [(run, end) for run, end in layout if run.mapped_to < end]
         if missing:
             progress = MappingProgress(self.log.plog.name, sum(run.segment.valid_size() for run, _ in missing))
@@ -194,32 +222,40 @@ class DecodedView:
             progress.done()
         return layout
 
-    def skip(self, layout: list[tuple[SegmentRun, int]]) -> int:
-        """Where the view's first record starts in its first run (mapped)."""
+    def skip(self, layout: list[tuple[SegmentRun, int]], start: int | None = None) -> int:
+        """Where the view's first record (from `start`, the view's by default) starts in its first
+        run (mapped)."""
         if not layout:
             return 0
+        start = self.start if start is None else start
         run = layout[0][0]
-        if self.start <= run.start:
+        if start <= run.start:
             return 0
         with run.lock:
-            known = run.skips.get(self.start)
+            known = run.skips.get(start)
             if known is not None:
                 return known
-            i = bisect_right(run.offsets, self.start) - 1
+            i = bisect_right(run.offsets, start) - 1
             position, offset = run.positions[i], run.offsets[i]
-        if run.error is not None and self.start >= run.mapped_to:
+        if run.error is not None and start >= run.mapped_to:
             return run.length
-        skip = position + sum(batch.length for batch in self.log.counted(offset, self.start))
+        skip = position + sum(batch.length for batch in self.log.counted(offset, start, run.segment))
         with run.lock:
-            run.skips[self.start] = skip
+            run.skips[start] = skip
             while len(run.skips) > MAX_SKIPS:
                 run.skips.popitem(last=False)
         return skip
 
     def size(self) -> int:
         """The exact length of the view now: every run mapped (from the cache, or counted)."""
-        layout = self.mapped_layout()
-        return sum(run.span() for run, _ in layout) - self.skip(layout)
+        return self.measured().size
+
+    def measured(self) -> Measure:
+        """The exact length now, and what it was measured over (see `Measure`)."""
+        start = self.start
+        layout = self.mapped_layout(start)
+        return Measure(sum(run.span() for run, _ in layout) - self.skip(layout, start), start,
+                       tuple((run.segment.base_offset, run.segment.inode, run.start) for run, _ in layout))
 
     def damaged(self) -> bool:
         """Whether the view (as mapped) holds damage: reads there fail."""
@@ -227,10 +263,11 @@ class DecodedView:
 
     def known_size(self) -> int | None:
         """The size if every run is mapped already (no counting), else None."""
-        layout = self.layout()
+        start = self.start
+        layout = self.layout(start)
         if any(run.mapped_to < end for run, end in layout):
             return None
-        return sum(run.span() for run, _ in layout) - self.skip(layout)
+        return sum(run.span() for run, _ in layout) - self.skip(layout, start)
 
     def cursor(self) -> Cursor:
         return Cursor(self)
@@ -240,11 +277,19 @@ class Cursor:
     """A reader's position in a view (one per open file): sequential reads continue the decoding
     where the last one stopped; other reads seek through the run maps.
 
-    A read goes on from the run where the last one ended (that run and the ones after it keep
-    their positions), whatever happened to the segments before it: a cleaned (shorter) segment
-    swapped in, or the first one deleted by retention, would otherwise shift every position after
-    them, and `tail -f` or a slow `cat` got a line cut in two and records skipped, or EIO (found by
-    kfs.bench.soak). Its own segment replaced or deleted is EIO.
+    **The rule when segments change under a reader.** A decoded file is always the lines of the
+    partition's segments as they are now: every reader, and the kernel's page cache they share,
+    sees the same bytes at the same position, and st_size is their length. Appends (the active
+    segment growing, a roll) only add bytes at the end. Retention deleting a segment, the log
+    start moving, or the log cleaner swapping in a shorter segment changes the bytes *before* later
+    positions: a reader that had read past that point would go on at a position that now holds
+    other lines (a line cut in two, records skipped or repeated). So each cursor remembers the
+    segment files (and the start) its bytes came from, up to where it has read; a read past them
+    when one of those files is gone or replaced is EIO, never bytes that do not continue what the
+    reader has. A read from position 0 starts over with the file as it is now, and so does
+    `tail -f` when it sees the size drop below what it read ("file truncated"). Kafka's readers
+    follow offsets, not byte positions, and so go on: `kfs cat`, or `offset/<N>.jsonl` reopened at
+    the last offset read, do the same here.
     """
 
     def __init__(self, view: DecodedView) -> None:
@@ -255,7 +300,9 @@ class Cursor:
         self._chunks: Iterator[tuple[list[int], list[bytes]]] = iter(())
         self._buf = b""  # the rendered batch the cursor is in ...
         self._buf_position = 0  # ... and where it starts in the run
-        self._at: tuple[int, SegmentRun, int] | None = None  # where the last read ended: position, run, place in it
+        # The view's start and the (segment, run start) of each run read so far, from the first.
+        self._seen: tuple[int, list[tuple[LogSegment, int]]] | None = None
+        self._last_run = -1  # index in the layout of the run the last read ended in
 
     def read(self, position: int, size: int, partial: bool = True) -> bytes:
         """Up to `size` bytes at `position`; fewer only at the end of the stream, or (`partial`)
@@ -266,40 +313,49 @@ class Cursor:
             try:
                 self._read_into(out, position, size)
             except Exception:
-                self._run = self._at = None  # start afresh: the next read meets the error again
+                self._run = None  # start afresh: the next read meets the error again
                 if not out or not partial:
                     raise
         return b"".join(out)
 
     def _read_into(self, out: list[bytes], position: int, wanted: int) -> None:
-        if self._at is not None and position >= self._at[0] - self._at[2]:
-            at, run, local = self._at  # a read in or after the run the last one ended in (the kernel
-            start = at - local  # may send a reader's requests out of order): that run starts here
-            layout = self.view.layout(run.segment.base_offset)
-            if layout and layout[0][0] is run:
-                self._walk(out, layout, position, position - start, wanted)
-                return
-            if not layout or layout[0][0].segment is not run.segment:
-                raise VanishedError(f"{run.segment.log_path}: segment deleted or replaced while reading")
-        layout = self.view.layout()
-        self._walk(out, layout, position, position + self.view.skip(layout), wanted)
+        if position == 0:
+            self._seen = None  # a reader starting over reads the file as it is now
+        start = self.view.start
+        layout = self.view.layout(start)
+        runs = [(run.segment, run.start) for run, _ in layout]
+        if self._seen is not None:
+            seen_start, seen = self._seen
+            if seen_start != start or len(runs) < len(seen) or any(
+                    segment is not seen_segment or run_start != seen_run_start
+                    for (segment, run_start), (seen_segment, seen_run_start) in zip(runs, seen, strict=False)):
+                raise VanishedError(f"{self.view.log.plog.name}: a segment before position {position} was deleted "
+                                    "or replaced while read (the decoded file changed before this reader's "
+                                    "position: reopen it to read it as it is now)")
+        self._last_run = -1
+        try:
+            self._walk(out, layout, position, position + self.view.skip(layout, start), wanted)
+        finally:
+            known = len(self._seen[1]) if self._seen is not None else 0
+            self._seen = (start, runs[:max(known, self._last_run + 1)])
 
     def _walk(self, out: list[bytes], layout: list[tuple[SegmentRun, int]], position: int, local: int,
               wanted: int) -> None:
         """Serve `wanted` bytes from `local` in the first run of `layout` on; `position` is the stream's."""
-        for run, end in layout:
+        for i, (run, end) in enumerate(layout):
             if run.mapped_to >= end and local >= run.length:
                 if run.error is not None:
                     if local == run.length:
+                        self._last_run = i
                         raise DamagedLog(run.error)
                     local -= 1
                 local -= run.length
                 continue
+            self._last_run = i
             served = self._serve(run, end, local, wanted, out)
             if served:
                 wanted -= served
                 position += served
-                self._at = (position, run, local + served)
                 local = 0
                 if wanted <= 0:
                     return
@@ -320,7 +376,7 @@ class Cursor:
                 and local - buf_end <= RESUME_SLACK):
             position, offset = run.entry_at_or_before(local)
             self._run, self._end = run, end
-            self._chunks = log.rendered(offset, end)
+            self._chunks = log.rendered(offset, end, run.segment)
             self._buf, self._buf_position = b"", position
             buf_end = position
         served = 0

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from kfs.record import CorruptBatchError, Record, crc_is_valid, default_batch, speedups
-from kfs.storage import PartitionLog, batch_records
+from kfs.storage import LogSegment, PartitionLog, batch_records
 
 _count_jsonl = speedups.count_jsonl
 _NO_END = (1 << 63) - 1
@@ -35,17 +35,19 @@ class CountedBatch(NamedTuple):
 
 
 def counted_batches(plog: PartitionLog, start: int, end: int, *, isolation: str, control: str, prefix: str,
-                    render: Callable[[list[Record]], list[bytes]], countable: bool) -> Iterator[CountedBatch]:
+                    render: Callable[[list[Record]], list[bytes]], countable: bool,
+                    own_segment: LogSegment | None = None) -> Iterator[CountedBatch]:
     """Per batch holding records of [start, end) that the view shows, their lines' length.
 
     `render` is the view's renderer; `countable`: its lines are section 3's plain ones, so the
-    compiled counter may stand in for it. Raises what reading the records raises (CorruptLogError),
+    compiled counter may stand in for it; `own_segment`: only that segment object's batches (a run's
+    own file, PartitionLog.segment_batches). Raises what reading the records raises (CorruptLogError),
     after the batches before the damage.
     """
     if start >= end:
         return
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control,
-                                                              end_offset=end):
+                                                              end_offset=end, segment=own_segment):
         counted = None
         if countable and _count_jsonl is not None and header.magic == 2 and not header.is_control \
                 and header.record_count > 0 and crc_is_valid(body, header):

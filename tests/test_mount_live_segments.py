@@ -1,0 +1,99 @@
+"""A real mount while the log cleaner swaps segments and retention deletes them (found by the
+live-writer soak, kfs.bench.soak): whole-partition reads are right or EIO, never other lines; a
+segment's name never vanishes during a swap; deleted and replaced files are not held open."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from pathlib import Path
+
+from conftest import v2_batch, write_segment
+from mounts import daemon_errors, mounted, needs_fuse
+
+from kfs.bench.soak import VANISHED
+
+pytestmark = needs_fuse
+
+SEGMENTS = (0, 100, 200, 300)
+
+
+def _segment(directory: Path, base: int, offsets: list[int]) -> None:
+    appends = []
+    for i in range(0, len(offsets), 5):
+        records = [(o, 1_700_000_000_000 + o, b"k%d" % o, b"value-%d" % o, []) for o in offsets[i:i + 5]]
+        appends.append([(v2_batch(records[0][0], records), records)])
+    write_segment(str(directory), base, appends, 200)
+
+
+def _partition(tmp_path: Path) -> Path:
+    partition = tmp_path / "logdir" / "live-0"
+    partition.mkdir(parents=True)
+    for base in SEGMENTS:
+        _segment(partition, base, list(range(base, base + 100)))
+    return partition
+
+
+def _line(offset: int) -> bytes:
+    return (b'{"topic": "live", "partition": 0, "offset": %d, "timestamp": %d, "timestamp_type": "CreateTime", '
+            b'"key": "k%d", "value": "value-%d", "headers": []}\n' % (offset, 1_700_000_000_000 + offset, offset,
+                                                                       offset))
+
+
+def _swapper(tmp_path: Path, partition: Path, stop: threading.Event, swaps: list[int]) -> None:
+    """Swap segment 100 between its whole and its cleaned (every other record) form, the cleaner's
+    way: files written elsewhere, then renamed over the segment's (a new inode each time)."""
+    n = 0
+    while not stop.is_set():
+        scratch = tmp_path / f"cleaned-{n}"
+        scratch.mkdir()
+        _segment(scratch, 100, list(range(100, 200, 1 if n % 2 else 2)))
+        for path in scratch.iterdir():
+            os.replace(path, partition / path.name)
+        n += 1
+        swaps.append(n)
+        time.sleep(0.1)
+
+
+def test_whole_partition_reads_during_cleaner_swaps_are_right_or_eio(tmp_path: Path) -> None:
+    partition = _partition(tmp_path)
+    whole = b"".join(_line(o) for o in range(400))
+    cleaned = b"".join(_line(o) for o in range(400) if not 100 <= o < 200 or o % 2 == 0)
+    stop, swaps = threading.Event(), []
+    with mounted(tmp_path, [str(tmp_path / "logdir")], expect_errors=True) as mnt:
+        swapper = threading.Thread(target=_swapper, args=(tmp_path, partition, stop, swaps))
+        swapper.start()
+        good = eio = 0
+        wrong: list[bytes] = []
+        deadline = time.monotonic() + 8
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    with open(mnt / "live-0" / "messages.jsonl", "rb", buffering=0) as f:
+                        chunks = []
+                        while chunk := f.read(4096):  # small reads: swaps land between them
+                            chunks.append(chunk)
+                    data = b"".join(chunks)
+                except OSError as e:
+                    assert e.errno == errno.EIO, e
+                    eio += 1
+                    continue
+                if data in (whole, cleaned):
+                    good += 1
+                else:
+                    wrong.append(data)
+        finally:
+            stop.set()
+            swapper.join()
+    assert wrong == [], f"{len(wrong)} wrong reads of {good + eio + len(wrong)} ({len(swaps)} swaps)"
+    assert good > 0 and len(swaps) > 20, (good, eio)
+    print(f"{good} right, {eio} EIO, {len(swaps)} swaps")
+    _only_vanished(tmp_path / "mnt.log")
+
+
+def _only_vanished(log_path: Path) -> None:
+    """The daemon logged nothing but reads that met a deleted or replaced segment."""
+    unexpected = [line for line in daemon_errors(log_path) if not VANISHED.search(line)]
+    assert unexpected == [], unexpected[:5]
