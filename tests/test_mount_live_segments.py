@@ -97,3 +97,38 @@ def _only_vanished(log_path: Path) -> None:
     """The daemon logged nothing but reads that met a deleted or replaced segment."""
     unexpected = [line for line in daemon_errors(log_path) if not VANISHED.search(line)]
     assert unexpected == [], unexpected[:5]
+
+
+def test_a_segment_being_swapped_is_its_swap_file_and_never_vanishes(tmp_path: Path) -> None:
+    """Kafka's cleaner (LocalLog.replaceSegments) renames the cleaned files to `.swap`, the old ones
+    to `.deleted`, then the `.swap` files to their names: in between there is no `<base>.log`, and
+    Kafka's LogLoader takes the `.swap` file for the segment. kfs answered ENOENT there for every
+    name in the segment (found by the live-writer soak)."""
+    partition = _partition(tmp_path)
+    cleaned = b"".join(_line(o) for o in range(400) if not 100 <= o < 200 or o % 2 == 0)
+    scratch = tmp_path / "cleaned"
+    scratch.mkdir()
+    _segment(scratch, 100, list(range(100, 200, 2)))
+    stem = f"{100:020d}"
+    with mounted(tmp_path, [str(tmp_path / "logdir")]) as mnt:
+        live = mnt / "live-0"
+        assert (live / "offset" / "151.value").read_bytes() == b"value-151"
+        for suffix in (".log", ".index", ".timeindex"):
+            os.replace(scratch / (stem + suffix), partition / (stem + suffix + ".swap"))
+        for suffix in (".log", ".index", ".timeindex"):
+            os.replace(partition / (stem + suffix), partition / (stem + suffix + ".deleted"))
+        time.sleep(1.2)  # the partition's listing and the kernel's attributes are renewed
+        assert not (partition / (stem + ".log")).exists()
+        assert (live / "offset" / "150.value").read_bytes() == b"value-150"
+        assert not (live / "offset" / "151.value").exists()  # cleaned away: a gap
+        assert (live / "offset" / "151.jsonl").open("rb").readline() == _line(152)
+        assert (live / "time" / str(1_700_000_000_000 + 140)).open("rb").read(61)[:8]  # a batch
+        with open(live / "messages.jsonl", "rb") as during:
+            assert during.read(len(cleaned) // 2) == cleaned[:len(cleaned) // 2]
+            for suffix in (".log", ".index", ".timeindex"):
+                os.replace(partition / (stem + suffix + ".swap"), partition / (stem + suffix))
+            time.sleep(1.2)
+            assert (live / "offset" / "150.value").read_bytes() == b"value-150"
+            assert during.read() == cleaned[len(cleaned) // 2:]  # the same file under its final name
+        assert (live / "messages.jsonl").read_bytes() == cleaned
+    _only_vanished(tmp_path / "mnt.log")

@@ -67,19 +67,21 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 class LogSegment(LogFile):
     """A segment's files, opened lazily; thread-safe for concurrent readers."""
 
-    def __init__(self, directory: str, base_offset: int, inode: int | None = None, log_path: str | None = None
-                 ) -> None:
+    def __init__(self, directory: str, base_offset: int, inode: int | None = None, log_path: str | None = None,
+                 suffix: str = "") -> None:
         """log_path: the `.log` under another name than `<20-digit base offset>.log` (a file given to
-        `kfs dump`); its indexes are still looked for under their segment names."""
-        super().__init__(log_path or os.path.join(directory, segment_file_name(base_offset, ".log")))
+        `kfs dump`); its indexes are still looked for under their segment names. suffix: ".swap" for a
+        cleaned segment not yet renamed (`<base>.log.swap`, `<base>.index.swap`, ...)."""
+        super().__init__(log_path or os.path.join(directory, segment_file_name(base_offset, ".log" + suffix)))
         self.directory = directory
         self.base_offset = base_offset
+        self.suffix = suffix
         self.inode = inode  # of the `.log` when listed: a different inode later is a different segment
-        self.offset_index = OffsetIndex(os.path.join(directory, segment_file_name(base_offset, ".index")),
+        self.offset_index = OffsetIndex(os.path.join(directory, segment_file_name(base_offset, ".index" + suffix)),
                                         base_offset)
-        self.time_index = TimeIndex(os.path.join(directory, segment_file_name(base_offset, ".timeindex")),
+        self.time_index = TimeIndex(os.path.join(directory, segment_file_name(base_offset, ".timeindex" + suffix)),
                                     base_offset)
-        self.txn_index_path = os.path.join(directory, segment_file_name(base_offset, ".txnindex"))
+        self.txn_index_path = os.path.join(directory, segment_file_name(base_offset, ".txnindex" + suffix))
         # What we know of the complete batches: (file size when walked, end of the last complete
         # batch, last offset + 1 of it, largest batch max timestamp seen past the time index).
         self._tail = (-1, 0, base_offset, -1)
@@ -88,6 +90,16 @@ class LogSegment(LogFile):
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path})"
+
+    def renamed(self, suffix: str) -> None:
+        """The segment's files now end in `suffix` (a `.swap` renamed to its final name): the same
+        files, found by their new names when next opened (an open descriptor or map stays valid)."""
+        stem = os.path.join(self.directory, segment_file_name(self.base_offset, ""))
+        self.log_path = stem + ".log" + suffix
+        self.offset_index.path = stem + ".index" + suffix
+        self.time_index.path = stem + ".timeindex" + suffix
+        self.txn_index_path = stem + ".txnindex" + suffix
+        self.suffix = suffix
 
     def close(self) -> None:
         """Close the `.log` descriptor (reopened on next use) and the index maps."""

@@ -15,14 +15,25 @@ from sortedcontainers import SortedDict
 
 from kfs.storage.segment import LogSegment
 
-# `<20-digit base offset>.log` exactly: `.log.deleted`, `.log.cleaned`, `.log.swap` are not segments.
-_SEGMENT_LOG = re.compile(r"^(\d{20})\.log$")
+# `<20-digit base offset>.log`, or `.log.swap`: a cleaned segment between the old files' removal and
+# its rename to `.log` (Kafka's LocalLog.replaceSegments), which Kafka's LogLoader takes for the segment
+# (recovery completes the swap). `.log.deleted` and `.log.cleaned` are not segments.
+_SEGMENT_LOG = re.compile(r"^(\d{20})\.log(\.swap)?$")
+SWAP_SUFFIX = ".swap"
 
 
-def list_segment_files(directory: str) -> dict[int, int]:
-    """base offset -> inode of every `.log` segment (scandir gives inodes without a stat call)."""
+def list_segment_files(directory: str) -> dict[int, tuple[int, str]]:
+    """base offset -> (inode, suffix: "" or ".swap") of every segment's `.log` (scandir gives inodes
+    without a stat call); a `.log` wins over a `.log.swap` (the swap has not replaced it yet)."""
+    found: dict[int, tuple[int, str]] = {}
     with os.scandir(directory) as entries:
-        return {int(m.group(1)): entry.inode() for entry in entries if (m := _SEGMENT_LOG.match(entry.name))}
+        for entry in entries:
+            m = _SEGMENT_LOG.match(entry.name)
+            if m is not None:
+                base, suffix = int(m.group(1)), m.group(2) or ""
+                if suffix == "" or base not in found:
+                    found[base] = (entry.inode(), suffix)
+    return found
 
 
 class LogSegments:
@@ -33,14 +44,20 @@ class LogSegments:
 
     def refresh(self) -> None:
         """Follow the directory: add segments that rolled in, drop (and close) deleted ones, and
-        replace one whose file is a new inode (the log cleaner swapped in a cleaned copy)."""
+        replace one whose file is a new inode (the log cleaner swapped in a cleaned copy). A
+        cleaned segment is the segment from when it is `.log.swap` (the old `.log` already gone)
+        until it is renamed to `.log`: the same file, so the same segment object, whose name
+        follows it; its name never vanishes during a swap."""
         found = list_segment_files(self.directory)
         with self._lock:
-            for base in [b for b, seg in self._segments.items() if found.get(b) != seg.inode]:
+            for base in [b for b, seg in self._segments.items() if found.get(b, (None,))[0] != seg.inode]:
                 self._segments.pop(base).retire()
-            for base, inode in found.items():
-                if base not in self._segments:
-                    self._segments[base] = LogSegment(self.directory, base, inode)
+            for base, (inode, suffix) in found.items():
+                segment = self._segments.get(base)
+                if segment is None:
+                    self._segments[base] = LogSegment(self.directory, base, inode, suffix=suffix)
+                elif segment.suffix != suffix:
+                    segment.renamed(suffix)
 
     def all(self) -> list[LogSegment]:
         with self._lock:
