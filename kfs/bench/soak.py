@@ -40,7 +40,7 @@ SAMPLE_EVERY = 3.0  # seconds between RSS/descriptor samples
 PROGRESS_EVERY = 10.0
 RSS_SLACK_KB = 20 * 1024
 #: A daemon error that a segment vanishing mid-read explains (kfs.storage.errors.VanishedError's messages).
-VANISHED = re.compile(r"(deleted|replaced|vanished)[^:]*(while|before it was) read|No such file"
+VANISHED = re.compile(r"(deleted|replaced|vanished)[^:]*(while|before it was) read|No such file|log start moved"
                       r"|the segment holding offset \d+ is gone")
 
 
@@ -95,7 +95,8 @@ def _daemon_log(path: Path, oracle: Oracle) -> tuple[int, list[str], dict[str, i
             kind = re.sub(r"\d+", "N", line.split(" WARNING ", 1)[1])[:100]
             warnings[kind] = warnings.get(kind, 0) + 1
         elif " ERROR " in line or " CRITICAL " in line or "Traceback" in line:
-            if VANISHED.search(line) and (any(name in line for name in gone) or "is gone" in line):
+            if VANISHED.search(line) and (any(name in line for name in gone) or "is gone" in line
+                                          or "log start moved" in line):
                 vanished += 1
             else:
                 others.append(line)

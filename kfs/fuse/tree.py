@@ -36,11 +36,11 @@ from kfs.views.size_cache import SizeCache
 
 BLOCK_SIZE = 1 << 20  # st_blksize: cat/cp size their reads by it (max(128 KiB, st_blksize))
 SMALL_TTL = 1.0  # seconds an info.json / .value rendering is reused (the kernel's attr timeout)
-MAX_SMALL_FILES = 4096  # rendered info.jsons and .values kept (LRU) ...
+MAX_SMALL_FILES = 1024  # rendered info.jsons and .values kept (LRU) ...
 MAX_SMALL_BYTES = 16 << 20  # ... and their bytes at most (a .value may be large)
 MAX_DECODED_LOGS = 256  # partitions whose decoded runs and seek maps stay in memory (the size cache keeps the rest)
-MAX_LOCATIONS = 16384  # offset/time lookups reused within SMALL_TTL
-MAX_SIGNATURES = 65536  # (size, mtime) of files opened before, for keep_cache
+MAX_LOCATIONS = 2048  # offset/time lookups reused within SMALL_TTL (older ones are of no use)
+MAX_SIGNATURES = 4096  # (size, mtime) of files opened lately, for keep_cache
 MAX_DECODED_PATHS = 4096  # decoded files whose last stat and open readers are tracked (see _open_decoded)
 KERNEL_TRUSTS_STAT = 2.0  # seconds: the kernel's attribute timeout (operations.ATTR_TIMEOUT), with slack
 PARTITION_DIR_NAMES = ("info.json", "messages.jsonl", "offset", "time")

@@ -73,6 +73,11 @@ class LogFile:
         return self._fd
 
     @property
+    def retired(self) -> bool:
+        """Deleted or replaced: what is known about it is kept by nobody (see kfs.views.decoded)."""
+        return self._retired
+
+    @property
     def file_id(self) -> int | None:
         """The inode of the `.log` this object has read (None before the first read)."""
         return self._file_id

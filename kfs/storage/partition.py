@@ -49,7 +49,7 @@ class PartitionLog:
         self._segments = LogSegments(path)
         self._refreshed_at = float("-inf")
         self._lock = threading.Lock()
-        self._largest_ts_cache: dict[int, int] = {}
+        self._largest_ts_cache: dict[int, tuple[int | None, int]] = {}
         self._damage_cache: dict[int, tuple[tuple, SegmentDamage | None]] = {}
         self._aborted_cache: tuple[tuple, AbortedIndex] | None = None
 
@@ -65,6 +65,11 @@ class PartitionLog:
             except FileNotFoundError:
                 raise UnknownPartition(f"partition {self.name} no longer exists at {self.path}") from None
             self._refreshed_at = now
+            # What was remembered of segments deleted since: kept, it grew with every retention.
+            bases = {segment.base_offset for segment in self._segments.all()}
+            for cache in (self._largest_ts_cache, self._damage_cache):
+                for base in [b for b in cache if b not in bases]:
+                    cache.pop(base, None)
 
     def segments(self) -> list[LogSegment]:
         self.refresh()
@@ -171,11 +176,11 @@ class PartitionLog:
     def largest_timestamp(self, segment: LogSegment) -> int:
         """A segment's largest timestamp, remembered for closed segments (they no longer change)."""
         cached = self._largest_ts_cache.get(segment.base_offset)
-        if cached is not None:
-            return cached
+        if cached is not None and cached[0] == segment.inode:  # not of a file the cleaner replaced since
+            return cached[1]
         value = segment.largest_timestamp()
         if not self.is_active(segment):
-            self._largest_ts_cache[segment.base_offset] = value
+            self._largest_ts_cache[segment.base_offset] = (segment.inode, value)
         return value
 
     def locate_time(self, target_ms: int) -> Location:

@@ -97,6 +97,10 @@ class DecodedLog:
                 self._runs.move_to_end(key)
                 return run
             run = self._runs[key] = SegmentRun(segment, start)
+            # A new run (a roll, a swap, a new log start): drop the runs of segments deleted or
+            # replaced since; kept, their seek maps and view starts grew the daemon with every one.
+            for old_key in [k for k, r in self._runs.items() if r.segment.retired]:
+                del self._runs[old_key]
             while len(self._runs) > MAX_RUNS:
                 self._runs.popitem(last=False)
         if not self.plog.is_active(segment):
@@ -326,12 +330,17 @@ class Cursor:
         runs = [(run.segment, run.start) for run, _ in layout]
         if self._seen is not None:
             seen_start, seen = self._seen
-            if seen_start != start or len(runs) < len(seen) or any(
-                    segment is not seen_segment or run_start != seen_run_start
-                    for (segment, run_start), (seen_segment, seen_run_start) in zip(runs, seen, strict=False)):
-                raise VanishedError(f"{self.view.log.plog.name}: a segment before position {position} was deleted "
-                                    "or replaced while read (the decoded file changed before this reader's "
+            now: list[tuple[LogSegment, int] | None] = [*runs, *[None] * len(seen)]
+            changed = [seen_segment for (seen_segment, seen_run_start), run in zip(seen, now, strict=False)
+                       if run is None or run[0] is not seen_segment or run[1] != seen_run_start]
+            if changed:
+                raise VanishedError(f"{changed[0].log_path}: segment deleted or replaced while read, before position "
+                                    f"{position} of this reader (the decoded file changed before the reader's "
                                     "position: reopen it to read it as it is now)")
+            if seen_start != start:
+                raise VanishedError(f"{self.view.log.plog.name}: the log start moved from {seen_start} to {start} "
+                                    f"while read, before position {position} of this reader (reopen the file to read "
+                                    "it as it is now)")
         self._last_run = -1
         try:
             self._walk(out, layout, position, position + self.view.skip(layout, start), wanted)
