@@ -138,3 +138,21 @@ def test_a_run_of_a_replaced_segment_is_never_read_from_the_file_that_replaced_i
             lines = b"".join(b"".join(chunk) for _, chunk in log.rendered(run.start, end, run.segment))
             assert lines == expected_old[:len(lines)]
     assert run.length == 0
+
+
+@pytest.mark.parametrize("name", ["/live-0/messages.jsonl", "/live-0/offset/150.jsonl", "/live-0/info.json"])
+def test_a_name_never_vanishes_when_a_segment_is_deleted_between_listing_and_use(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Retention deleted the first segment after the partition was listed and before the listed
+    file was used: `stat messages.jsonl` was ENOENT (found by the live-writer soak: a new `tail -f`
+    could not open it). Now the answer is taken again from a fresh listing."""
+    from kfs.storage import partition as partition_module
+
+    partition = _partition(tmp_path)
+    tree = KfsTree(LogDirs([str(tmp_path / "logdir")]))
+    tree.getattr(name)  # listed
+    monkeypatch.setattr(partition_module, "REFRESH_INTERVAL", 1e9)  # not listed again by itself
+    for path in partition.glob(f"{0:020d}.*"):
+        path.unlink()
+    assert tree.getattr(name).size > 0
+    assert tree.open(name).read(1 << 20, 0)

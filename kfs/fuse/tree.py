@@ -24,15 +24,18 @@ import stat
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kfs.fuse.groups_tree import GROUPS_DIR, GroupsTree
 from kfs.fuse.handles import Attr, BytesHandle, DecodedHandle, Handle, RawHandle, TreeError, as_errno
-from kfs.storage import Extent, Location, LogDirs, OffsetOutOfRange, PartitionLog, UnknownPartition
+from kfs.storage import Extent, Location, LogDirs, OffsetOutOfRange, PartitionLog, UnknownPartition, VanishedError
 from kfs.storage.lru import LruCache
 from kfs.views.decoded import DecodedLog, DecodedView, Measure
 from kfs.views.size_cache import SizeCache
+
+T = TypeVar("T")
 
 BLOCK_SIZE = 1 << 20  # st_blksize: cat/cp size their reads by it (max(128 KiB, st_blksize))
 SMALL_TTL = 1.0  # seconds an info.json / .value rendering is reused (the kernel's attr timeout)
@@ -43,6 +46,7 @@ MAX_LOCATIONS = 2048  # offset/time lookups reused within SMALL_TTL (older ones 
 MAX_SIGNATURES = 4096  # (size, mtime) of files opened lately, for keep_cache
 MAX_DECODED_PATHS = 4096  # decoded files whose last stat and open readers are tracked (see _open_decoded)
 KERNEL_TRUSTS_STAT = 2.0  # seconds: the kernel's attribute timeout (operations.ATTR_TIMEOUT), with slack
+VANISHED_RETRIES = 3  # answers tried afresh when a segment file vanished under them
 PARTITION_DIR_NAMES = ("info.json", "messages.jsonl", "offset", "time")
 
 
@@ -92,6 +96,33 @@ class KfsTree:
         small = self._fresh_small(path)
         if small is not None:  # the open (or stat) that follows a lookup: no parsing, no partition check
             return small[0]
+        return self._settled(path, self._getattr)
+
+    def open(self, path: str) -> Handle:
+        small = self._fresh_small(path)
+        if small is not None:
+            return self._cached(path, BytesHandle(small[0], data=small[1]))
+        return self._settled(path, self._open)
+
+    def _settled(self, path: str, answer: Callable[[str], T]) -> T:
+        """`answer(path)`, again after a fresh listing when a segment file it used vanished between
+        the partition's listing and its use (retention, the cleaner's swap): such a name is still
+        there, and a `stat` or `open` of it must not fail (a new `tail -f messages.jsonl` got ENOENT)."""
+        for attempt in range(VANISHED_RETRIES):
+            try:
+                return answer(path)
+            except (FileNotFoundError, TreeError) as e:
+                vanished = isinstance(e, FileNotFoundError) or isinstance(getattr(e, "cause", None), VanishedError)
+                parts = _split(path)
+                if not vanished or attempt + 1 == VANISHED_RETRIES or len(parts) < 2 or parts[0] == GROUPS_DIR:
+                    raise
+                try:
+                    self.logdirs.partition(parts[0]).refresh(force=True)
+                except UnknownPartition:
+                    raise e from None
+        raise AssertionError("unreachable")
+
+    def _getattr(self, path: str) -> Attr:
         parts = _split(path)
         with as_errno(path):
             if not parts:
@@ -125,10 +156,7 @@ class KfsTree:
         self.getattr(path)  # ENOENT when nothing is there
         raise TreeError(errno.ENOTDIR, path)
 
-    def open(self, path: str) -> Handle:
-        small = self._fresh_small(path)
-        if small is not None:
-            return self._cached(path, BytesHandle(small[0], data=small[1]))
+    def _open(self, path: str) -> Handle:
         parts = _split(path)
         with as_errno(path):
             if parts and parts[0] == GROUPS_DIR:
