@@ -186,6 +186,7 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
         logging.getLogger("kfs.requests").setLevel(logging.INFO)
     try:
         from kfs.fuse import binding
+        from kfs.fuse.malloc import bound_heap
         from kfs.fuse.operations import KfsOperations
         from kfs.fuse.tree import KfsTree
         from kfs.storage import LogDirs
@@ -204,6 +205,7 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
             fuse_options["nonempty"] = True                          # rejects the option as unknown
         fuse_options.setdefault("fsname", "kfs:" + logdirs[0])
         fuse_options.setdefault("subtype", "kfs")
+        bound_heap()
     except Exception as exc:
         log.error("could not mount at %s: %s", mountpoint, exc)
         _report(status_fd, f"{exc}")

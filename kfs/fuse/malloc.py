@@ -1,0 +1,37 @@
+"""The daemon's C heap: few malloc arenas, large blocks straight from (and back to) the kernel.
+
+libfuse runs up to ten worker threads, and every decoded read reply is a malloc'd block of up to
+256 KiB (kfs.fuse.zerocopy). glibc gives each thread an arena of its own (up to 8 per core), and
+after the first such block is freed it raises its mmap threshold past that size, so later replies
+come from the arenas, which keep what they grew to: the live-writer soak's daemon grew ~17 MB a
+minute that way (kfs.bench.soak; with MALLOC_ARENA_MAX=2 and a fixed threshold it stayed flat).
+Setting the threshold explicitly (mallopt) turns glibc's adjustment off. A no-op off glibc.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+
+log = logging.getLogger("kfs")
+
+M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+M_ARENA_MAX = -8
+MMAP_THRESHOLD = 128 * 1024  # glibc's default, kept: read replies (up to 256 KiB) are mmapped and unmapped
+ARENA_MAX = 2
+
+
+def bound_heap() -> bool:
+    """Call once, before the daemon's threads start; True when glibc took the settings."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    done = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_ARENA_MAX, ARENA_MAX))
+    if not done:
+        log.debug("mallopt did not take the daemon's heap settings")
+    return done
