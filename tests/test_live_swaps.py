@@ -156,3 +156,25 @@ def test_a_name_never_vanishes_when_a_segment_is_deleted_between_listing_and_use
         path.unlink()
     assert tree.getattr(name).size > 0
     assert tree.open(name).read(1 << 20, 0)
+
+
+def test_a_lookup_is_not_reused_once_its_segment_is_deleted_or_replaced(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel asks for a name several times per use, so lookups are reused for a second; one
+    made before retention deleted its segment, or the cleaner replaced it, pointed into no file:
+    `offset/earliest` was ENOENT and `time/<T>` EIO until the second was over (found by the soak)."""
+    from kfs.storage import partition as partition_module
+
+    monkeypatch.setattr(partition_module, "REFRESH_INTERVAL", 0.0)
+    partition = _partition(tmp_path)
+    tree = KfsTree(LogDirs([str(tmp_path / "logdir")]))
+    names = ["/live-0/offset/earliest", f"/live-0/time/{1_700_000_000_150}", "/live-0/offset/150"]
+    for name in names:
+        assert tree.getattr(name).size > 0
+    _swap_in_cleaned(tmp_path, partition)
+    for path in partition.glob(f"{0:020d}.*"):
+        path.unlink()
+    expected = b"".join(p.read_bytes() for p in sorted(partition.glob("*.log")))
+    for name in names:
+        handle = tree.open(name)
+        assert handle.read(1 << 20, 0) == expected[len(expected) - handle.attr.size:]

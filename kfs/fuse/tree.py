@@ -82,7 +82,7 @@ class KfsTree:
         self._small: LruCache[str, tuple[float, Attr, bytes]] = LruCache(
             MAX_SMALL_FILES, MAX_SMALL_BYTES, weigh=lambda item: len(item[2]) + 200)
         self._signatures: LruCache[str, tuple[int, int, int]] = LruCache(MAX_SIGNATURES)
-        self._locations: LruCache[tuple[str, str, str], tuple[float, PartitionLog, Location]] = LruCache(
+        self._locations: LruCache[tuple[str, str, str], tuple[float, PartitionLog, Location, int]] = LruCache(
             MAX_LOCATIONS)
         # Decoded files: the last size the kernel was given, and the readers open (see _open_decoded).
         self._answered: LruCache[str, tuple[float, Measure]] = LruCache(MAX_DECODED_PATHS)
@@ -197,11 +197,12 @@ class KfsTree:
         kernel's own attribute timeout ("latest" and "-K" move as the log grows)."""
         key = (plog.name, name.axis, name.spec)
         now = time.monotonic()
+        listing = plog.listing()
         cached = self._locations.get(key)
-        if cached and now - cached[0] < SMALL_TTL and cached[1] is plog:
-            return cached[2]
+        if cached and now - cached[0] < SMALL_TTL and cached[1] is plog and cached[3] == listing:
+            return cached[2]  # (not after a segment was deleted or replaced: its positions may be in no file)
         location = plog.locate(name.axis, name.spec, with_record=False)
-        self._locations.put(key, (now, plog, location))
+        self._locations.put(key, (now, plog, location, listing))
         return location
 
     def _view_attr(self, path: str, plog: PartitionLog, name: ViewName) -> Attr:

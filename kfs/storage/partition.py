@@ -79,6 +79,12 @@ class PartitionLog:
         self.refresh()
         return self._segments.floor(offset)
 
+    def listing(self) -> int:
+        """A number that changes whenever a segment is added, deleted or replaced: what is known of
+        the old listing (a lookup's position in a file) is not of this one."""
+        self.refresh()
+        return self._segments.generation
+
     def higher_segment(self, base_offset: int) -> LogSegment | None:
         return self._segments.higher(base_offset)
 

@@ -41,6 +41,7 @@ class LogSegments:
         self.directory = directory
         self._segments: SortedDict = SortedDict()
         self._lock = threading.Lock()
+        self.generation = 0  # counts the listings that changed (a segment added, deleted or replaced)
 
     def refresh(self) -> None:
         """Follow the directory: add segments that rolled in, drop (and close) deleted ones, and
@@ -52,10 +53,12 @@ class LogSegments:
         with self._lock:
             for base in [b for b, seg in self._segments.items() if found.get(b, (None,))[0] != seg.inode]:
                 self._segments.pop(base).retire()
+                self.generation += 1
             for base, (inode, suffix) in found.items():
                 segment = self._segments.get(base)
                 if segment is None:
                     self._segments[base] = LogSegment(self.directory, base, inode, suffix=suffix)
+                    self.generation += 1
                 elif segment.suffix != suffix:
                     segment.renamed(suffix)
 
