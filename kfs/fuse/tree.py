@@ -44,7 +44,7 @@ MAX_SMALL_BYTES = 16 << 20  # ... and their bytes at most (a .value may be large
 MAX_DECODED_LOGS = 256  # partitions whose decoded runs and seek maps stay in memory (the size cache keeps the rest)
 MAX_LOCATIONS = 2048  # offset/time lookups reused within SMALL_TTL (older ones are of no use)
 MAX_SIGNATURES = 4096  # (size, mtime) of files opened lately, for keep_cache
-MAX_DECODED_PATHS = 4096  # decoded files whose last stat and open readers are tracked (see _open_decoded)
+MAX_DECODED_PATHS = 512  # decoded files whose last stat and open readers are tracked (see _open_decoded)
 KERNEL_TRUSTS_STAT = 2.0  # seconds: the kernel's attribute timeout (operations.ATTR_TIMEOUT), with slack
 VANISHED_RETRIES = 3  # answers tried afresh when a segment file vanished under them
 PARTITION_DIR_NAMES = ("info.json", "messages.jsonl", "offset", "time")
@@ -267,7 +267,7 @@ class KfsTree:
         (other lines at its positions); direct_io reads come to the cursor, which serves the file
         as it is now."""
         attr, measure = self._decoded_attr(path, view, answered=False)
-        handle = DecodedHandle(attr, cursor=view.cursor())
+        handle = DecodedHandle(attr, cursor=view.cursor(measure))
         if measure is None:
             return self._cached(path, handle)
         answered = self._answered.get(path)

@@ -33,6 +33,7 @@ reader through the mount gets every page before it, then EIO.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
@@ -273,8 +274,9 @@ class DecodedView:
             return None
         return sum(run.span() for run, _ in layout) - self.skip(layout, start)
 
-    def cursor(self) -> Cursor:
-        return Cursor(self)
+    def cursor(self, opened: Measure | None = None) -> Cursor:
+        """A reader's cursor; `opened`: the measure the reader's size came from (see Cursor)."""
+        return Cursor(self, opened)
 
 
 class Cursor:
@@ -285,18 +287,19 @@ class Cursor:
     partition's segments as they are now: every reader, and the kernel's page cache they share,
     sees the same bytes at the same position, and st_size is their length. Appends (the active
     segment growing, a roll) only add bytes at the end. Retention deleting a segment, the log
-    start moving, or the log cleaner swapping in a shorter segment changes the bytes *before* later
-    positions: a reader that had read past that point would go on at a position that now holds
-    other lines (a line cut in two, records skipped or repeated). So each cursor remembers the
-    segment files (and the start) its bytes came from, up to where it has read; a read past them
-    when one of those files is gone or replaced is EIO, never bytes that do not continue what the
-    reader has. A read from position 0 starts over with the file as it is now, and so does
-    `tail -f` when it sees the size drop below what it read ("file truncated"). Kafka's readers
-    follow offsets, not byte positions, and so go on: `kfs cat`, or `offset/<N>.jsonl` reopened at
-    the last offset read, do the same here.
+    start moving, or the log cleaner swapping in a shorter segment changes the bytes *after* the
+    change: a reader that had read there, or whose kernel holds pages of the old bytes there (its
+    own readahead, or pages another reader cached), would go on with other lines at the same
+    positions (a line cut in two, records skipped or repeated). So each cursor remembers the
+    segment files (and the start) of the file as it was when opened, and as it was at each read
+    since; a read when one of them is gone or replaced is EIO, never bytes that do not continue
+    what the reader has. A read from position 0 starts over with the file as it is now, and so
+    does `tail -f` when it sees the size drop below what it read ("file truncated"). Kafka's
+    readers follow offsets, not byte positions, and go on: `kfs cat`, or `offset/<N>.jsonl`
+    reopened at the last offset read, do the same here.
     """
 
-    def __init__(self, view: DecodedView) -> None:
+    def __init__(self, view: DecodedView, opened: Measure | None = None) -> None:
         self.view = view
         self.lock = threading.Lock()
         self._run: SegmentRun | None = None
@@ -304,9 +307,8 @@ class Cursor:
         self._chunks: Iterator[tuple[list[int], list[bytes]]] = iter(())
         self._buf = b""  # the rendered batch the cursor is in ...
         self._buf_position = 0  # ... and where it starts in the run
-        # The view's start and the (segment, run start) of each run read so far, from the first.
-        self._seen: tuple[int, list[tuple[LogSegment, int]]] | None = None
-        self._last_run = -1  # index in the layout of the run the last read ended in
+        # The view's start and its runs' files (Measure.runs) as the reader has known them.
+        self._seen = (opened.start, opened.runs) if opened is not None else None
 
     def read(self, position: int, size: int, partial: bool = True) -> bytes:
         """Up to `size` bytes at `position`; fewer only at the end of the stream, or (`partial`)
@@ -323,44 +325,36 @@ class Cursor:
         return b"".join(out)
 
     def _read_into(self, out: list[bytes], position: int, wanted: int) -> None:
-        if position == 0:
-            self._seen = None  # a reader starting over reads the file as it is now
         start = self.view.start
         layout = self.view.layout(start)
-        runs = [(run.segment, run.start) for run, _ in layout]
-        if self._seen is not None:
+        runs = tuple((run.segment.base_offset, run.segment.inode, run.start) for run, _ in layout)
+        if self._seen is not None and position > 0:  # (a read from 0 starts over)
             seen_start, seen = self._seen
-            now: list[tuple[LogSegment, int] | None] = [*runs, *[None] * len(seen)]
-            changed = [seen_segment for (seen_segment, seen_run_start), run in zip(seen, now, strict=False)
-                       if run is None or run[0] is not seen_segment or run[1] != seen_run_start]
+            changed = [seen_run for seen_run, now in zip(seen, runs + (None,) * len(seen), strict=False)
+                       if now != seen_run]
             if changed:
-                raise VanishedError(f"{changed[0].log_path}: segment deleted or replaced while read, before position "
-                                    f"{position} of this reader (the decoded file changed before the reader's "
-                                    "position: reopen it to read it as it is now)")
+                path = os.path.join(self.view.log.plog.path, f"{changed[0][0]:020d}.log")
+                raise VanishedError(f"{path}: segment deleted or replaced while read, at position {position} of "
+                                    "this reader (the decoded file changed since it opened or last read it: "
+                                    "reopen it to read it as it is now)")
             if seen_start != start:
                 raise VanishedError(f"{self.view.log.plog.name}: the log start moved from {seen_start} to {start} "
-                                    f"while read, before position {position} of this reader (reopen the file to read "
+                                    f"while read, at position {position} of this reader (reopen the file to read "
                                     "it as it is now)")
-        self._last_run = -1
-        try:
-            self._walk(out, layout, position, position + self.view.skip(layout, start), wanted)
-        finally:
-            known = len(self._seen[1]) if self._seen is not None else 0
-            self._seen = (start, runs[:max(known, self._last_run + 1)])
+        self._seen = (start, runs)
+        self._walk(out, layout, position, position + self.view.skip(layout, start), wanted)
 
     def _walk(self, out: list[bytes], layout: list[tuple[SegmentRun, int]], position: int, local: int,
               wanted: int) -> None:
         """Serve `wanted` bytes from `local` in the first run of `layout` on; `position` is the stream's."""
-        for i, (run, end) in enumerate(layout):
+        for run, end in layout:
             if run.mapped_to >= end and local >= run.length:
                 if run.error is not None:
                     if local == run.length:
-                        self._last_run = i
                         raise DamagedLog(run.error)
                     local -= 1
                 local -= run.length
                 continue
-            self._last_run = i
             served = self._serve(run, end, local, wanted, out)
             if served:
                 wanted -= served
