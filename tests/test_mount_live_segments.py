@@ -132,3 +132,35 @@ def test_a_segment_being_swapped_is_its_swap_file_and_never_vanishes(tmp_path: P
             assert during.read() == cleaned[len(cleaned) // 2:]  # the same file under its final name
         assert (live / "messages.jsonl").read_bytes() == cleaned
     _only_vanished(tmp_path / "mnt.log")
+
+
+def test_a_reader_whose_pages_came_from_the_cache_gets_eio_after_a_swap_never_other_lines(tmp_path: Path) -> None:
+    """A reader opened on pages another reader had cached read them without asking kfs; after the
+    cleaner swapped a segment and the kernel dropped those pages, its next read was served from the
+    file as it now is, at positions that now hold other lines: `grep -r` lost records (found by the
+    soak). Every byte it reads must be the file as it was when it opened, then EIO."""
+    partition = tmp_path / "logdir" / "live-0"
+    partition.mkdir(parents=True)
+    bases = range(0, 8000, 1000)
+    for base in bases:
+        _segment(partition, base, list(range(base, base + 1000)))
+    old = b"".join(_line(o) for o in range(8000))
+    with mounted(tmp_path, [str(tmp_path / "logdir")], expect_errors=True) as mnt:
+        path = mnt / "live-0" / "messages.jsonl"
+        assert path.read_bytes() == old  # cached by the kernel
+        with open(path, "rb", buffering=0) as reader:
+            got = reader.read(len(old) // 2)  # from the cache
+            scratch = tmp_path / "cleaned"
+            scratch.mkdir()
+            _segment(scratch, 1000, list(range(1000, 2000, 2)))
+            for file in scratch.iterdir():
+                os.replace(file, partition / file.name)
+            time.sleep(1.5)
+            os.stat(path)  # the kernel sees the new size and drops the file's pages
+            try:
+                while chunk := reader.read(1 << 16):
+                    got += chunk
+            except OSError as e:
+                assert e.errno == errno.EIO
+        assert old.startswith(got)
+    _only_vanished(tmp_path / "mnt.log")
