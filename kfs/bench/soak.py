@@ -47,9 +47,10 @@ VANISHED = re.compile(r"(deleted|replaced|vanished)[^:]*(while|before it was) re
 class Sampler(threading.Thread):
     """VmRSS (kB) and the number of open descriptors of the daemon, every SAMPLE_EVERY seconds."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, logdir: str) -> None:
         super().__init__(name="sampler", daemon=True)
         self.pid = pid
+        self.logdir = logdir
         self.samples: list[tuple[float, int, int]] = []
         self.stop = threading.Event()
 
@@ -64,6 +65,8 @@ class Sampler(threading.Thread):
             kind = target.split(":")[0] if ":" in target else os.path.splitext(target.split(" (")[0])[1] or target
             if target.endswith("(deleted)"):
                 kind += " (deleted)"
+            if kind.startswith((".log", ".index", ".timeindex")) and not target.startswith(self.logdir):
+                kind = os.path.basename(target.split(" (")[0])  # the daemon's own log, not a segment's
             kinds[kind] = kinds.get(kind, 0) + 1
         return kinds
 
@@ -152,7 +155,7 @@ def run(minutes: float, workdir: Path, seed: int, rate_kb: float, segment_kb: in
     pid = mount([str(logdir)], str(mountpoint), {"log": str(daemon_log)})
     assert pid is not None
     oracle = Oracle(str(manifest))
-    sampler = Sampler(pid)
+    sampler = Sampler(pid, str(logdir))
     baseline_rss, baseline_fds = sampler.sample()
     baseline_threads = sampler.threads()
     readers = Readers(mountpoint, oracle, seed, keep)

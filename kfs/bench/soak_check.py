@@ -37,6 +37,7 @@ class Oracle:
     changes: list[tuple[float, str, int]] = field(default_factory=list)  # (monotonic time, delete|clean, base)
     counts: dict[str, int] = field(default_factory=dict)
     files: dict[str, str] | None = None  # the writer's checksums, from its last line
+    ends: list[tuple[float, int]] = field(default_factory=list)  # (monotonic time, log end) at each update
     _position: int = 0
 
     def update(self) -> None:
@@ -53,6 +54,7 @@ class Oracle:
             now = time.monotonic()
             for line in complete.splitlines():
                 self._apply(json.loads(line), now)
+            self.ends.append((now, self.log_end))
 
     def _apply(self, event: dict, now: float) -> None:
         kind = event["e"]
@@ -82,6 +84,12 @@ class Oracle:
     def window(self) -> tuple[int, int]:
         with self.lock:
             return self.log_start, self.log_end
+
+    def log_end_at(self, when: float) -> int:
+        """The log end as announced at monotonic time `when` (as far as this copy knew it then)."""
+        with self.lock:
+            found = [end for t, end in self.ends if t <= when]
+            return found[-1] if found else 0
 
     def changed_between(self, start: float, end: float, slack: float = 5.0) -> bool:
         """Did a segment vanish (retention, cleaner swap) around a read? Then EIO/ENOENT are expected."""

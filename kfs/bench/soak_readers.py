@@ -21,6 +21,7 @@ from pathlib import Path
 from kfs.bench import soak_records as R
 from kfs.bench.soak_check import Oracle
 
+KERNEL_TRUSTS_STAT = 2.0  # seconds (kfs.fuse.tree.KERNEL_TRUSTS_STAT)
 MARGIN = 400  # offsets kept away from the log end: the last announced batch may not be on disk yet
 
 
@@ -111,6 +112,7 @@ class Readers:
                                                    "time/T[.value|.jsonl]", "grep -r")}
         self.tail_last = -1
         self.tail_process: subprocess.Popen | None = None
+        self.keep = keep
         self.tail_copy = open(mountpoint.parent / "tail.out", "wb") if keep else None  # noqa: SIM115
         self.threads = [threading.Thread(target=getattr(self, f), name=f, daemon=True)
                         for f in ("_tail", "_raw", "_values", "_times", "_grep")]
@@ -295,8 +297,10 @@ class Readers:
         pattern = "caf\u00e9"
         while not self.stop.wait(0):
             self.oracle.update()
-            _, end_before = self.oracle.window()
             started = time.monotonic()
+            # The kernel trusts a size for its attribute timeout (1 s): a file may end where the log
+            # ended that long ago. Records announced before then must be there.
+            end_before = self.oracle.log_end_at(started - KERNEL_TRUSTS_STAT)
             done = subprocess.run(["grep", "-r", "-h", "-a", pattern, str(self.mountpoint)], capture_output=True)
             tally.read(len(done.stdout))
             if done.returncode > 1:
@@ -317,4 +321,6 @@ class Readers:
                           and pattern.encode() in (R.value(o) or b"")]
                 if missed:
                     tally.bad(f"grep -r: records {missed[:5]} ({len(missed)}) not found")
+                    if self.keep:
+                        (self.mountpoint.parent / f"grep-{time.time():.0f}.out").write_bytes(done.stdout)
             self._pause(8)
