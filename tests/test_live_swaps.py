@@ -178,3 +178,19 @@ def test_a_lookup_is_not_reused_once_its_segment_is_deleted_or_replaced(tmp_path
     for name in names:
         handle = tree.open(name)
         assert handle.read(1 << 20, 0) == expected[len(expected) - handle.attr.size:]
+
+
+def test_a_record_in_a_segment_rolled_in_since_the_last_listing_is_found(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The partition is listed again every REFRESH_INTERVAL; a lookup past the log end as last
+    listed answered ENOENT for records a new segment already held (found by the soak:
+    `offset/<N>.value` ENOENT, "but the record is there")."""
+    from kfs.storage import partition as partition_module
+
+    partition = _partition(tmp_path)
+    tree = KfsTree(LogDirs([str(tmp_path / "logdir")]))
+    tree.getattr("/live-0/offset/250.value")  # listed
+    monkeypatch.setattr(partition_module, "REFRESH_INTERVAL", 1e9)  # not listed again by itself
+    _segment(partition, 300, list(range(300, 400)))
+    handle = tree.open("/live-0/offset/350.value")
+    assert handle.read(100, 0) == b"value-350"

@@ -164,3 +164,23 @@ def test_a_reader_whose_pages_came_from_the_cache_gets_eio_after_a_swap_never_ot
                 assert e.errno == errno.EIO
         assert old.startswith(got)
     _only_vanished(tmp_path / "mnt.log")
+
+
+def test_offset_latest_is_never_cut_at_the_size_the_kernel_holds_for_the_name(tmp_path: Path) -> None:
+    """`offset/latest` names another batch as the log grows; the kernel ended a read at the size
+    it held for the name (the last batch's before), and `cat offset/latest` gave a batch cut short
+    (found by the soak)."""
+    partition = tmp_path / "logdir" / "live-0"
+    partition.mkdir(parents=True)
+    _segment(partition, 0, list(range(0, 5)))  # one small batch
+    with mounted(tmp_path, [str(tmp_path / "logdir")]) as mnt:
+        latest = mnt / "live-0" / "offset" / "latest"
+        small = os.stat(latest).st_size
+        records = [(o, 1_700_000_000_000 + o, b"k%d" % o, b"v" * 3000, []) for o in range(5, 10)]
+        big = v2_batch(5, records)
+        with open(partition / f"{0:020d}.log", "ab") as log:
+            log.write(big)
+        time.sleep(0.6)  # the partition is listed again; the kernel still holds the small size
+        data = latest.read_bytes()  # the latest batch, or (a lookup is reused for a second) from the one before
+        log_bytes = (partition / f"{0:020d}.log").read_bytes()
+        assert data in (big, log_bytes) and len(big) > small

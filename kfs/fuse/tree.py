@@ -175,6 +175,10 @@ class KfsTree:
                     location = self._locate(plog, name)
                     extents = plog.raw_extents(location)
                     handle = RawHandle(self._raw_attr(extents), plog=plog, location=location, extents=extents)
+                    if not name.spec.isdigit():
+                        # `latest`, `earliest`, `-K` move: the size the kernel holds for the name may
+                        # be of another batch, and it would end the read there (a batch cut short).
+                        handle.direct_io, handle.keep_cache = True, False
                     return self._cached(path, handle)
                 if name.kind == "value":
                     attr, data = self._value(plog, name, path)

@@ -132,6 +132,12 @@ class PartitionLog:
         start = self.log_start_offset()
         segment = self._segments.floor(target) or self._segments.first()
         in_active = segment is None or self._segments.higher(segment.base_offset) is None
+        if in_active and target >= self.log_end_offset() and target >= start:
+            # Past the log end as last listed: a segment may have rolled in since (the listing is
+            # renewed every REFRESH_INTERVAL): a record the broker has written is never ENOENT.
+            self.refresh(force=True)
+            segment = self._segments.floor(target) or self._segments.first()
+            in_active = segment is None or self._segments.higher(segment.base_offset) is None
         if target < start or (in_active and target >= self.log_end_offset()):
             # Below a later segment's base offset, a target is below the log end: only a lookup in
             # the active segment needs the log end (and the live index's last entry it comes from).
