@@ -270,14 +270,7 @@ class PartitionLog:
         current: LogSegment | None = segment
         start = position
         while current is not None:
-            following = self._segments.higher(current.base_offset)
-            for header, body in current.batches(start, current.valid_size()):
-                if following is not None and header.last_offset >= following.base_offset:
-                    # Outside the CRC, or a segment under the wrong name: never records at two places.
-                    raise CorruptLogError(current.log_path, header.position,
-                                          f"offset {header.last_offset} is at or past the next segment's "
-                                          f"base offset {following.base_offset}")
-                yield current, header, body
+            yield from self._placed_batches(current, start)
             self.refresh()
             self.raise_if_damaged(current)
             current = self._segments.higher(current.base_offset)
@@ -291,15 +284,30 @@ class PartitionLog:
         file, whose batches at the run's positions and offsets are other records. A retired segment
         (deleted or replaced) raises VanishedError."""
         found = segment.translate_offset(start_offset)
-        following = self._segments.higher(segment.base_offset)
         if found is not None:
-            for header, body in segment.batches(found[1].position, segment.valid_size()):
-                if following is not None and header.last_offset >= following.base_offset:
-                    raise CorruptLogError(segment.log_path, header.position,
-                                          f"offset {header.last_offset} is at or past the next segment's "
-                                          f"base offset {following.base_offset}")
-                yield segment, header, body
+            yield from self._placed_batches(segment, found[1].position)
         self.raise_if_damaged(segment)
+
+    def _placed_batches(self, segment: LogSegment, position: int
+                        ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:
+        """The segment's complete batches from `position`, each checked to be where its offsets say:
+        below the next segment's base offset, or in the active segment below the log end its last
+        batches give. The base offset is outside the CRC, and a segment may be under a wrong name:
+        never records at two places, or past the end where no reader looks."""
+        following = self._segments.higher(segment.base_offset)
+        log_end = segment.next_offset() if following is None else None
+        for header, body in segment.batches(position, segment.valid_size()):
+            if following is not None and header.last_offset >= following.base_offset:
+                raise CorruptLogError(segment.log_path, header.position,
+                                      f"offset {header.last_offset} is at or past the next segment's "
+                                      f"base offset {following.base_offset}")
+            if log_end is not None and header.last_offset >= log_end:
+                log_end = segment.next_offset()  # (the segment may have grown since)
+                if header.last_offset >= log_end:
+                    raise CorruptLogError(segment.log_path, header.position,
+                                          f"offset {header.last_offset} is at or past the log end offset "
+                                          f"{log_end}, where the segment's last batches end")
+            yield segment, header, body
 
     def raw_extents(self, location: Location) -> list[Extent]:
         """The bytes of every complete batch from the located one to the log end, as file ranges; a damaged

@@ -80,8 +80,20 @@ def record_lists_from(batches: Batches, first_offset: int, end_offset: int | Non
 def selected_batches(batches: Batches, first_offset: int, end_offset: int | None, *, control: bool,
                      aborted: AbortedIndex | None) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:
     """The batches `record_lists_from` decodes: those that may hold records of [first_offset,
-    end_offset) a reader sees (for front ends that only measure them, kfs.views.line_lengths)."""
+    end_offset) a reader sees (for front ends that only measure them, kfs.views.line_lengths).
+
+    A legacy compressed wrapper's first offset is known only inside it (its header has its last), so
+    the segment's walk cannot see it overlap the batch before; it is checked here, where the
+    wrapper is opened anyway: the same offset twice would be two records at one place."""
+    previous_last: int | None = None
     for segment, header, body in batches:
+        if header.base_offset < 0 <= header.last_offset and previous_last is not None \
+                and header.last_offset >= first_offset:
+            first = segment.base_offset_of(header, body)
+            if first <= previous_last:
+                raise CorruptLogError(segment.log_path, header.position,
+                                      f"offsets go backwards: {first} after {previous_last}")
+        previous_last = header.last_offset
         if end_offset is not None and header.last_offset >= 0 and segment.base_offset_of(header, body) >= end_offset:
             return
         if header.last_offset < first_offset or _hidden(header, control, aborted):

@@ -209,9 +209,16 @@ class LogSegment(LogFile):
         if not crc_is_valid(body, header):
             raise CorruptLogError(self.log_path, header.position, f"CRC mismatch (stored {header.crc})")
         try:
-            return decode_records(body, header)
+            records = decode_records(body, header)
         except CorruptBatchError as e:
             raise CorruptLogError(self.log_path, header.position, str(e)) from None
+        if records and (records[0].offset < header.base_offset or records[-1].offset > header.last_offset):
+            # Offset deltas are inside the CRC, but a batch Kafka wrote holds its records between its
+            # base and last offsets: one past them would be shown where no reader of the log looks.
+            raise CorruptLogError(self.log_path, header.position,
+                                  f"records at offsets {records[0].offset} to {records[-1].offset} in a batch of "
+                                  f"offsets {header.base_offset} to {header.last_offset}")
+        return records
 
     def base_offset_of(self, header: BatchHeader, body: memoryview | None = None) -> int:
         """A batch's base offset; a legacy compressed wrapper needs its body decompressed for it."""

@@ -150,9 +150,9 @@ class DecodedLog:
         """Count `run`'s lines up to `end` (the batches not mapped yet), committing batch by batch,
         and keep a closed segment's complete map in the size cache."""
         with run.mapping:
-            if run.mapped_to < end and run.error is None:
-                count_into(run, self.counted(run.mapped_to, end, run.segment), end, progress)
-            if not run.saved and run.mapped_to >= end and not self.plog.is_active(run.segment):
+            if not run.complete(end):
+                count_into(run, self.counted(run.resume_offset(end), end, run.segment), end, progress)
+            if not run.saved and run.complete(end) and not self.plog.is_active(run.segment):
                 try:
                     key = self._cache_key(run.segment, run.start, end)
                 except (OSError, VanishedError):
@@ -219,7 +219,7 @@ class DecodedView:
         """The layout with every run mapped to its end: what a size needs (with progress in the log
         when that takes more than a second)."""
         layout = self.layout(start)
-        missing = [(run, end) for run, end in layout if run.mapped_to < end]
+        missing = [(run, end) for run, end in layout if not run.complete(end)]
         if missing:
             progress = MappingProgress(self.log.plog.name, sum(run.segment.valid_size() for run, _ in missing))
             for run, end in missing:
@@ -270,7 +270,7 @@ class DecodedView:
         """The size if every run is mapped already (no counting), else None."""
         start = self.start
         layout = self.layout(start)
-        if any(run.mapped_to < end for run, end in layout):
+        if any(not run.complete(end) for run, end in layout):
             return None
         return sum(run.span() for run, _ in layout) - self.skip(layout, start)
 
@@ -348,7 +348,7 @@ class Cursor:
               wanted: int) -> None:
         """Serve `wanted` bytes from `local` in the first run of `layout` on; `position` is the stream's."""
         for run, end in layout:
-            if run.mapped_to >= end and local >= run.length:
+            if run.complete(end) and local >= run.length:
                 if run.error is not None:
                     if local == run.length:
                         raise DamagedLog(run.error)
@@ -363,7 +363,7 @@ class Cursor:
                 if wanted <= 0:
                     return
                 continue
-            if run.mapped_to < end:
+            if not run.complete(end):
                 return  # (cannot happen: a run read to its end is complete)
             local -= run.length  # the run ended before `local`: it is complete now
 
@@ -426,6 +426,6 @@ class Cursor:
                 run.commit(positions, offsets, position, False, end)
             raise
         self._buf, self._buf_position = data, data_position
-        if frontier:
+        if frontier or (exhausted and position == frontier_at):  # (the walk ended at the frontier)
             run.commit(positions, offsets, position, exhausted, end)
         return served

@@ -61,7 +61,11 @@ def counted_batches(plog: PartitionLog, start: int, end: int, *, isolation: str,
             if payload is not None:
                 counted = _count_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
                                        header.timestamp_type, header.max_timestamp, prefix, first,
-                                       min(end, _NO_END))
+                                       min(end, header.last_offset + 1, _NO_END))
+                if counted is not None and counted[1] != header.record_count and first <= header.base_offset \
+                        and end > header.last_offset:
+                    counted = None  # a record outside the batch's offsets: what the decoder says of it rules
+
         if counted is None:
             records = batch_records(segment, header, body, first, end)
             lines = render(records)

@@ -34,10 +34,13 @@ class SegmentRun:
     Invariant: every record with offset < `mapped_to` (from `start`) is counted in `length`, and
     `positions[i]` is where the record at `offsets[i]` starts. `error`: the run ends in damage
     (what reading past `length` meets); `file_end`: the segment file position mapped to.
+    `walked_to`: the end offset the segment's batches were walked to their end for. Records
+    reaching the end do not make a run complete: damage after a segment's last record (bytes
+    after its last batch, a batch whose offsets go back) is met only by walking on (SPEC 7).
     """
 
     __slots__ = ("error", "file_end", "length", "lock", "mapped_to", "mapping", "offsets", "positions", "saved",
-                 "segment", "skips", "start")
+                 "segment", "skips", "start", "walked_to")
 
     def __init__(self, segment: LogSegment, start: int) -> None:
         self.segment = segment
@@ -46,12 +49,22 @@ class SegmentRun:
         self.offsets = array("q", [start])
         self.length = 0
         self.mapped_to = start
+        self.walked_to = -1
         self.error: str | None = None
         self.file_end = 0
         self.saved = False
         self.skips: OrderedDict[int, int] = OrderedDict()
         self.lock = threading.Lock()
         self.mapping = threading.Lock()  # one mapping at a time: a second asker waits for the first
+
+    def complete(self, end: int) -> bool:
+        """Mapped to `end`: its segment's batches walked to their end, or to damage."""
+        return self.error is not None or self.walked_to >= end
+
+    def resume_offset(self, end: int) -> int:
+        """Where counting goes on: after the records counted, or (all counted, the walk not done)
+        at the last one, whose batch the count skips before walking on to the segment's end."""
+        return self.mapped_to if self.mapped_to < end else max(self.start, end - 1)
 
     def span(self) -> int:
         """Bytes of the stream the run takes: its lines, and the unreadable byte of its damage."""
@@ -64,6 +77,7 @@ class SegmentRun:
     def load(self, saved: SavedMap) -> None:
         self.positions, self.offsets = saved.positions, saved.offsets
         self.length, self.mapped_to, self.error = saved.length, saved.mapped_to, saved.error
+        self.walked_to = saved.mapped_to  # a map is saved once complete
         self.saved = True
 
     def saved_map(self) -> SavedMap:
@@ -89,8 +103,9 @@ class SegmentRun:
                 self.mapped_to = offsets[-1] + 1
             elif position != self.length:
                 return
-            if exhausted and end > self.mapped_to:
-                self.mapped_to = end
+            if exhausted:
+                self.mapped_to = max(self.mapped_to, end)
+                self.walked_to = max(self.walked_to, end)
 
 
 class MappingProgress:
@@ -142,3 +157,4 @@ def count_into(run: SegmentRun, batches: Iterable[CountedBatch], end: int, progr
         return
     with run.lock:
         run.mapped_to = max(run.mapped_to, end)
+        run.walked_to = max(run.walked_to, end)

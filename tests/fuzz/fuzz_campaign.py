@@ -105,7 +105,7 @@ def libasan() -> str:
 class Runner:
     """Makes and runs inputs in one process (a worker, a replay, the smoke test)."""
 
-    def __init__(self, scratch: Path, mix: list[tuple[str, int]]) -> None:
+    def __init__(self, scratch: Path, mix: list[tuple[str, int]], mount_every: int = 0) -> None:
         import fuzz_targets
 
         logging.getLogger("kfs").addHandler(logging.NullHandler())
@@ -114,6 +114,8 @@ class Runner:
         self.corpus = fuzz_targets.Corpus()
         self.scratch = scratch
         self.mix = mix
+        self.mount_every = mount_every
+        self.mounted = 0
 
     def run(self, seed: int, i: int) -> tuple[str, str | None, str | None]:
         """(target, finding kind or None, detail)."""
@@ -128,6 +130,11 @@ class Runner:
             elif name == "partition":
                 partition, logdir = t.make_partition_input(rnd, self.scratch)
                 t.run_partition_input(rnd, partition, logdir)
+                if self.mount_every and i % self.mount_every == 0:
+                    import fuzz_mount
+
+                    self.mounted += 1
+                    fuzz_mount.run_mount_input(partition, logdir, self.scratch)
             else:
                 raise ValueError(name)
         except t.Failure as f:
@@ -149,7 +156,7 @@ def worker_main(args: argparse.Namespace) -> int:
     if args.sanitized:
         load_sanitized(Path(args.sanitized))
     scratch = Path(tempfile.mkdtemp(prefix=f"kfs-fuzz-w{args.worker}-", dir=args.scratch))
-    runner = Runner(scratch, parse_mix(args.mix))
+    runner = Runner(scratch, parse_mix(args.mix), args.mount_every)
     fd = os.open(args.page, os.O_RDWR)
     page = mmap.mmap(fd, 0)
     os.close(fd)
@@ -162,6 +169,7 @@ def worker_main(args: argparse.Namespace) -> int:
         page[at:at + 8] = i.to_bytes(8, "little")
         name, kind, detail = runner.run(args.seed, i)
         counts[name] = counts.get(name, 0) + 1
+        counts["_mounted"] = runner.mounted
         if kind is not None:
             counts["finding:" + kind] = counts.get("finding:" + kind, 0) + 1
             findings.mkdir(parents=True, exist_ok=True)
@@ -193,7 +201,7 @@ class Worker:
         c = campaign
         command = [sys.executable, __file__, "--worker", str(w), "--workers", str(c.workers), "--start", str(start),
                    "--inputs", str(c.inputs), "--seed", str(c.seed), "--mix", c.mix, "--page", str(c.page_path),
-                   "--out", str(c.out), "--scratch", str(c.scratch)]
+                   "--out", str(c.out), "--scratch", str(c.scratch), "--mount-every", str(c.mount_every)]
         if c.sanitized:
             command += ["--sanitized", str(c.sanitized)]
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=c.env)
@@ -225,6 +233,7 @@ class Campaign:
         self.sanitized = sanitized
         self.env = env
         self.hang = args.hang
+        self.mount_every = args.mount_every
         self.page_path = self.out / "progress.page"
         self.page_path.write_bytes(bytes(SLOT * self.workers))
         fd = os.open(self.page_path, os.O_RDWR)
@@ -349,6 +358,8 @@ class Campaign:
             "wrong_answers": counts.get("finding:wrong-answer", 0),
             "harness_errors": counts.get("finding:harness", 0),
             "view_disagreements": counts.get("finding:view-disagreement", 0),
+            "mount_checks": counts.get("_mounted", 0),
+            "mount_disagreements": counts.get("finding:mount-disagreement", 0),
             "seconds": round(elapsed),
             "sanitized": bool(self.sanitized),
             "pure_python_only": bool(self.env.get("KFS_PURE_PYTHON")) and not self.sanitized,
@@ -366,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mix", default=DEFAULT_MIX, help=f"target weights (default {DEFAULT_MIX})")
     p.add_argument("--asan", action="store_true", help="the C path built with ASan + UBSan")
     p.add_argument("--hang", type=float, default=5.0, help="seconds on one input that count as a hang")
+    p.add_argument("--mount-every", type=int, default=0, metavar="K",
+                   help="also check every K-th partition input through a real mount (tests/fuzz/fuzz_mount.py)")
     p.add_argument("--out", default=None)
     p.add_argument("--scratch", default="/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir())
     p.add_argument("--replay", help="SEED:I: run one input here, with its traceback")
@@ -381,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay:
         seed, _, i = args.replay.partition(":")
         scratch = Path(tempfile.mkdtemp(prefix="kfs-fuzz-replay-", dir=args.scratch))
-        runner = Runner(scratch, parse_mix(args.mix))
+        runner = Runner(scratch, parse_mix(args.mix), args.mount_every)
         logging.getLogger("kfs").propagate = True
         logging.basicConfig(level=logging.WARNING)
         name, rnd = target_of(int(seed), int(i), runner.mix)
@@ -392,7 +405,12 @@ def main(argv: list[str] | None = None) -> int:
         elif name == "index":
             t.run_index_input(rnd, *t.make_index_input(rnd, scratch))
         else:
-            t.run_partition_input(rnd, *t.make_partition_input(rnd, scratch))
+            partition, logdir = t.make_partition_input(rnd, scratch)
+            t.run_partition_input(rnd, partition, logdir)
+            if args.mount_every:
+                import fuzz_mount
+
+                fuzz_mount.run_mount_input(partition, logdir, scratch)
         print("no finding")
         return 0
 
@@ -417,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = Campaign(args, sanitized, env).run()
     print(json.dumps(summary, indent=1))
     bad = (summary["crashes"] + summary["hangs"] + summary["sanitizer_reports"] + summary["foreign_exceptions"]
-           + summary["disagreements"] + summary["wrong_answers"] + summary["harness_errors"])
+           + summary["disagreements"] + summary["wrong_answers"] + summary["harness_errors"]
+           + summary["view_disagreements"] + summary["mount_disagreements"])
     return 1 if bad else 0
 
 

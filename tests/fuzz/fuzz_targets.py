@@ -509,14 +509,19 @@ def _cat(plog) -> tuple[bytes, str | None]:  # type: ignore[no-untyped-def]
     return b"".join(out), None
 
 
-def _messages_jsonl(plog) -> tuple[bytes, str | None]:  # type: ignore[no-untyped-def]
+def _messages_jsonl(plog, size_first: bool = False) -> tuple[bytes, str | None]:  # type: ignore[no-untyped-def]
     """What reading the mount's `messages.jsonl` gives: the decoded view from the log start, read in
-    64 KiB reads until EOF or an error."""
-    from kfs.views.decoded import DecodedLog
+    64 KiB reads until EOF or an error. `size_first`: as through the mount, where a stat counts every
+    run before the first read; then the size must fit what the reads give (every byte read, and the
+    unreadable byte of damage at exactly where the reads stopped), else Failure."""
+    from kfs.views.decoded import DamagedLog, DecodedLog
 
     out = []
+    view = DecodedLog(plog).view(plog.log_start_offset())
+    size = view.size() if size_first else None
+    cursor = view.cursor()
+    error = None
     try:
-        cursor = DecodedLog(plog).view(plog.log_start_offset()).cursor()
         position = 0
         while True:
             data = cursor.read(position, 65536)
@@ -525,8 +530,24 @@ def _messages_jsonl(plog) -> tuple[bytes, str | None]:  # type: ignore[no-untype
             out.append(data)
             position += len(data)
     except KfsError as e:
-        return b"".join(out), type(e).__name__
-    return b"".join(out), None
+        error = "CorruptLogError" if isinstance(e, DamagedLog) else type(e).__name__  # (damage met mapping it)
+    got = b"".join(out)
+    if size is not None:
+        if error is None and size != len(got):
+            raise Failure("view-disagreement", f"{plog.name}: messages.jsonl's size is {size}, its reads give "
+                                               f"{len(got)} bytes and no error")
+        if error is not None:
+            try:
+                view.cursor().read(len(got), 1, partial=False)
+            except KfsError:
+                pass
+            else:
+                raise Failure("view-disagreement", f"{plog.name}: reads of messages.jsonl stop at {len(got)} "
+                                                   "with an error, a read of that byte alone does not")
+            if size <= len(got):
+                raise Failure("view-disagreement", f"{plog.name}: messages.jsonl's size {size} does not cover "
+                                                   f"the damage its reads meet at {len(got)}")
+    return got, error
 
 
 def run_partition_input(rnd: random.Random, partition: str, logdir: Path) -> None:
@@ -539,12 +560,12 @@ def run_partition_input(rnd: random.Random, partition: str, logdir: Path) -> Non
         plog = open_partition(logdir, partition)
         try:
             cat = _cat(plog)
-            view = _messages_jsonl(plog)
-            if cat != view:
-                # Reported apart from the C/Python differential: the decoded view's handling of damage
-                # after a run's last record (kfs/views/decoded.py) and of a damaged active segment's end.
-                raise Failure("view-disagreement", f"{partition} ({path}): kfs cat {len(cat[0])} bytes, error "
-                                                   f"{cat[1]}; messages.jsonl {len(view[0])} bytes, error {view[1]}")
+            for size_first in (False, True):  # a reader alone, and a stat before the reads (the mount's way)
+                view = _messages_jsonl(plog, size_first)
+                if cat != view:
+                    raise Failure("view-disagreement", f"{partition} ({path}{', size first' if size_first else ''}): "
+                                                       f"kfs cat {len(cat[0])} bytes, error {cat[1]}; messages.jsonl "
+                                                       f"{len(view[0])} bytes, error {view[1]}")
             results[path] = cat
             if path == "python":
                 continue

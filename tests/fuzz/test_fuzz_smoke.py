@@ -22,15 +22,11 @@ def test_a_smoke_run_finds_nothing(tmp_path: Path) -> None:
     print(f"fuzz smoke seed {SEED} (KFS_FUZZ_SEED to change), C path {'on' if fuzz_targets.has_compiled() else 'off'}")
     started = time.monotonic()
     findings = []
-    known = []
     for mix, n in PLAN:
         runner = fuzz_campaign.Runner(tmp_path, fuzz_campaign.parse_mix(mix))
         for i in range(n):
             _, kind, detail = runner.run(SEED, i)
-            if kind == "view-disagreement":
-                known.append(f"{SEED}:{i} {detail}")
-            elif kind is not None:
+            if kind is not None:
                 findings.append(f"{mix} {SEED}:{i} {kind}: {detail}")
-    print(f"{sum(n for _, n in PLAN)} inputs in {time.monotonic() - started:.1f} s; "
-          f"cat/messages.jsonl disagreements (reported apart): {len(known)}")
+    print(f"{sum(n for _, n in PLAN)} inputs in {time.monotonic() - started:.1f} s")
     assert not findings, "\n".join(findings[:10])

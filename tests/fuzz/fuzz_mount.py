@@ -1,0 +1,89 @@
+"""The partition target through a real mount: `kfs cat` against `cat MNT/<partition>/messages.jsonl`.
+
+The in-process differential (fuzz_targets.run_partition_input) reads the decoded view the way the
+daemon does; this runs the real commands on the same damaged log dir: `kfs cat`, `kfs mount` (a
+detached daemon, no size cache), `stat` and `cat` through the kernel, `fusermount3 -u`. A mount costs
+about a second, so the campaign does it for every K-th partition input (`--mount-every K`).
+
+They agree when `kfs cat` exits 0 and `cat` gives the same bytes (and `st_size` is their length),
+or when `kfs cat` exits 1 after N bytes and `cat` fails with EIO after every page before the one
+holding byte N, and the size covers that byte. A traceback or an error in the daemon log other than
+the damage, or a daemon that dies, is a finding too.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fuzz_targets import Failure
+
+PAGE = 4096
+
+
+def _env(scratch: Path) -> dict[str, str]:
+    """The commands' environment: kfs's own build (not the campaign's sanitizer copy or pure-Python
+    switch), and a cache directory of their own."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS", "KFS_PURE_PYTHON")}
+    env["XDG_CACHE_HOME"] = str(scratch / "cache")
+    return env
+
+
+def _kfs(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kfs.cli.main", *args], capture_output=True, env=env,
+                          timeout=timeout)
+
+
+def run_mount_input(partition: str, logdir: Path, scratch: Path) -> None:
+    """`kfs cat` and `cat` through a fresh mount agree on the damaged `partition` of `logdir`."""
+    env = _env(scratch)
+    shutil.rmtree(scratch / "cache", ignore_errors=True)
+    expected = _kfs("cat", str(logdir), partition, env=env)
+    if b"Traceback" in expected.stderr or expected.returncode not in (0, 1):
+        raise Failure("exception", f"{partition}: kfs cat exit {expected.returncode}: "
+                                   f"{expected.stderr.decode(errors='replace')[-400:]}")
+    mountpoint = scratch / "mnt"
+    log_path = scratch / "mount.log"
+    shutil.rmtree(mountpoint, ignore_errors=True)
+    mountpoint.mkdir()
+    log_path.unlink(missing_ok=True)
+    done = _kfs("mount", str(logdir), str(mountpoint), "-o", f"size_cache=none,log={log_path}", env=env, timeout=60)
+    if done.returncode != 0:
+        raise Failure("mount-disagreement", f"{partition}: kfs mount failed: {done.stderr.decode(errors='replace')}")
+    try:
+        view = mountpoint / partition / "messages.jsonl"
+        size = os.stat(view).st_size
+        got = subprocess.run(["cat", str(view)], capture_output=True, timeout=120)
+    finally:
+        _unmount(mountpoint)
+    want = expected.stdout
+    problem = None
+    if expected.returncode == 0:
+        if got.returncode != 0 or got.stdout != want or size != len(want):
+            problem = (f"kfs cat {len(want)} bytes, exit 0; cat through the mount {len(got.stdout)} bytes, exit "
+                       f"{got.returncode} ({got.stderr.decode(errors='replace').strip()}); st_size {size}")
+    else:
+        at = len(want)
+        if got.returncode == 0 or b"Input/output error" not in got.stderr or not want.startswith(got.stdout) \
+                or len(got.stdout) < at - at % PAGE or size <= at:
+            problem = (f"kfs cat {at} bytes, then: {expected.stderr.decode(errors='replace').strip()[-300:]}; "
+                       f"cat through the mount {len(got.stdout)} bytes, exit {got.returncode} "
+                       f"({got.stderr.decode(errors='replace').strip()}); st_size {size}")
+    if problem:
+        raise Failure("mount-disagreement", f"{partition}: {problem}")
+    text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    if "Traceback" in text or " CRITICAL " in text:
+        raise Failure("exception", f"{partition}: the daemon logged a traceback: {text[-600:]}")
+
+
+def _unmount(mountpoint: Path) -> None:
+    for _ in range(100):
+        if subprocess.run(["fusermount3", "-u", str(mountpoint)], capture_output=True).returncode == 0:
+            return
+        time.sleep(0.1)
+    subprocess.run(["fusermount3", "-uz", str(mountpoint)], capture_output=True)
