@@ -156,9 +156,9 @@ def records(draw, key_strs=header_keys) -> Record:
 
 raw_headers = st.lists(st.tuples(payload_bytes, nullable_bytes), max_size=4)
 raw_records = st.lists(
-    st.tuples(st.integers(-(1 << 40), 1 << 40), st.integers(-(1 << 31), (1 << 31) - 1),
-              nullable_bytes, nullable_bytes, raw_headers),
-    min_size=1, max_size=8)
+    st.tuples(st.integers(-(1 << 40), 1 << 40), st.integers(1, 1 << 28), nullable_bytes, nullable_bytes, raw_headers),
+    min_size=1, max_size=8).map(  # offset deltas rise from 0 (or more, as after compaction), as Kafka writes them
+    lambda recs: [(ts, sum(r[1] for r in recs[:i + 1]) - recs[0][1], *rest) for i, (ts, _, *rest) in enumerate(recs)])
 
 
 # ---- decoding ------------------------------------------------------------------------------------
@@ -173,6 +173,16 @@ def test_compiled_decoder_gives_the_python_records(recs, base_offset, base_ts, t
     c = outcome(lambda: [fields(r) for r in decode("c", batch, h)])
     assert c == py
     assert py[0] == "ok"
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("deltas", [[-1], [0, 0], [0, 2, 1], [0, 1 << 40, 3]])
+def test_offset_deltas_that_do_not_rise_from_0_are_corrupt(path: str, deltas: list[int]) -> None:
+    """A record below the batch's base offset, or not after the one before, is where no reader looks."""
+    payload = b"".join(encode_record(0, d, b"k", b"v", []) for d in deltas)
+    batch, h = batch_of(payload, len(deltas), 1000, 0, "CreateTime", max_ts=7)
+    with pytest.raises(CorruptBatchError, match="offset delta"):
+        decode(path, batch, h)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -219,14 +229,16 @@ def test_log_append_time_is_every_records_timestamp() -> None:
 ])
 @pytest.mark.parametrize("field", ["timestamp", "offset"])
 def test_long_varint_deltas_give_pythons_ints(varint: bytes, field: str) -> None:
-    """Deltas beyond int64, and sums that overflow it, come out as Python's arbitrary-precision ints."""
+    """Deltas beyond int64, and sums that overflow it, come out as Python's arbitrary-precision ints (or, a
+    negative offset delta, the same error)."""
     zero = b"\x00"
     fields_ = (varint, zero) if field == "timestamp" else (zero, varint)
     body = b"\x00" + fields_[0] + fields_[1] + b"\x01\x01\x00"  # null key, null value, no headers
     payload = zigzag_varint(len(body)) + body
     for base in (0, (1 << 63) - 1, -(1 << 63)):
         batch, h = batch_of(payload, 1, base, base)
-        assert [fields(r) for r in decode("c", batch, h)] == [fields(r) for r in decode("python", batch, h)]
+        c = outcome(lambda: [fields(r) for r in decode("c", batch, h)])  # noqa: B023 (called at once)
+        assert c == outcome(lambda: [fields(r) for r in decode("python", batch, h)])  # noqa: B023
 
 
 @pytest.mark.parametrize("path", PATHS)

@@ -485,6 +485,39 @@ decode_v2_records(PyObject *module, PyObject *args, PyObject *kwargs)
         Py_CLEAR(records);
         goto done;
     }
+    /* Offset deltas rise from 0 (Kafka assigns them in order; the cleaner keeps the order): another
+     * order would put records where a reader of the log does not look for them. */
+    long long previous = 0;
+    int previous_fits = 0;
+    for (i = 0; i < count; i++) {
+        PyObject *o = SLOT(PyList_GET_ITEM(records, i), SLOT_OFFSET);
+        int overflow = 0;
+        long long offset = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (offset == -1 && PyErr_Occurred()) {
+            Py_CLEAR(records);
+            goto done;
+        }
+        int out_of_order;
+        if (i == 0)
+            out_of_order = overflow < 0 || (!overflow && offset < base_offset);
+        else if (!overflow && previous_fits)
+            out_of_order = offset <= previous;
+        else { /* past int64 (a base offset near 2**63): as Python compares them */
+            out_of_order = PyObject_RichCompareBool(o, SLOT(PyList_GET_ITEM(records, i - 1), SLOT_OFFSET), Py_LE);
+            if (out_of_order < 0) {
+                Py_CLEAR(records);
+                goto done;
+            }
+        }
+        if (out_of_order) {
+            raise_corrupt(position, "record batch at position %S: record %zd of %zd is malformed (its offset "
+                          "delta is not above the one before)", position, i, count);
+            Py_CLEAR(records);
+            goto done;
+        }
+        previous = offset;
+        previous_fits = !overflow;
+    }
     if (capacity != count) { /* unreachable: count records took at least 7 * count bytes */
         PyErr_SetString(PyExc_SystemError, "decode_v2_records: record count mismatch");
         Py_CLEAR(records);
@@ -1176,11 +1209,12 @@ typedef struct {
 static int
 count_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset, int64_t base_timestamp,
               int append_time, int64_t log_append_time, int64_t fixed_len, int64_t first, int64_t stop,
-              line_count *out)
+              int64_t last, line_count *out)
 {
     Py_ssize_t pos = 0;
     varint_t v;
-    int64_t n;
+    int64_t n, previous = 0;
+    int counted_any = 0;
 #define READ_VARINT(limit)                                  \
     do {                                                    \
         if (read_varint(p, (limit), &pos, &v) != VARINT_OK) \
@@ -1212,6 +1246,10 @@ count_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_o
         int64_t offset;
         if (__builtin_add_overflow(base_offset, zigzag(v.lo), &offset))
             return -1;
+        if (offset < base_offset || offset > last || (counted_any && offset <= previous))
+            return -1; /* outside the batch's offsets or out of order: the decoder says what it is */
+        previous = offset;
+        counted_any = 1;
         int64_t len = fixed_len + int64_len(offset) + int64_len(timestamp);
         READ_LENGTH(record_end); /* key */
         if (n < 0)
@@ -1267,28 +1305,30 @@ count_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_o
 
 PyDoc_STRVAR(count_jsonl_doc,
 "count_jsonl(payload, count, base_offset, base_timestamp, timestamp_type, log_append_time, prefix,\n"
-"            first_offset, end_offset) -> (bytes, records, first) | None\n"
+"            first_offset, end_offset, last_offset=2**63 - 1) -> (bytes, records, first) | None\n"
 "\n"
 "The length of render_jsonl(prefix, records) for the records of an uncompressed v2 records section\n"
 "(decode_v2_records' arguments) whose offsets are in [first_offset, end_offset), how many they are\n"
 "and the offset of the first (-1 if none), without creating them. None when the payload must be\n"
-"decoded and rendered instead: malformed (the decoder raises), or unusual (the renderer decides).\n"
+"decoded and rendered instead: malformed (the decoder raises), or unusual (the renderer decides),\n"
+"as is a record whose offset is outside [base_offset, last_offset] (the batch's header's).\n"
 "Runs without the GIL.");
 
 static PyObject *
 count_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"payload", "count", "base_offset", "base_timestamp", "timestamp_type",
-                             "log_append_time", "prefix", "first_offset", "end_offset", NULL};
+                             "log_append_time", "prefix", "first_offset", "end_offset", "last_offset", NULL};
     Py_buffer buf;
     Py_ssize_t count;
-    long long base_offset, base_timestamp, log_append_time, first, stop;
+    long long base_offset, base_timestamp, log_append_time, first, stop, last = INT64_MAX;
     PyObject *timestamp_type, *prefix;
 
     if (check_init() < 0)
         return NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nLLULULL:count_jsonl", kwlist, &buf, &count, &base_offset,
-                                     &base_timestamp, &timestamp_type, &log_append_time, &prefix, &first, &stop))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nLLULULL|L:count_jsonl", kwlist, &buf, &count, &base_offset,
+                                     &base_timestamp, &timestamp_type, &log_append_time, &prefix, &first, &stop,
+                                     &last))
         return NULL;
     Py_ssize_t prefix_len, tt_len;
     const char *prefix_utf8 = PyUnicode_AsUTF8AndSize(prefix, &prefix_len);
@@ -1306,7 +1346,7 @@ count_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
     if (count >= 0) {
         Py_BEGIN_ALLOW_THREADS
         rc = count_records((const uint8_t *)buf.buf, buf.len, count, base_offset, base_timestamp, append_time,
-                           log_append_time, fixed_len, first, stop, &out);
+                           log_append_time, fixed_len, first, stop, last, &out);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&buf);
@@ -1398,11 +1438,12 @@ rb_put_bytes(rawbuf *o, const uint8_t *p, int64_t n, Py_ssize_t readable)
 static int
 render_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset, int64_t base_timestamp,
                int append_time, int64_t log_append_time, const char *prefix, size_t prefix_len, const char *tt,
-               size_t tt_len, int64_t first, int64_t stop, rawbuf *out, rawbuf *marks)
+               size_t tt_len, int64_t first, int64_t stop, int64_t last, rawbuf *out, rawbuf *marks)
 {
     Py_ssize_t pos = 0;
     varint_t v;
-    int64_t n;
+    int64_t n, previous = 0;
+    int rendered_any = 0;
 #define READ_VARINT(limit)                                  \
     do {                                                    \
         if (read_varint(p, (limit), &pos, &v) != VARINT_OK) \
@@ -1444,6 +1485,10 @@ render_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_
         int64_t offset;
         if (__builtin_add_overflow(base_offset, zigzag(v.lo), &offset))
             return RENDER_UNUSUAL;
+        if (offset < base_offset || offset > last || (rendered_any && offset <= previous))
+            return RENDER_UNUSUAL; /* outside the batch's offsets or out of order: as count_records */
+        previous = offset;
+        rendered_any = 1;
         const int shown = offset >= first && (offset < stop || stop == INT64_MAX);
 
         /* prefix, offset, ', "timestamp": ' ts ', "timestamp_type": "' tt '", "key": ' */
@@ -1530,7 +1575,8 @@ render_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_
 
 PyDoc_STRVAR(render_v2_jsonl_doc,
 "render_v2_jsonl(payload, count, base_offset, base_timestamp, timestamp_type, log_append_time, prefix,\n"
-"                first_offset, end_offset, lines=False) -> bytes | (list[int], list[bytes]) | None\n"
+"                first_offset, end_offset, lines=False, last_offset=2**63 - 1)\n"
+"    -> bytes | (list[int], list[bytes]) | None\n"
 "\n"
 "render_jsonl(prefix, records) of the records of an uncompressed v2 records section (decode_v2_records'\n"
 "arguments) whose offsets are in [first_offset, end_offset) (2**63 - 1: no end), without creating them;\n"
@@ -1543,16 +1589,17 @@ static PyObject *
 render_v2_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"payload", "count", "base_offset", "base_timestamp", "timestamp_type",
-                             "log_append_time", "prefix", "first_offset", "end_offset", "lines", NULL};
+                             "log_append_time", "prefix", "first_offset", "end_offset", "lines", "last_offset",
+                             NULL};
     Py_buffer buf;
     Py_ssize_t count;
-    long long base_offset, base_timestamp, log_append_time, first, stop;
+    long long base_offset, base_timestamp, log_append_time, first, stop, last = INT64_MAX;
     PyObject *timestamp_type, *prefix;
     int lines = 0;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nLLULULL|p:render_v2_jsonl", kwlist, &buf, &count,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nLLULULL|pL:render_v2_jsonl", kwlist, &buf, &count,
                                      &base_offset, &base_timestamp, &timestamp_type, &log_append_time, &prefix,
-                                     &first, &stop, &lines))
+                                     &first, &stop, &lines, &last))
         return NULL;
     PyObject *result = NULL;
     rawbuf out = {NULL, 0, 0}, marks = {NULL, 0, 0};
@@ -1573,7 +1620,7 @@ render_v2_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
         Py_BEGIN_ALLOW_THREADS
         rc = render_records((const uint8_t *)buf.buf, buf.len, count, base_offset, base_timestamp, append_time,
                             log_append_time, prefix_utf8, (size_t)prefix_len, tt_utf8, (size_t)tt_len, first, stop,
-                            &out, lines ? &marks : NULL);
+                            last, &out, lines ? &marks : NULL);
         Py_END_ALLOW_THREADS
     }
     if (rc == RENDER_NO_MEMORY) {

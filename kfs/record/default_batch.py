@@ -200,6 +200,7 @@ def decode_records(batch, header: BatchHeader) -> list[Record]:
     records: list[Record] = []
     append = records.append
     pos = 0
+    previous_delta = -1
     try:
         for _ in range(count):
             # Length
@@ -240,6 +241,9 @@ def decode_records(batch, header: BatchHeader) -> list[Record]:
                     pos += 2
                 else:
                     offset_delta, pos = varint(data, pos)
+            if offset_delta <= previous_delta:  # Kafka assigns them in order; the cleaner keeps it
+                raise ValueError(f"its offset delta {offset_delta} is not above the one before")
+            previous_delta = offset_delta
             # Key
             b = data[pos]
             if b < 0x80:

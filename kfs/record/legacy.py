@@ -125,6 +125,8 @@ def _inner_records(data: bytes, header: BatchHeader) -> list[Record]:
         key, value, after = key_value(data, key_pos, msg_end)
         if after != msg_end:
             raise ValueError(f"inner message at {pos} has {msg_end - after} bytes after its value")
+        if records and offset <= records[-1].offset:
+            raise ValueError(f"inner offset {offset} is not above the one before")
         records.append(Record(offset, timestamp, ts_type, key, value, []))
         if len(records) > MAX_BATCH_RECORDS:
             raise ValueError(f"more than {MAX_BATCH_RECORDS} inner messages, kfs's limit for one batch")

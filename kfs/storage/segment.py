@@ -212,12 +212,15 @@ class LogSegment(LogFile):
             records = decode_records(body, header)
         except CorruptBatchError as e:
             raise CorruptLogError(self.log_path, header.position, str(e)) from None
-        if records and (records[0].offset < header.base_offset or records[-1].offset > header.last_offset):
-            # Offset deltas are inside the CRC, but a batch Kafka wrote holds its records between its
-            # base and last offsets: one past them would be shown where no reader of the log looks.
+        # Offset deltas are inside the CRC, but a batch Kafka wrote holds its records between its base
+        # and last offsets, in order (the decoders check the order): a record past them would be shown
+        # where no reader of the log looks for it. (A legacy wrapper's base is known only from its
+        # records: the segment's base bounds it.)
+        lowest = max(header.base_offset, self.base_offset)
+        if records and (records[0].offset < lowest or records[-1].offset > header.last_offset):
             raise CorruptLogError(self.log_path, header.position,
-                                  f"records at offsets {records[0].offset} to {records[-1].offset} in a batch of "
-                                  f"offsets {header.base_offset} to {header.last_offset}")
+                                  f"records at offsets {records[0].offset} to {records[-1].offset}, outside the "
+                                  f"batch's offsets {lowest} to {header.last_offset}")
         return records
 
     def base_offset_of(self, header: BatchHeader, body: memoryview | None = None) -> int:

@@ -41,9 +41,10 @@ def fused_lines(header: BatchHeader, body: memoryview, prefix: str, first: int, 
             payload = default_batch.records_payload(body, header)  # decompressed without the GIL
         except CorruptBatchError:
             return None
+    # (a record outside the batch's offsets is left to the decoder, which says what it is)
     return _render_v2_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
                             header.timestamp_type, header.max_timestamp, prefix, first,
-                            _NO_END if end is None else min(end, _NO_END), lines)
+                            _NO_END if end is None else min(end, _NO_END), lines, min(header.last_offset, _NO_END))
 
 def line_lists(plog: PartitionLog, start: int, end: int | None, *, isolation: str, control: str, prefix: str,
                render: Callable[[list[Record]], list[bytes]], fused: bool, own_segment: LogSegment | None = None

@@ -59,12 +59,10 @@ def counted_batches(plog: PartitionLog, start: int, end: int, *, isolation: str,
                 with contextlib.suppress(CorruptBatchError):
                     payload = default_batch.records_payload(body, header)
             if payload is not None:
+                # (a record outside the batch's offsets is left to the decoder, which says what it is)
                 counted = _count_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
                                        header.timestamp_type, header.max_timestamp, prefix, first,
-                                       min(end, header.last_offset + 1, _NO_END))
-                if counted is not None and counted[1] != header.record_count and first <= header.base_offset \
-                        and end > header.last_offset:
-                    counted = None  # a record outside the batch's offsets: what the decoder says of it rules
+                                       min(end, _NO_END), min(header.last_offset, _NO_END))
 
         if counted is None:
             records = batch_records(segment, header, body, first, end)

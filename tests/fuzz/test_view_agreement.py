@@ -6,8 +6,8 @@ Each case is one class of the campaign's partition-target findings (tests/fuzz/f
 minimized to one edit of a Kafka-written partition. Before the fixes, the decoded view took a
 segment's run as complete once its records reached the run's end, so damage after a segment's
 last record ended `messages.jsonl` quietly or was skipped; records outside their batch's offsets,
-past the active segment's log end or overlapping the batch before were printed by `kfs cat` and
-dropped, or measured differently, by the view.
+past the active segment's log end, below the segment, out of order or overlapping the batch before
+were printed by `kfs cat` and dropped, or measured or mapped differently, by the view.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 import fuzz_mutators as mut
 import fuzz_targets as t
 import pytest
-from conftest import LOGDIRS
+from conftest import LOGDIRS, golden_logdir
 from mounts import daemon_errors, mounted, needs_fuse
 
 from kfs.record import peek_size
@@ -80,6 +80,38 @@ def record_outside_its_batch(pdir: Path) -> None:
     path.write_bytes(data[:position] + edited + data[position + len(batch):])
 
 
+def record_out_of_order(pdir: Path) -> None:
+    """A middle batch of a closed segment whose first record's offset delta (CRC recomputed) is past
+    its batch's last: the batch's first and last records are where they belong, one between is not
+    (the seek map, keyed by offsets, then led reads astray)."""
+    path = pdir / f"{192:020d}.log"
+    data = path.read_bytes()
+    position = t.batch_positions(data)[10]
+    batch = _batch(data, position)
+    fields = mut.v2_fields(batch)
+    codec = mut.CODECS[fields["attributes"] & 7]
+    records = mut.parse_v2_records(mut.decompress(codec, batch[61:]), fields["count"])
+    assert len(records) > 2 and records[0][3][0] == "v"
+    records[0][3][1] = fields["last_offset_delta"] + 250
+    records[0], records[1] = records[1], records[0]  # the first record stays the batch's first offset
+    edited = mut.build_v2(fields, mut.compress(codec, mut.encode_v2_records(records)))
+    path.write_bytes(data[:position] + edited + data[position + len(batch):])
+
+
+def legacy_records_below_the_segment(pdir: Path) -> None:
+    """A segment's first batch, a legacy (v0) compressed wrapper at offset 0, re-made (CRC recomputed)
+    with inner messages at offsets -7 and 0: its first record is below the segment."""
+    path = pdir / f"{0:020d}.log"
+    data = path.read_bytes()
+    wrapper, end = mut.parse_legacy(data, 0)
+    codec = mut.CODECS[wrapper["attributes"] & 7]
+    assert wrapper["offset"] == 0 and wrapper["magic"] == 0 and codec != "none"
+    inner, _ = mut.parse_legacy(mut.decompress(codec, wrapper["value"]), 0)
+    inner_set = b"".join(mut.legacy_message(offset, 0, 0, -1, inner["key"], inner["value"]) for offset in (-7, 0))
+    remade = mut.legacy_message(0, 0, wrapper["attributes"], -1, wrapper["key"], mut.compress(codec, inner_set))
+    path.write_bytes(remade + data[end:])
+
+
 def legacy_wrapper_overlapping_the_batch_before(pdir: Path) -> None:
     """A legacy (v1) compressed wrapper's offset (outside the CRC) lowered by one: its inner offsets
     are relative to it, so its first record takes the offset of the batch before's last."""
@@ -104,6 +136,8 @@ CASES: dict[str, tuple[str, Callable[[Path], None]]] = {
     "base-offset-before-tail": ("orders-0", base_offset_before_the_active_tail),
     "record-outside-batch": ("orders-0", record_outside_its_batch),
     "legacy-overlap": ("legacy-0", legacy_wrapper_overlapping_the_batch_before),
+    "record-out-of-order": ("web_clicks-1", record_out_of_order),
+    "legacy-below-segment": ("legacy-0", legacy_records_below_the_segment),
 }
 
 
@@ -111,12 +145,11 @@ def _damaged_logdir(tmp_path: Path, names: list[str]) -> Path:
     """One log dir holding each case as its own partition, `<case>-0`."""
     logdir = tmp_path / "logdir"
     logdir.mkdir()
-    source = Path(LOGDIRS[0])
-    shutil.copyfile(source / "meta.properties", logdir / "meta.properties")
+    shutil.copyfile(Path(LOGDIRS[0]) / "meta.properties", logdir / "meta.properties")
     for name in names:
         partition, damage = CASES[name]
         pdir = logdir / f"{name}-0"
-        shutil.copytree(source / partition, pdir)
+        shutil.copytree(Path(golden_logdir(partition)) / partition, pdir)
         damage(pdir)
     return logdir
 
