@@ -288,6 +288,13 @@ class PartitionLog:
             yield from self._placed_batches(segment, found[1].position)
         self.raise_if_damaged(segment)
 
+    def _check_log_end(self, log_end: int) -> None:
+        """A read from the log end has no record to show, but the active segment may hold damage there
+        (a batch that is not a half-written tail): CorruptLogError, as a decoded view's run meets it."""
+        last = self._segments.last()
+        if last is not None:
+            last.translate_offset(log_end)
+
     def _placed_batches(self, segment: LogSegment, position: int
                         ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:
         """The segment's complete batches from `position`, each checked to be where its offsets say:
@@ -364,6 +371,7 @@ class PartitionLog:
                 location = self.locate_offset(start_offset, with_record=False)
             except OffsetOutOfRange:
                 if start_offset == self.log_end_offset():
+                    self._check_log_end(start_offset)
                     return
                 raise
             floor = self._segments.floor(location.segment_base_offset)
@@ -390,6 +398,7 @@ class PartitionLog:
                 location = self.locate_offset(start_offset, with_record=False)
             except OffsetOutOfRange:
                 if start_offset == self.log_end_offset():
+                    self._check_log_end(start_offset)
                     return
                 raise
             floor = self._segments.floor(location.segment_base_offset)

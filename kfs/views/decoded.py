@@ -133,7 +133,7 @@ class DecodedLog:
         """(offsets, JSON lines) a batch at a time from `start` to `end` (kfs.views.batch_lines: from
         the batches' bytes, without the GIL, where it can); `segment`: from that segment object's
         file only (a run's own, see `counted`)."""
-        if start >= end:
+        if start >= end and segment is None:  # (a run's own segment is walked even then: see counted)
             return
         yield from line_lists(self.plog, start, end, isolation=self.isolation, control=self.control,
                               prefix=self.prefix, render=self.render, fused=self.countable, own_segment=segment)
@@ -142,7 +142,9 @@ class DecodedLog:
         """The lines' lengths per batch; `segment`: a run's own segment object. A run is counted and
         rendered from the file it maps, never through the partition's current listing: after a
         cleaner swap that holds the cleaned file, and the old file's positions and offsets applied to
-        it gave cut lines and lost records (found by kfs.bench.soak)."""
+        it gave cut lines and lost records (found by kfs.bench.soak). A run's segment is walked even
+        when it can hold no record of the view (a segment whose first batch is damaged ends the log
+        there): damage in it is still met."""
         return counted_batches(self.plog, start, end, isolation=self.isolation, control=self.control,
                                prefix=self.prefix, render=self.render, countable=self.countable, own_segment=segment)
 

@@ -44,7 +44,7 @@ def counted_batches(plog: PartitionLog, start: int, end: int, *, isolation: str,
     own file, PartitionLog.segment_batches). Raises what reading the records raises (CorruptLogError),
     after the batches before the damage.
     """
-    if start >= end:
+    if start >= end and own_segment is None:
         return
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control,
                                                               end_offset=end, segment=own_segment):

@@ -129,6 +129,17 @@ def legacy_wrapper_overlapping_the_batch_before(pdir: Path) -> None:
     raise AssertionError("no compressed v1 wrapper after an uncompressed message")
 
 
+def last_segment_renamed_past_its_records(pdir: Path) -> None:
+    """The active segment renamed to a base offset 1000 above its records: its first batch is below
+    its base (damage), the log ends at that base, and the run of that segment holds no record."""
+    os.rename(pdir / f"{1518:020d}.log", pdir / f"{2518:020d}.log")
+
+
+def only_segment_renamed_past_its_records(pdir: Path) -> None:
+    """The same for a partition's only segment: the log starts and ends at that base."""
+    os.rename(pdir / f"{0:020d}.log", pdir / f"{7:020d}.log")
+
+
 CASES: dict[str, tuple[str, Callable[[Path], None]]] = {
     "garbage-after-closed": ("orders-0", garbage_after_closed_segment),
     "appended-to-closed": ("orders-0", batch_appended_to_closed_segment),
@@ -138,6 +149,8 @@ CASES: dict[str, tuple[str, Callable[[Path], None]]] = {
     "legacy-overlap": ("legacy-0", legacy_wrapper_overlapping_the_batch_before),
     "record-out-of-order": ("web_clicks-1", record_out_of_order),
     "legacy-below-segment": ("legacy-0", legacy_records_below_the_segment),
+    "last-segment-renamed": ("orders-0", last_segment_renamed_past_its_records),
+    "only-segment-renamed": ("legacy-0", only_segment_renamed_past_its_records),
 }
 
 
