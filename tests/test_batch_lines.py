@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from itertools import accumulate
 
 import pytest
 from builders import v2_batches
@@ -57,7 +58,10 @@ def test_fused_lines_are_the_python_renderers(batch: bytes, topic: str, partitio
         assert counted is None
         return
     assert got == b"".join(expected)
-    assert fused(prefix, payload, header, first, stop, lines=True) == (offsets, expected)
+    marks, data = fused(prefix, payload, header, first, stop, lines=True)
+    packed = memoryview(marks).cast("q")
+    assert data == got and packed[0::2].tolist() == offsets
+    assert packed[1::2].tolist() == list(accumulate(map(len, expected)))
     assert counted is not None and counted[0] == len(got)
 
 

@@ -135,7 +135,7 @@ def test_a_run_of_a_replaced_segment_is_never_read_from_the_file_that_replaced_i
         if use == "count":
             log.map_run(run, end)
         else:
-            lines = b"".join(b"".join(chunk) for _, chunk in log.rendered(run.start, end, run.segment))
+            lines = b"".join(chunk.data for chunk in log.rendered(run.start, end, run.segment))
             assert lines == expected_old[:len(lines)]
     assert run.length == 0
 

@@ -1576,14 +1576,14 @@ render_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_
 PyDoc_STRVAR(render_v2_jsonl_doc,
 "render_v2_jsonl(payload, count, base_offset, base_timestamp, timestamp_type, log_append_time, prefix,\n"
 "                first_offset, end_offset, lines=False, last_offset=2**63 - 1)\n"
-"    -> bytes | (list[int], list[bytes]) | None\n"
+"    -> bytes | (bytes, bytes) | None\n"
 "\n"
 "render_jsonl(prefix, records) of the records of an uncompressed v2 records section (decode_v2_records'\n"
 "arguments) whose offsets are in [first_offset, end_offset) (2**63 - 1: no end), without creating them;\n"
-"with lines=True"
-"(their offsets, one bytes per line). None when the payload must be decoded and rendered instead:\n"
-"malformed (the decoder raises) or unusual (the renderer decides), as count_jsonl. Decodes and\n"
-"renders without the GIL.");
+"with lines=True (marks, lines): marks packs, per line, the record's offset and the end of its line\n"
+"in lines as two native int64s (memoryview(marks).cast('q')). None when the payload must be decoded\n"
+"and rendered instead: malformed (the decoder raises) or unusual (the renderer decides), as\n"
+"count_jsonl. Decodes and renders without the GIL.");
 
 static PyObject *
 render_v2_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
@@ -1635,33 +1635,13 @@ render_v2_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
         result = PyBytes_FromStringAndSize(out.buf ? out.buf : "", (Py_ssize_t)out.len);
         goto done;
     }
-    const Py_ssize_t n_lines = (Py_ssize_t)(marks.len / (2 * sizeof(int64_t)));
-    PyObject *offsets = PyList_New(n_lines), *line_list = PyList_New(n_lines);
-    if (offsets == NULL || line_list == NULL) {
-        Py_XDECREF(offsets);
-        Py_XDECREF(line_list);
-        goto done;
-    }
-    int64_t line_start = 0;
-    for (Py_ssize_t i = 0; i < n_lines; i++) {
-        int64_t pair[2];
-        memcpy(pair, marks.buf + (size_t)i * sizeof(pair), sizeof(pair));
-        PyObject *offset = PyLong_FromLongLong(pair[0]);
-        PyObject *line = PyBytes_FromStringAndSize(out.buf + line_start, (Py_ssize_t)(pair[1] - line_start));
-        if (offset == NULL || line == NULL) {
-            Py_XDECREF(offset);
-            Py_XDECREF(line);
-            Py_DECREF(offsets);
-            Py_DECREF(line_list);
-            goto done;
-        }
-        PyList_SET_ITEM(offsets, i, offset);
-        PyList_SET_ITEM(line_list, i, line);
-        line_start = pair[1];
-    }
-    result = PyTuple_Pack(2, offsets, line_list);
-    Py_DECREF(offsets);
-    Py_DECREF(line_list);
+    /* Two objects per batch, not two per line: the cursor slices the lines it serves from `data`. */
+    PyObject *packed = PyBytes_FromStringAndSize(marks.buf ? marks.buf : "", (Py_ssize_t)marks.len);
+    PyObject *data = packed ? PyBytes_FromStringAndSize(out.buf ? out.buf : "", (Py_ssize_t)out.len) : NULL;
+    if (data != NULL)
+        result = PyTuple_Pack(2, packed, data);
+    Py_XDECREF(packed);
+    Py_XDECREF(data);
 
 done:
     PyMem_RawFree(out.buf);

@@ -24,7 +24,7 @@ from kfs.record.types import CorruptBatchError, Record
 decode_v2_records: Callable[..., list[Record]] | None = None
 render_jsonl: Callable[..., bytes | list[bytes]] | None = None
 count_jsonl: Callable[..., tuple[int, int, int] | None] | None = None
-render_v2_jsonl: Callable[..., bytes | tuple[list[int], list[bytes]] | None] | None = None
+render_v2_jsonl: Callable[..., bytes | tuple[bytes, bytes] | None] | None = None
 
 if not os.environ.get("KFS_PURE_PYTHON"):
     try:

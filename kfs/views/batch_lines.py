@@ -13,7 +13,9 @@ same bytes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from itertools import accumulate
+from typing import NamedTuple
 
 from kfs.record import BatchHeader, CorruptBatchError, Record, crc_is_valid, default_batch, speedups
 from kfs.record.compression import MAX_BATCH_RECORDS
@@ -23,10 +25,19 @@ _render_v2_jsonl = speedups.render_v2_jsonl
 _NO_END = (1 << 63) - 1  # to render_v2_jsonl: no end
 
 
+class BatchLines(NamedTuple):
+    """A batch's lines a reader sees: one bytes for them all and, per line, its record's offset and
+    where it ends in `data`. Two objects per batch, not two per line: the cursor slices what it serves."""
+
+    offsets: Sequence[int]
+    data: bytes
+    ends: Sequence[int]
+
+
 def fused_lines(header: BatchHeader, body: memoryview, prefix: str, first: int, end: int | None,
-                lines: bool = False) -> bytes | tuple[list[int], list[bytes]] | None:
-    """The lines of the batch's records in [first, end) (with `lines`: their offsets and one bytes
-    each), rendered by the fused renderer; None when the batch must take the decoder's path (which
+                lines: bool = False) -> bytes | BatchLines | None:
+    """The lines of the batch's records in [first, end) (with `lines`: as BatchLines), rendered by
+    the fused renderer; None when the batch must take the decoder's path (which
     raises what is wrong with it, or renders what is unusual)."""
     if _render_v2_jsonl is None or header.magic != 2 or header.is_control \
             or not 0 < header.record_count <= MAX_BATCH_RECORDS or not crc_is_valid(body, header):
@@ -42,15 +53,20 @@ def fused_lines(header: BatchHeader, body: memoryview, prefix: str, first: int, 
         except CorruptBatchError:
             return None
     # (a record outside the batch's offsets is left to the decoder, which says what it is)
-    return _render_v2_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
-                            header.timestamp_type, header.max_timestamp, prefix, first,
-                            _NO_END if end is None else min(end, _NO_END), lines, min(header.last_offset, _NO_END))
+    out = _render_v2_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
+                           header.timestamp_type, header.max_timestamp, prefix, first,
+                           _NO_END if end is None else min(end, _NO_END), lines, min(header.last_offset, _NO_END))
+    if not isinstance(out, tuple):
+        return out
+    marks, data = out
+    packed = memoryview(marks).cast("q")  # (offset, end) per line
+    return BatchLines(packed[0::2], data, packed[1::2])
 
 def line_lists(plog: PartitionLog, start: int, end: int | None, *, isolation: str, control: str, prefix: str,
                render: Callable[[list[Record]], list[bytes]], fused: bool, own_segment: LogSegment | None = None
-               ) -> Iterator[tuple[list[int], list[bytes]]]:
-    """(offsets, lines) per batch holding records of [start, end) a reader sees, as
-    `render(records)` of `plog.record_lists` gives them. `fused`: the lines are the plain ones of
+               ) -> Iterator[BatchLines]:
+    """The lines per batch holding records of [start, end) a reader sees, as `render(records)` of
+    `plog.record_lists` gives them. `fused`: the lines are the plain ones of
     kfs.views.jsonl (no decoder of their own), so the fused renderer may stand in for `render`;
     `own_segment`: only that segment object's batches (a decoded run's own file,
     PartitionLog.segment_batches). Raises what reading the records raises (CorruptLogError), after
@@ -60,8 +76,9 @@ def line_lists(plog: PartitionLog, start: int, end: int | None, *, isolation: st
         out = fused_lines(header, body, prefix, first, end, lines=True) if fused else None
         if out is None:
             records = batch_records(segment, header, body, first, end)
-            out = [r.offset for r in records], render(records)
-        if out[0]:
+            lines = render(records)
+            out = BatchLines([r.offset for r in records], b"".join(lines), list(accumulate(map(len, lines))))
+        if out.offsets:  # type: ignore[union-attr]
             yield out  # type: ignore[misc]
 
 

@@ -38,13 +38,12 @@ import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterator
-from itertools import accumulate
 from typing import NamedTuple
 
 from kfs.internal.lines import line_decoder
 from kfs.record import Record
 from kfs.storage import LogSegment, PartitionLog, VanishedError
-from kfs.views.batch_lines import line_lists
+from kfs.views.batch_lines import BatchLines, line_lists
 from kfs.views.jsonl import line_prefix, render_line_list
 from kfs.views.line_lengths import counted_batches
 from kfs.views.runs import MAP_INTERVAL, DamagedLog, MappingProgress, SegmentRun, count_into
@@ -128,10 +127,9 @@ class DecodedLog:
                 "decode": self.decode if self.decoder is not None else "plain", "aborted": aborted,
                 "code": code_fingerprint()}
 
-    def rendered(self, start: int, end: int, segment: LogSegment | None = None
-                 ) -> Iterator[tuple[list[int], list[bytes]]]:
-        """(offsets, JSON lines) a batch at a time from `start` to `end` (kfs.views.batch_lines: from
-        the batches' bytes, without the GIL, where it can); `segment`: from that segment object's
+    def rendered(self, start: int, end: int, segment: LogSegment | None = None) -> Iterator[BatchLines]:
+        """The JSON lines a batch at a time (BatchLines) from `start` to `end` (kfs.views.batch_lines:
+        from the batches' bytes, without the GIL, where it can); `segment`: from that segment object's
         file only (a run's own, see `counted`)."""
         if start >= end and segment is None:  # (a run's own segment is walked even then: see counted)
             return
@@ -306,7 +304,7 @@ class Cursor:
         self.lock = threading.Lock()
         self._run: SegmentRun | None = None
         self._end = 0
-        self._chunks: Iterator[tuple[list[int], list[bytes]]] = iter(())
+        self._chunks: Iterator[BatchLines] = iter(())
         self._buf = b""  # the rendered batch the cursor is in ...
         self._buf_position = 0  # ... and where it starts in the run
         # The view's start and its runs' files (Measure.runs) as the reader has known them.
@@ -372,8 +370,8 @@ class Cursor:
     def _serve(self, run: SegmentRun, end: int, local: int, wanted: int, out: list[bytes]) -> int:
         """Append up to `wanted` bytes of `run` from `local` to `out`; return how many.
 
-        Works a batch at a time: the batch's lines are rendered in one call and joined, their
-        starts summed in C; the map takes the starts it needs at the frontier.
+        Works a batch at a time: the batch's lines come as one bytes with their ends packed; the map
+        takes the starts it needs at the frontier, other reads only the batch's length.
         """
         log = self.view.log
         buf_end = self._buf_position + len(self._buf)
@@ -401,19 +399,21 @@ class Cursor:
         data, data_position = self._buf, self._buf_position
         exhausted = True
         try:
-            for chunk_offsets, lines in self._chunks:
-                starts = list(accumulate(map(len, lines), initial=position))
+            for chunk in self._chunks:  # BatchLines: the starts are only made at the frontier
+                chunk_end = position + len(chunk.data)
                 if frontier:
-                    positions += starts[:-1]
-                    offsets += chunk_offsets
-                elif starts[0] <= frontier_at < starts[-1] or frontier_at == starts[0]:
+                    positions.append(position)
+                    positions += [position + e for e in chunk.ends[:-1]]
+                    offsets += chunk.offsets
+                elif position <= frontier_at < chunk_end or frontier_at == position:
+                    starts = [position, *(position + e for e in chunk.ends)]
                     i = bisect_left(starts, frontier_at)
-                    if starts[i] == frontier_at and i < len(chunk_offsets) and chunk_offsets[i] >= mapped_to:
+                    if starts[i] == frontier_at and i < len(chunk.offsets) and chunk.offsets[i] >= mapped_to:
                         frontier = True
                         positions += starts[i:-1]
-                        offsets += chunk_offsets[i:]
-                data, data_position = b"".join(lines), position
-                position = starts[-1]
+                        offsets += chunk.offsets[i:]
+                data, data_position = chunk.data, position
+                position = chunk_end
                 if position <= local:
                     continue  # before the read (after a seek to a map entry)
                 piece = data[local - data_position:local - data_position + wanted - served]
