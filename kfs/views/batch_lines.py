@@ -13,6 +13,7 @@ same bytes.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
 from typing import NamedTuple
@@ -26,12 +27,29 @@ _NO_END = (1 << 63) - 1  # to render_v2_jsonl: no end
 
 
 class BatchLines(NamedTuple):
-    """A batch's lines a reader sees: one bytes for them all and, per line, its record's offset and
-    where it ends in `data`. Two objects per batch, not two per line: the cursor slices what it serves."""
+    """A batch's lines a reader sees: one bytes for them all (`data`) and, per line, its record's
+    offset and where its line ends in `data`, packed as two native int64s (`marks`). Two objects per
+    batch, not two per line: the cursor slices what it serves, and unpacks the marks only where it
+    maps (the fused renderer's lines mode gives the pair as it is)."""
 
-    offsets: Sequence[int]
+    marks: bytes
     data: bytes
-    ends: Sequence[int]
+
+    @property
+    def offsets(self) -> Sequence[int]:
+        return memoryview(self.marks).cast("q")[0::2]
+
+    @property
+    def ends(self) -> Sequence[int]:
+        return memoryview(self.marks).cast("q")[1::2]
+
+    @classmethod
+    def of(cls, offsets: list[int], lines: list[bytes]) -> BatchLines:
+        """The pair for lines rendered one bytes each (the decoder's path)."""
+        marks = array("q", [0, 0] * len(offsets))
+        marks[0::2] = array("q", offsets)
+        marks[1::2] = array("q", accumulate(map(len, lines)))
+        return cls(marks.tobytes(), b"".join(lines))
 
 
 def fused_lines(header: BatchHeader, body: memoryview, prefix: str, first: int, end: int | None,
@@ -56,11 +74,8 @@ def fused_lines(header: BatchHeader, body: memoryview, prefix: str, first: int, 
     out = _render_v2_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
                            header.timestamp_type, header.max_timestamp, prefix, first,
                            _NO_END if end is None else min(end, _NO_END), lines, min(header.last_offset, _NO_END))
-    if not isinstance(out, tuple):
-        return out
-    marks, data = out
-    packed = memoryview(marks).cast("q")  # (offset, end) per line
-    return BatchLines(packed[0::2], data, packed[1::2])
+    return BatchLines._make(out) if isinstance(out, tuple) else out
+
 
 def line_lists(plog: PartitionLog, start: int, end: int | None, *, isolation: str, control: str, prefix: str,
                render: Callable[[list[Record]], list[bytes]], fused: bool, own_segment: LogSegment | None = None
@@ -76,9 +91,8 @@ def line_lists(plog: PartitionLog, start: int, end: int | None, *, isolation: st
         out = fused_lines(header, body, prefix, first, end, lines=True) if fused else None
         if out is None:
             records = batch_records(segment, header, body, first, end)
-            lines = render(records)
-            out = BatchLines([r.offset for r in records], b"".join(lines), list(accumulate(map(len, lines))))
-        if out.offsets:  # type: ignore[union-attr]
+            out = BatchLines.of([r.offset for r in records], render(records))
+        if out.marks:  # type: ignore[union-attr]
             yield out  # type: ignore[misc]
 
 
