@@ -27,6 +27,7 @@ import random
 import shutil
 import struct
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 
 import fuzz_mutators as mut
@@ -164,6 +165,14 @@ def consume(buf: bytes) -> list[tuple]:
             lines = jsonl.render_lines(_PREFIX, records)
             if fused is not None and fused != lines:
                 out.append(("fused lines differ", fused[:200], lines[:200]))
+            # Its lines mode (the mount's cursor): the same bytes, each line's offset and end.
+            marked = batch_lines.fused_lines(h, batch, _PREFIX, h.base_offset + 1, None, lines=True)
+            if marked is not None:
+                shown = [r for r in records if r.offset >= h.base_offset + 1]
+                want = jsonl.render_line_list(_PREFIX, shown)
+                if (marked.data, list(marked.offsets), list(marked.ends)) != (
+                        b"".join(want), [r.offset for r in shown], list(accumulate(map(len, want)))):
+                    out.append(("fused lines mode differs", marked.data[:200]))
             out.append(("batch", h.base_offset, h.last_offset, h.record_count, valid,
                         [_record_fields(r) for r in records], controls, lines))
             pos += size
