@@ -250,6 +250,9 @@ class TruthBatch:
     max_ts: int
     is_control: bool
     records: list[tuple[int, int]]  # (offset, timestamp) of every record, control ones included
+    producer_id: int = -1
+    transactional: bool = False
+    aborts: bool = False  # a control batch holding an ABORT marker
 
 
 class Truth:
@@ -271,9 +274,11 @@ class Truth:
                 h = parse_batch_header(data, pos, pos)
                 body = memoryview(data)[pos:pos + size]
                 complete_legacy_header(h, body)
-                recs = [(r.offset, r.timestamp) for r in decode_records(body, h)]
+                decoded = decode_records(body, h)
+                recs = [(r.offset, r.timestamp) for r in decoded]
+                aborts = h.is_control and any(parse_control_record(r)[0] == "ABORT" for r in decoded)
                 self.batches.append(TruthBatch(base, pos, h.base_offset, h.last_offset, h.max_timestamp,
-                                               h.is_control, recs))
+                                               h.is_control, recs, h.producer_id, h.is_transactional, aborts))
                 pos += size
         plog = open_partition(LOGDIRS / next(d.name for d in sorted(LOGDIRS.iterdir())
                                              if (d / partition).is_dir()), partition)
@@ -287,6 +292,26 @@ class Truth:
         self.timestamps = sorted({t for b in self.batches for _, t in b.records})
         self.offsets = sorted({b.base for b in self.batches} | {b.last for b in self.batches})
         self.positions = sorted({b.position for b in self.batches})
+
+    def read_committed(self) -> list[int]:
+        """The offsets a read_committed consumer gets from the log start: a producer's transactional
+        batches from its first one after a marker to an ABORT marker are dropped, as the markers say
+        (no .txnindex involved)."""
+        open_from: dict[int, int] = {}
+        aborted: list[tuple[int, int, int]] = []
+        for b in self.batches:
+            if not b.transactional:
+                continue
+            if not b.is_control:
+                open_from.setdefault(b.producer_id, b.base)
+            else:
+                start = open_from.pop(b.producer_id, b.last)
+                if b.aborts:
+                    aborted.append((b.producer_id, start, b.last))
+        return [o for b in self.batches if not b.is_control
+                and not (b.transactional and any(p == b.producer_id and f <= b.base <= last
+                                                 for p, f, last in aborted))
+                for o, _ in b.records if o >= self.log_start]
 
     def offset_lookup(self, target: int) -> tuple | None:
         """Kafka's fetch: (segment, position, batch base, batch last, record offset, record timestamp)."""
@@ -378,6 +403,11 @@ def run_index_input(rnd: random.Random, partition: str, logdir: Path, lookups: i
                                               f"{got}, the log says {t.largest_ts[seg.base_offset]}")
         targets = [rnd.randrange(t.log_start - 2, t.log_end + 3) for _ in range(lookups)]
         targets += [rnd.choice(t.offsets) for _ in range(lookups // 2)]
+        if any(b.transactional for b in t.batches):
+            committed = [r.offset for r in plog.records(isolation="read_committed")]
+            if committed != t.read_committed():
+                raise Failure("wrong-answer", f"{partition}: read_committed gives {len(committed)} records, the "
+                                              f"log's markers say {len(t.read_committed())}")
         for target in targets:
             expected = t.offset_lookup(target)
             try:
