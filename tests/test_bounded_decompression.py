@@ -6,6 +6,7 @@ memory limit, by `kfs cat` and by a mounted daemon, which survives and keeps ser
 from __future__ import annotations
 
 import errno
+import os
 import resource
 import struct
 import subprocess
@@ -160,10 +161,17 @@ def test_the_daemon_refuses_a_bomb_with_eio_and_keeps_serving(bomb_logdir: Path,
             with pytest.raises(OSError) as e:
                 (mountpoint / "bombs-0" / "messages.jsonl").read_bytes()
             assert e.value.errno == errno.EIO
-        for offset, _ in STARTS:  # EIO at the open (its lookup decodes the first record) or the read
-            with pytest.raises(OSError) as e:
-                (mountpoint / "bombs-0" / "offset" / f"{offset}.jsonl").read_bytes()
-            assert e.value.errno == errno.EIO
+        for offset in [o for start in STARTS for o in start]:  # at a bomb, and at the records after it
+            # As messages.jsonl: the view opens (its size covers the bomb's unreadable byte), its read EIO
+            view = mountpoint / "bombs-0" / "offset" / f"{offset}.jsonl"
+            assert view.stat().st_size >= 1
+            fd = os.open(view, os.O_RDONLY)
+            try:
+                with pytest.raises(OSError) as e:
+                    os.read(fd, 65536)
+                assert e.value.errno == errno.EIO
+            finally:
+                os.close(fd)
         assert (mountpoint / "clean-0" / "messages.jsonl").read_bytes().count(b"\n") == 5
         after = STARTS[0][1]
         assert (mountpoint / "bombs-0" / "offset" / f"{after}.value").read_bytes() == b"value-%d" % after

@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 from kfs.internal.lines import line_decoder
 from kfs.record import Record
-from kfs.storage import LogSegment, PartitionLog, VanishedError
+from kfs.storage import KfsError, LogSegment, PartitionLog, VanishedError
 from kfs.views.batch_lines import BatchLines, line_lists
 from kfs.views.jsonl import line_prefix, render_line_list
 from kfs.views.line_lengths import counted_batches
@@ -244,7 +244,15 @@ class DecodedView:
             position, offset = run.positions[i], run.offsets[i]
         if run.error is not None and start >= run.mapped_to:
             return run.length
-        skip = position + sum(batch.length for batch in self.log.counted(offset, start, run.segment))
+        try:
+            skip = position + sum(batch.length for batch in self.log.counted(offset, start, run.segment))
+        except KfsError as e:
+            if run.error is None or isinstance(e, VanishedError):
+                raise
+            # The damage that ends the run (a decompression bomb, a corrupt batch) lies before `start`:
+            # the view opens at its unreadable byte, as messages.jsonl reaches it, and reads there
+            # fail (EIO) while its later segments read.
+            skip = run.length
         with run.lock:
             run.skips[start] = skip
             while len(run.skips) > MAX_SKIPS:
