@@ -96,6 +96,10 @@ class Handle:
     def read(self, size: int, offset: int) -> bytes:
         raise NotImplementedError
 
+    def read_pieces(self, size: int, offset: int) -> list[bytes]:
+        """`read` in pieces, for a reply that joins them (kfs.fuse.zerocopy.reply_pieces)."""
+        return [self.read(size, offset)]
+
     def fd_range(self, size: int, offset: int) -> tuple[int, int, int] | None:
         """(fd, position, length) when the bytes lie in one file, so libfuse can splice them."""
         return None
@@ -213,5 +217,8 @@ class DecodedHandle(Handle):
     __hash__ = object.__hash__  # by identity: the tree keeps its open readers in a WeakSet
 
     def read(self, size: int, offset: int) -> bytes:
+        return b"".join(self.read_pieces(size, offset))
+
+    def read_pieces(self, size: int, offset: int) -> list[bytes]:
         assert self.cursor is not None
-        return self.cursor.read(offset, size, partial=False)  # a short read would end the file
+        return self.cursor.read_pieces(offset, size, partial=False)  # a short read would end the file

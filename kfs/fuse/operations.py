@@ -198,8 +198,11 @@ class KfsOperations(binding.Operations):
         return self._read(path, size, offset, fi)
 
     def _read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
+        return b"".join(self._read_pieces(path, size, offset, fi))
+
+    def _read_pieces(self, path: str, size: int, offset: int, fi: Any) -> list[bytes]:
         try:
-            return self._handle(fi).read(size, offset)
+            return self._handle(fi).read_pieces(size, offset)
         except TreeError:
             raise
         except Exception as exc:
@@ -219,7 +222,7 @@ class KfsOperations(binding.Operations):
             if piece is not None:
                 self._zerocopy.reply_fd(bufpp, *piece)
             else:
-                self._zerocopy.reply_bytes(bufpp, self._read(path, size, offset, fi))
+                self._zerocopy.reply_pieces(bufpp, self._read_pieces(path, size, offset, fi))
             return 0
 
     def release(self, path: str, fi: Any) -> int:

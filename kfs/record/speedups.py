@@ -1,7 +1,7 @@
 """The compiled hot loops (`_speedups.c`) when they were built, else None: callers keep their Python loop.
 
 `pip install` compiles `kfs/record/_speedups.c` when a C compiler is there (pyproject.toml marks the
-extension optional, so an install without one still succeeds). Four functions, each the twin of the
+extension optional, so an install without one still succeeds). Five functions, each the twin of the
 Python code that stays the reference and the fallback:
 
 - `decode_v2_records`, the loop of `default_batch.decode_records`;
@@ -9,7 +9,9 @@ Python code that stays the reference and the fallback:
 - `count_jsonl`, the length `render_jsonl` would give for a v2 records section, without decoding it
   into records (the size of a decoded view; kfs/views/line_lengths.py);
 - `render_v2_jsonl`, `render_jsonl` of `decode_v2_records` fused: a records section straight to its JSON
-  lines, no record created, without the GIL (kfs/views/batch_lines.py).
+  lines, no record created, without the GIL (kfs/views/batch_lines.py);
+- `gather`, `b"".join(pieces)` into malloc'd memory without the GIL: a decoded read's reply for
+  libfuse (kfs/fuse/zerocopy.py).
 
 Set KFS_PURE_PYTHON=1 to ignore the extension (to compare, or to rule it out).
 """
@@ -25,6 +27,7 @@ decode_v2_records: Callable[..., list[Record]] | None = None
 render_jsonl: Callable[..., bytes | list[bytes]] | None = None
 count_jsonl: Callable[..., tuple[int, int, int] | None] | None = None
 render_v2_jsonl: Callable[..., bytes | tuple[bytes, bytes] | None] | None = None
+gather: Callable[[list[bytes]], int] | None = None
 
 if not os.environ.get("KFS_PURE_PYTHON"):
     try:
@@ -37,3 +40,4 @@ if not os.environ.get("KFS_PURE_PYTHON"):
         render_jsonl = _speedups.render_jsonl
         count_jsonl = _speedups.count_jsonl
         render_v2_jsonl = _speedups.render_v2_jsonl
+        gather = _speedups.gather

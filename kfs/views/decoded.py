@@ -322,6 +322,10 @@ class Cursor:
         """Up to `size` bytes at `position`; fewer only at the end of the stream, or (`partial`)
         before damage or a vanished segment: the read that starts there raises the error. Without
         `partial` such a read raises at once (a page-cache reader takes a short read for the end)."""
+        return b"".join(self.read_pieces(position, size, partial))
+
+    def read_pieces(self, position: int, size: int, partial: bool = True) -> list[bytes]:
+        """`read`, in the pieces it is made of (for a reply that joins them without the GIL)."""
         out: list[bytes] = []
         with self.lock:
             try:
@@ -330,7 +334,7 @@ class Cursor:
                 self._run = None  # start afresh: the next read meets the error again
                 if not out or not partial:
                     raise
-        return b"".join(out)
+        return out
 
     def _read_into(self, out: list[bytes], position: int, wanted: int) -> None:
         start = self.view.start

@@ -22,6 +22,7 @@ is a failure, and so is any difference. A `Failure` says which kind.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import random
 import shutil
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import fuzz_mutators as mut
 
+from kfs.fuse import zerocopy
 from kfs.record import (
     HEADER_PROBE_SIZE,
     CorruptBatchError,
@@ -64,12 +66,12 @@ class Failure(Exception):
 # ---- the two paths -----------------------------------------------------------------------------
 
 _COMPILED = {"decode": speedups.decode_v2_records, "render": speedups.render_jsonl,
-             "fused": speedups.render_v2_jsonl}
+             "fused": speedups.render_v2_jsonl, "gather": speedups.gather}
 
 
-def install_compiled(decode, render, fused) -> None:  # type: ignore[no-untyped-def]
+def install_compiled(decode, render, fused, gather) -> None:  # type: ignore[no-untyped-def]
     """Use these compiled functions (e.g. from a sanitizer build) as the C path."""
-    _COMPILED["decode"], _COMPILED["render"], _COMPILED["fused"] = decode, render, fused
+    _COMPILED["decode"], _COMPILED["render"], _COMPILED["fused"], _COMPILED["gather"] = decode, render, fused, gather
 
 
 def has_compiled() -> bool:
@@ -82,6 +84,7 @@ def use_path(path: str) -> None:
     default_batch._decode_v2_records = _COMPILED["decode"] if compiled else None
     jsonl._render_jsonl = _COMPILED["render"] if compiled else None
     batch_lines._render_v2_jsonl = _COMPILED["fused"] if compiled else None
+    speedups.gather = _COMPILED["gather"] if compiled else None  # (kfs.fuse.zerocopy looks it up per reply)
 
 
 def paths() -> tuple[str, ...]:
@@ -138,6 +141,18 @@ def _record_fields(r) -> tuple:  # type: ignore[no-untyped-def]
 _PREFIX = '{"topic": "t", "partition": 0, "offset": '
 
 
+def _replied(pieces: list) -> bytes:  # type: ignore[type-arg]
+    """The bytes a read_buf reply of `pieces` hands libfuse (kfs.fuse.zerocopy), freed as libfuse does."""
+    bufpp = ctypes.pointer(ctypes.c_void_p())
+    zerocopy.reply_pieces(bufpp, pieces)
+    vector = zerocopy.FuseBufvec.from_address(bufpp.contents.value)  # type: ignore[arg-type]
+    buf = vector.buf[0]
+    got = ctypes.string_at(buf.mem, buf.size) if buf.size else b""
+    zerocopy._libc.free(buf.mem)
+    zerocopy._libc.free(bufpp.contents.value)
+    return got
+
+
 def consume(buf: bytes) -> list[tuple]:
     """Everything a reader does with a segment's bytes; stops at the first error, as a reader does."""
     out: list[tuple] = []
@@ -174,6 +189,11 @@ def consume(buf: bytes) -> list[tuple]:
                 if (marked.data, list(marked.offsets), list(marked.ends)) != (
                         b"".join(want), [r.offset for r in shown], list(accumulate(map(len, want)))):
                     out.append(("fused lines mode differs", marked.data[:200]))
+            # A read reply made of pieces (the mount's decoded reads): the lines cut around the batch.
+            cut = len(lines) // 3
+            pieces = [lines[:cut], batch, b"", lines[cut:]]
+            if _replied(pieces) != b"".join(pieces):
+                out.append(("read reply differs", len(lines), len(batch)))
             out.append(("batch", h.base_offset, h.last_offset, h.record_count, valid,
                         [_record_fields(r) for r in records], controls, lines))
             pos += size
