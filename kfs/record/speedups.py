@@ -33,8 +33,10 @@ if not os.environ.get("KFS_PURE_PYTHON"):
     try:
         from kfs.record import _speedups  # type: ignore[attr-defined]
     except ImportError:
-        pass
-    else:
+        _speedups = None
+    # A build older than this code (no `gather`; its lines mode gave a list per line) is ignored, as
+    # no build is: `pip install -e .` rebuilds it. Used, it failed every decoded read.
+    if _speedups is not None and hasattr(_speedups, "gather"):
         _speedups.init(Record, CorruptBatchError)
         decode_v2_records = _speedups.decode_v2_records
         render_jsonl = _speedups.render_jsonl
