@@ -184,7 +184,8 @@ class LogSegment(LogFile):
         """Why a batch's offsets cannot be where it is, or None. The base offset is outside the CRC: a
         damaged one would otherwise put records at the wrong offsets, or end a walk early."""
         base, last = header.base_offset, header.last_offset
-        first = base if base >= 0 else last  # a legacy compressed wrapper's base is known only inside it
+        first = base if base >= 0 or header.magic == 2 else last  # a legacy compressed wrapper's base is
+        # known only inside it (its header says -1); a v2 batch's is in its header, whatever it says
         if last < first:
             return f"last offset {last} is below its base offset {base}"
         if first < self.base_offset:

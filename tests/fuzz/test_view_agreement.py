@@ -140,6 +140,15 @@ def only_segment_renamed_past_its_records(pdir: Path) -> None:
     os.rename(pdir / f"{0:020d}.log", pdir / f"{7:020d}.log")
 
 
+def negative_base_offset(pdir: Path) -> None:
+    """A segment's first v2 batch's base offset (outside the CRC) set to -1: its first record is below
+    the segment (a legacy wrapper's header says -1 for a base known only inside it; a v2 batch's not)."""
+    path = pdir / f"{0:020d}.log"
+    data = bytearray(path.read_bytes())
+    data[0:8] = (-1).to_bytes(8, "big", signed=True)
+    path.write_bytes(bytes(data))
+
+
 CASES: dict[str, tuple[str, Callable[[Path], None]]] = {
     "garbage-after-closed": ("orders-0", garbage_after_closed_segment),
     "appended-to-closed": ("orders-0", batch_appended_to_closed_segment),
@@ -151,6 +160,7 @@ CASES: dict[str, tuple[str, Callable[[Path], None]]] = {
     "legacy-below-segment": ("legacy-0", legacy_records_below_the_segment),
     "last-segment-renamed": ("orders-0", last_segment_renamed_past_its_records),
     "only-segment-renamed": ("legacy-0", only_segment_renamed_past_its_records),
+    "negative-base-offset": ("payments-0", negative_base_offset),
 }
 
 
