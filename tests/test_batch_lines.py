@@ -149,3 +149,29 @@ def test_the_fused_renderer_runs_without_the_gil() -> None:
         thread.join()
     assert out is not None and out.count(b"\n") == 40000
     assert inside, "no Python bytecode ran while the fused renderer worked: it held the GIL"
+
+
+@pytest.mark.parametrize("last_offset_delta", [-1, -(1 << 31)])
+def test_a_negative_last_offset_delta_at_the_lowest_base_offset_is_left_to_the_decoder(
+        last_offset_delta: int) -> None:
+    """The campaign's two OverflowErrors in 10^6 inputs: base offset -2^63 (outside the CRC) and a
+    negative last offset delta (CRC recomputed) made the batch's last offset pass int64's low end."""
+    import struct
+
+    import crc32c
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    from kfs.views import batch_lines
+
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 30)
+    for i in range(2):
+        builder.append(i, timestamp=1, key=b"k", value=b"v", headers=[])
+    batch = bytearray(builder.build())
+    struct.pack_into(">q", batch, 0, -(1 << 63))
+    struct.pack_into(">i", batch, 23, last_offset_delta)
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    header = parse_batch_header(bytes(batch), 0, 0)
+    assert header.last_offset < -(1 << 63)
+    assert batch_lines.fused_lines(header, memoryview(bytes(batch)), line_prefix("t", 0), -(1 << 63), None) is None
+    # what the decoder gives lies above the batch's last offset: LogSegment.records_of refuses it
+    assert default_batch.decode_records(bytes(batch), header)[0].offset > header.last_offset

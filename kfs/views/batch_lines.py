@@ -58,8 +58,9 @@ def fused_lines(header: BatchHeader, body: memoryview, prefix: str, first: int, 
     the fused renderer; None when the batch must take the decoder's path (which
     raises what is wrong with it, or renders what is unusual)."""
     if _render_v2_jsonl is None or header.magic != 2 or header.is_control \
-            or not 0 < header.record_count <= MAX_BATCH_RECORDS or not crc_is_valid(body, header):
-        return None
+            or not 0 < header.record_count <= MAX_BATCH_RECORDS or header.last_offset < header.base_offset \
+            or not crc_is_valid(body, header):
+        return None  # (a negative last offset delta: every record is outside the batch, the decoder says so)
     payload: bytes | memoryview
     if header.compression == "none":  # read in place, no copy
         if not default_batch.RECORDS_OFFSET <= header.size <= len(body):

@@ -50,7 +50,8 @@ def counted_batches(plog: PartitionLog, start: int, end: int, *, isolation: str,
                                                               end_offset=end, segment=own_segment):
         counted = None
         if countable and _count_jsonl is not None and header.magic == 2 and not header.is_control \
-                and header.record_count > 0 and crc_is_valid(body, header):
+                and header.record_count > 0 and header.last_offset >= header.base_offset \
+                and crc_is_valid(body, header):
             payload: bytes | memoryview | None = None  # None: the decoder below raises the error
             if header.compression == "none":  # counted in place, no copy
                 if default_batch.RECORDS_OFFSET <= header.size <= len(body):
