@@ -463,11 +463,19 @@ def _set_batch_field(data: bytearray, rnd: random.Random, positions: list[int], 
         return
     p = rnd.choice(positions)
     if field == "base_offset":
-        struct.pack_into(">q", data, p, rnd.choice((2**32, 2**63 - 1, 2**63 - 2**20, 2**31, -1, -(2**63),
-                                                    struct.unpack_from(">q", data, p)[0] + rnd.choice((-1, 1, 5)))))
+        value = rnd.choice((2**32, 2**63 - 1, 2**63 - 2**20, 2**31, -1, -(2**63),
+                            struct.unpack_from(">q", data, p)[0] + rnd.choice((-1, 1, 5))))
+        struct.pack_into(">q", data, p, _wrapped(value, 64))  # an edge set earlier, moved past int64: wraps
     else:
-        struct.pack_into(">i", data, p + 8, rnd.choice((2**31 - 1, 2**30, struct.unpack_from(">i", data, p + 8)[0]
-                                                        + rnd.choice((-1, 1, 100, 100000)))))
+        value = rnd.choice((2**31 - 1, 2**30,
+                            struct.unpack_from(">i", data, p + 8)[0] + rnd.choice((-1, 1, 100, 100000))))
+        struct.pack_into(">i", data, p + 8, _wrapped(value, 32))
+
+
+def _wrapped(value: int, bits: int) -> int:
+    """`value` as a signed `bits`-bit field holds it (two's complement wrap-around)."""
+    half = 1 << (bits - 1)
+    return (value + half) % (1 << bits) - half
 
 
 def batch_positions(data: bytes) -> list[int]:
