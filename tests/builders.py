@@ -184,3 +184,13 @@ def v2_batches(draw):  # type: ignore[no-untyped-def]
         buf[35:43] = draw(st.integers(0, 2**45)).to_bytes(8, "big")
         buf[17:21] = crc32c.crc32c(bytes(buf[21:])).to_bytes(4, "big")
     return bytes(buf)
+
+
+def write_numbered_segment(directory: Path, base: int, offsets: list[int]) -> None:
+    """A segment of 5-record v2 batches holding `offsets` (key k<o>, value value-<o>), indexed every 200
+    bytes: what the live-segment tests roll, delete and swap."""
+    appends = []
+    for i in range(0, len(offsets), 5):
+        records = [(o, 1_700_000_000_000 + o, b"k%d" % o, b"value-%d" % o, []) for o in offsets[i:i + 5]]
+        appends.append([(v2_batch(records[0][0], records), records)])
+    write_segment(str(directory), base, appends, 200)

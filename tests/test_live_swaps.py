@@ -10,25 +10,17 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import v2_batch, write_segment
+from builders import write_numbered_segment
 
 from kfs.fuse.tree import KfsTree
 from kfs.storage import LogDirs, VanishedError
-
-
-def _segment(directory: Path, base: int, offsets: list[int]) -> None:
-    appends = []
-    for i in range(0, len(offsets), 5):
-        records = [(o, 1_700_000_000_000 + o, b"k%d" % o, b"value-%d" % o, []) for o in offsets[i:i + 5]]
-        appends.append([(v2_batch(records[0][0], records), records)])
-    write_segment(str(directory), base, appends, 200)
 
 
 def _partition(tmp_path: Path) -> Path:
     partition = tmp_path / "logdir" / "live-0"
     partition.mkdir(parents=True)
     for base in (0, 100, 200):
-        _segment(partition, base, list(range(base, base + 100)))
+        write_numbered_segment(partition, base, list(range(base, base + 100)))
     return partition
 
 
@@ -36,7 +28,7 @@ def _swap_in_cleaned(tmp_path: Path, partition: Path) -> None:
     """The cleaner's way: the cleaned files are written elsewhere, then renamed over the segment's."""
     cleaned = tmp_path / "cleaned"
     cleaned.mkdir()
-    _segment(cleaned, 0, list(range(0, 100, 2)))
+    write_numbered_segment(cleaned, 0, list(range(0, 100, 2)))
     for path in cleaned.iterdir():
         os.replace(path, partition / path.name)
 
@@ -191,6 +183,6 @@ def test_a_record_in_a_segment_rolled_in_since_the_last_listing_is_found(tmp_pat
     tree = KfsTree(LogDirs([str(tmp_path / "logdir")]))
     tree.getattr("/live-0/offset/250.value")  # listed
     monkeypatch.setattr(partition_module, "REFRESH_INTERVAL", 1e9)  # not listed again by itself
-    _segment(partition, 300, list(range(300, 400)))
+    write_numbered_segment(partition, 300, list(range(300, 400)))
     handle = tree.open("/live-0/offset/350.value")
     assert handle.read(100, 0) == b"value-350"

@@ -10,7 +10,8 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import v2_batch, write_segment
+from builders import write_numbered_segment
+from conftest import v2_batch
 from mounts import daemon_errors, mounted, needs_fuse
 
 from kfs.bench.soak import VANISHED
@@ -20,19 +21,11 @@ pytestmark = needs_fuse
 SEGMENTS = (0, 100, 200, 300)
 
 
-def _segment(directory: Path, base: int, offsets: list[int]) -> None:
-    appends = []
-    for i in range(0, len(offsets), 5):
-        records = [(o, 1_700_000_000_000 + o, b"k%d" % o, b"value-%d" % o, []) for o in offsets[i:i + 5]]
-        appends.append([(v2_batch(records[0][0], records), records)])
-    write_segment(str(directory), base, appends, 200)
-
-
 def _partition(tmp_path: Path) -> Path:
     partition = tmp_path / "logdir" / "live-0"
     partition.mkdir(parents=True)
     for base in SEGMENTS:
-        _segment(partition, base, list(range(base, base + 100)))
+        write_numbered_segment(partition, base, list(range(base, base + 100)))
     return partition
 
 
@@ -49,7 +42,7 @@ def _swapper(tmp_path: Path, partition: Path, stop: threading.Event, swaps: list
     while not stop.is_set():
         scratch = tmp_path / f"cleaned-{n}"
         scratch.mkdir()
-        _segment(scratch, 100, list(range(100, 200, 1 if n % 2 else 2)))
+        write_numbered_segment(scratch, 100, list(range(100, 200, 1 if n % 2 else 2)))
         for path in scratch.iterdir():
             os.replace(path, partition / path.name)
         n += 1
@@ -108,7 +101,7 @@ def test_a_segment_being_swapped_is_its_swap_file_and_never_vanishes(tmp_path: P
     cleaned = b"".join(_line(o) for o in range(400) if not 100 <= o < 200 or o % 2 == 0)
     scratch = tmp_path / "cleaned"
     scratch.mkdir()
-    _segment(scratch, 100, list(range(100, 200, 2)))
+    write_numbered_segment(scratch, 100, list(range(100, 200, 2)))
     stem = f"{100:020d}"
     with mounted(tmp_path, [str(tmp_path / "logdir")]) as mnt:
         live = mnt / "live-0"
@@ -143,7 +136,7 @@ def test_a_reader_whose_pages_came_from_the_cache_gets_eio_after_a_swap_never_ot
     partition.mkdir(parents=True)
     bases = range(0, 8000, 1000)
     for base in bases:
-        _segment(partition, base, list(range(base, base + 1000)))
+        write_numbered_segment(partition, base, list(range(base, base + 1000)))
     old = b"".join(_line(o) for o in range(8000))
     with mounted(tmp_path, [str(tmp_path / "logdir")], expect_errors=True) as mnt:
         path = mnt / "live-0" / "messages.jsonl"
@@ -152,7 +145,7 @@ def test_a_reader_whose_pages_came_from_the_cache_gets_eio_after_a_swap_never_ot
             got = reader.read(len(old) // 2)  # from the cache
             scratch = tmp_path / "cleaned"
             scratch.mkdir()
-            _segment(scratch, 1000, list(range(1000, 2000, 2)))
+            write_numbered_segment(scratch, 1000, list(range(1000, 2000, 2)))
             for file in scratch.iterdir():
                 os.replace(file, partition / file.name)
             time.sleep(1.5)
@@ -172,7 +165,7 @@ def test_offset_latest_is_never_cut_at_the_size_the_kernel_holds_for_the_name(tm
     (found by the soak)."""
     partition = tmp_path / "logdir" / "live-0"
     partition.mkdir(parents=True)
-    _segment(partition, 0, list(range(0, 5)))  # one small batch
+    write_numbered_segment(partition, 0, list(range(0, 5)))  # one small batch
     with mounted(tmp_path, [str(tmp_path / "logdir")]) as mnt:
         latest = mnt / "live-0" / "offset" / "latest"
         small = os.stat(latest).st_size

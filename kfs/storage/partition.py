@@ -367,23 +367,32 @@ class PartitionLog:
         if segment is not None:
             batches = self.segment_batches(segment, start_offset)
         else:
-            try:
-                location = self.locate_offset(start_offset, with_record=False)
-            except OffsetOutOfRange:
-                if start_offset == self.log_end_offset():
-                    self._check_log_end(start_offset)
-                    return
-                raise
-            floor = self._segments.floor(location.segment_base_offset)
-            assert floor is not None
+            start = self._read_start(start_offset)
+            if start is None:
+                return
+            floor, position = start
             if on_corrupt == "skip":
-                yield from record_lists_skipping_corrupt(self, floor, location.position, first, end_offset,
+                yield from record_lists_skipping_corrupt(self, floor, position, first, end_offset,
                                                          control=control == "show", aborted=aborted)
                 return
-            batches = self.batches_from(floor, location.position)
+            batches = self.batches_from(floor, position)
         for _, _, records in record_lists_from(batches, first, end_offset, control=control == "show",
                                                aborted=aborted):
             yield records
+
+    def _read_start(self, start_offset: int) -> tuple[LogSegment, int] | None:
+        """The segment and position a read from `start_offset` starts at; None for a read from the
+        log end, after checking that end (raises OffsetOutOfRange outside the log)."""
+        try:
+            location = self.locate_offset(start_offset, with_record=False)
+        except OffsetOutOfRange:
+            if start_offset == self.log_end_offset():
+                self._check_log_end(start_offset)
+                return None
+            raise
+        floor = self._segments.floor(location.segment_base_offset)
+        assert floor is not None
+        return floor, location.position
 
     def selected_batches(self, start_offset: int, *, isolation: str = "read_uncommitted", control: str = "hide",
                          end_offset: int | None = None, segment: LogSegment | None = None
@@ -394,16 +403,10 @@ class PartitionLog:
         if segment is not None:
             batches = self.segment_batches(segment, start_offset)
         else:
-            try:
-                location = self.locate_offset(start_offset, with_record=False)
-            except OffsetOutOfRange:
-                if start_offset == self.log_end_offset():
-                    self._check_log_end(start_offset)
-                    return
-                raise
-            floor = self._segments.floor(location.segment_base_offset)
-            assert floor is not None
-            batches = self.batches_from(floor, location.position)
+            start = self._read_start(start_offset)
+            if start is None:
+                return
+            batches = self.batches_from(*start)
         aborted = self.aborted_transactions() if isolation == "read_committed" else None
         first = max(start_offset, self.log_start_offset())
         for found, header, body in selected_batches(batches, first, end_offset, control=control == "show",
