@@ -201,6 +201,7 @@ class KfsOperations(binding.Operations):
         return b"".join(self._read_pieces(path, size, offset, fi))
 
     def _read_pieces(self, path: str, size: int, offset: int, fi: Any) -> list[bytes]:
+        self.tree.foreground.touch()
         try:
             return self._handle(fi).read_pieces(size, offset)
         except TreeError:

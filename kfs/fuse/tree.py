@@ -33,6 +33,7 @@ from kfs.fuse.handles import Attr, BytesHandle, DecodedHandle, Handle, RawHandle
 from kfs.storage import Extent, Location, LogDirs, OffsetOutOfRange, PartitionLog, UnknownPartition, VanishedError
 from kfs.storage.lru import LruCache
 from kfs.views.decoded import DecodedLog, DecodedView, Measure
+from kfs.views.pacing import Foreground
 from kfs.views.size_cache import SizeCache
 
 T = TypeVar("T")
@@ -76,6 +77,7 @@ class KfsTree:
         self.control = control
         self.decode = decode
         self.cache = cache or SizeCache(None)
+        self.foreground = Foreground()  # reads mark it; the background size scan gives way (kfs.views.pacing)
         # Every cache is bounded (kfs.storage.lru): the daemon's memory stays flat however many
         # partitions and files are read (figures: kfs.bench.bench_memory).
         self._decoded: LruCache[str, DecodedLog] = LruCache(MAX_DECODED_LOGS)

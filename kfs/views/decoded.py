@@ -37,8 +37,8 @@ import os
 import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
+from typing import NamedTuple, TypeAlias
 
 from kfs.internal.lines import line_decoder
 from kfs.record import Record
@@ -52,6 +52,8 @@ from kfs.views.size_cache import SizeCache, code_fingerprint
 __all__ = ["Cursor", "DamagedLog", "DecodedLog", "DecodedView", "Measure", "SegmentRun"]
 
 log = logging.getLogger("kfs")
+
+Pace: TypeAlias = Callable[[SegmentRun], None]
 
 MAX_RUNS = 4096  # runs kept per decoded log (LRU); a run of a 1 GiB segment maps in ~1 MB
 RESUME_SLACK = 2 * MAP_INTERVAL  # a cursor this close behind a read skips forward instead of seeking
@@ -149,16 +151,29 @@ class DecodedLog:
     def map_run(self, run: SegmentRun, end: int, progress: MappingProgress | None = None) -> None:
         """Count `run`'s lines up to `end` (the batches not mapped yet), committing batch by batch,
         and keep a closed segment's complete map in the size cache."""
-        with run.mapping:
-            if not run.complete(end):
-                count_into(run, self.counted(run.resume_offset(end), end, run.segment), end, progress)
-            if not run.saved and run.complete(end) and not self.plog.is_active(run.segment):
-                try:
-                    key = self._cache_key(run.segment, run.start, end)
-                except (OSError, VanishedError):
-                    return  # the segment vanished: nothing to keep
-                self.cache.save(key, run.saved_map())
-                run.saved = True
+        if not run.mapping.acquire(blocking=False):
+            with run.lock:
+                run.waiters += 1  # the background scan holding it stops pausing (kfs.views.pacing)
+            try:
+                run.mapping.acquire()
+            finally:
+                with run.lock:
+                    run.waiters -= 1
+        try:
+            self._map_held(run, end, progress)
+        finally:
+            run.mapping.release()
+
+    def _map_held(self, run: SegmentRun, end: int, progress: MappingProgress | None) -> None:
+        if not run.complete(end):
+            count_into(run, self.counted(run.resume_offset(end), end, run.segment), end, progress)
+        if not run.saved and run.complete(end) and not self.plog.is_active(run.segment):
+            try:
+                key = self._cache_key(run.segment, run.start, end)
+            except (OSError, VanishedError):
+                return  # the segment vanished: nothing to keep
+            self.cache.save(key, run.saved_map())
+            run.saved = True
 
 
 class Measure(NamedTuple):
@@ -215,13 +230,13 @@ class DecodedView:
             layout.append((run, end))
         return layout
 
-    def mapped_layout(self, start: int | None = None) -> list[tuple[SegmentRun, int]]:
+    def mapped_layout(self, start: int | None = None, pace: Pace | None = None) -> list[tuple[SegmentRun, int]]:
         """The layout with every run mapped to its end: what a size needs (with progress in the log
-        when that takes more than a second)."""
+        when that takes more than a second); `pace`: the background scan's (kfs.views.pacing)."""
         layout = self.layout(start)
         missing = [(run, end) for run, end in layout if not run.complete(end)]
         if missing:
-            progress = MappingProgress(self.log.plog.name, sum(run.segment.valid_size() for run, _ in missing))
+            progress = MappingProgress(self.log.plog.name, sum(run.segment.valid_size() for run, _ in missing), pace)
             for run, end in missing:
                 self.log.map_run(run, end, progress)
             progress.done()
@@ -259,14 +274,14 @@ class DecodedView:
                 run.skips.popitem(last=False)
         return skip
 
-    def size(self) -> int:
+    def size(self, pace: Pace | None = None) -> int:
         """The exact length of the view now: every run mapped (from the cache, or counted)."""
-        return self.measured().size
+        return self.measured(pace).size
 
-    def measured(self) -> Measure:
+    def measured(self, pace: Pace | None = None) -> Measure:
         """The exact length now, and what it was measured over (see `Measure`)."""
         start = self.start
-        layout = self.mapped_layout(start)
+        layout = self.mapped_layout(start, pace)
         return Measure(sum(run.span() for run, _ in layout) - self.skip(layout, start), start,
                        tuple((run.segment.base_offset, run.segment.inode, run.start) for run, _ in layout))
 

@@ -12,7 +12,7 @@ import time
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from kfs.storage import KfsError, LogSegment, VanishedError
 from kfs.views.line_lengths import CountedBatch
@@ -40,7 +40,7 @@ class SegmentRun:
     """
 
     __slots__ = ("error", "file_end", "length", "lock", "mapped_to", "mapping", "offsets", "positions", "saved",
-                 "segment", "skips", "start", "walked_to")
+                 "segment", "skips", "start", "waiters", "walked_to")
 
     def __init__(self, segment: LogSegment, start: int) -> None:
         self.segment = segment
@@ -56,6 +56,7 @@ class SegmentRun:
         self.skips: OrderedDict[int, int] = OrderedDict()
         self.lock = threading.Lock()
         self.mapping = threading.Lock()  # one mapping at a time: a second asker waits for the first
+        self.waiters = 0  # foreground requests waiting for `mapping` (kfs.views.pacing)
 
     def complete(self, end: int) -> bool:
         """Mapped to `end`: its segment's batches walked to their end, or to damage."""
@@ -111,8 +112,9 @@ class SegmentRun:
 class MappingProgress:
     """Progress of mapping one view's runs, in the daemon log once it takes over PROGRESS_AFTER."""
 
-    def __init__(self, name: str, total_bytes: int) -> None:
+    def __init__(self, name: str, total_bytes: int, pace: Callable[[SegmentRun], None] | None = None) -> None:
         self.name, self.total = name, max(total_bytes, 1)
+        self.pace = pace  # the background scan's: pauses while the mount serves reads (kfs.views.pacing)
         self.began = self.last_report = time.monotonic()
         self.bytes = self.records = 0
 
@@ -147,6 +149,8 @@ def count_into(run: SegmentRun, batches: Iterable[CountedBatch], end: int, progr
                 walked, run.file_end = batch.file_end - run.file_end, batch.file_end
             if progress is not None:
                 progress.advance(batch, walked)
+                if progress.pace is not None:
+                    progress.pace(run)
     except KfsError as e:
         if isinstance(e, VanishedError):
             raise
