@@ -27,6 +27,7 @@ from kfs.record.types import (
     TIMESTAMP_TYPES,
     BatchHeader,
     CorruptBatchError,
+    PlainRun,
     Record,
 )
 
@@ -44,6 +45,7 @@ __all__ = [
     "BatchTooLargeError",
     "CorruptBatchError",
     "DecompressionError",
+    "PlainRun",
     "Record",
     "complete_legacy_header",
     "crc_is_valid",

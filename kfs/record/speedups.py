@@ -1,7 +1,7 @@
 """The compiled hot loops (`_speedups.c`) when they were built, else None: callers keep their Python loop.
 
 `pip install` compiles `kfs/record/_speedups.c` when a C compiler is there (pyproject.toml marks the
-extension optional, so an install without one still succeeds). Five functions, each the twin of the
+extension optional, so an install without one still succeeds). Six functions, each the twin of the
 Python code that stays the reference and the fallback:
 
 - `decode_v2_records`, the loop of `default_batch.decode_records`;
@@ -11,7 +11,10 @@ Python code that stays the reference and the fallback:
 - `render_v2_jsonl`, `render_jsonl` of `decode_v2_records` fused: a records section straight to its JSON
   lines, no record created, without the GIL (kfs/views/batch_lines.py);
 - `gather`, `b"".join(pieces)` into malloc'd memory without the GIL: a decoded read's reply for
-  libfuse (kfs/fuse/zerocopy.py).
+  libfuse (kfs/fuse/zerocopy.py);
+- `walk_v2_run`, the segment walk, the batch checks and `render_v2_jsonl` (or `count_jsonl`) of many
+  plain batches in one call without the GIL; it declines every batch that is not plain, to the
+  Python walk (kfs/views/plain_runs.py).
 
 Set KFS_PURE_PYTHON=1 to ignore the extension (to compare, or to rule it out).
 """
@@ -28,6 +31,7 @@ render_jsonl: Callable[..., bytes | list[bytes]] | None = None
 count_jsonl: Callable[..., tuple[int, int, int] | None] | None = None
 render_v2_jsonl: Callable[..., bytes | tuple[bytes, bytes] | None] | None = None
 gather: Callable[[list[bytes]], int] | None = None
+walk_v2_run: Callable[..., tuple[int, int, int, int, bytes, bytes | None] | None] | None = None
 
 if not os.environ.get("KFS_PURE_PYTHON"):
     try:
@@ -43,3 +47,4 @@ if not os.environ.get("KFS_PURE_PYTHON"):
         count_jsonl = _speedups.count_jsonl
         render_v2_jsonl = _speedups.render_v2_jsonl
         gather = _speedups.gather
+        walk_v2_run = getattr(_speedups, "walk_v2_run", None)

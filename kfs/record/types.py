@@ -65,6 +65,26 @@ class BatchHeader:
                 f"offsets={self.base_offset}..{self.last_offset}, compression={self.compression})")
 
 
+class PlainRun(BatchHeader):
+    """Several consecutive plain v2 batches a segment walk took at once (kfs.views.plain_runs: the
+    compiled walker took, checked and rendered or counted them without the GIL). It stands in the
+    batch stream where their headers would: `position` and `size` span them all, `base_offset` is
+    the first's, `last_offset` the last's, `record_count` the records shown; `taken` is what the
+    walker made of them (their lines, or their lengths)."""
+
+    __slots__ = ("taken",)
+    taken: object
+
+    @classmethod
+    def of(cls, position: int, size: int, base_offset: int, last_offset: int, records: int,
+           taken: object) -> PlainRun:
+        run = cls()
+        run.position, run.size = position, size
+        run.base_offset, run.last_offset, run.record_count = base_offset, last_offset, records
+        run.taken = taken
+        return run
+
+
 class Record:
     """One record as a consumer sees it. `key`/`value` are bytes or None; headers are (str, bytes|None).
 

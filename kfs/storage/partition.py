@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TypeAlias
 
-from kfs.record import BatchHeader, Record
+from kfs.record import BatchHeader, PlainRun, Record
 from kfs.storage.checkpoints import CheckpointReader
 from kfs.storage.damage import SegmentDamage, closed_segment_damage
 from kfs.storage.errors import (
@@ -33,6 +35,11 @@ from kfs.storage.specs import parse_time_spec, resolve_offset_spec
 from kfs.storage.transactions import AbortedIndex, collect_aborted
 
 log = logging.getLogger("kfs")
+
+# (segment, window, its file position, the last offset before it, the offset every batch stays below)
+RunTaker: TypeAlias = Callable[[LogSegment, memoryview, int, "int | None", int], "PlainRun | None"]
+# The same with the first offset the reader sees first (PartitionLog.selected_batches).
+SelectedTaker: TypeAlias = Callable[[int, LogSegment, memoryview, int, "int | None", int], "PlainRun | None"]
 
 REFRESH_INTERVAL = 0.5  # seconds between directory listings of a partition
 
@@ -264,19 +271,20 @@ class PartitionLog:
 
     # ---- batches and records --------------------------------------------------------------------
 
-    def batches_from(self, segment: LogSegment, position: int
+    def batches_from(self, segment: LogSegment, position: int, take: RunTaker | None = None
                      ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:
-        """Every complete batch from (segment, position) to the log end, across segments."""
+        """Every complete batch from (segment, position) to the log end, across segments; `take`: see
+        `_placed_batches`."""
         current: LogSegment | None = segment
         start = position
         while current is not None:
-            yield from self._placed_batches(current, start)
+            yield from self._placed_batches(current, start, take)
             self.refresh()
             self.raise_if_damaged(current)
             current = self._segments.higher(current.base_offset)
             start = 0
 
-    def segment_batches(self, segment: LogSegment, start_offset: int
+    def segment_batches(self, segment: LogSegment, start_offset: int, take: RunTaker | None = None
                         ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:
         """The complete batches of one segment object from the one holding `start_offset` (Kafka's
         `LogSegment.read`): the file that object opened, never whatever the directory holds under its
@@ -285,7 +293,7 @@ class PartitionLog:
         (deleted or replaced) raises VanishedError."""
         found = segment.translate_offset(start_offset)
         if found is not None:
-            yield from self._placed_batches(segment, found[1].position)
+            yield from self._placed_batches(segment, found[1].position, take)
         self.raise_if_damaged(segment)
 
     def _check_log_end(self, log_end: int) -> None:
@@ -295,15 +303,22 @@ class PartitionLog:
         if last is not None:
             last.translate_offset(log_end)
 
-    def _placed_batches(self, segment: LogSegment, position: int
+    def _placed_batches(self, segment: LogSegment, position: int, take: RunTaker | None = None
                         ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:
         """The segment's complete batches from `position`, each checked to be where its offsets say:
         below the next segment's base offset, or in the active segment below the log end its last
         batches give. The base offset is outside the CRC, and a segment may be under a wrong name:
-        never records at two places, or past the end where no reader looks."""
+        never records at two places, or past the end where no reader looks. `take` (segment, window,
+        position, last offset before, the offset every batch must stay below): several plain batches
+        at once, as a PlainRun (kfs.views.plain_runs)."""
         following = self._segments.higher(segment.base_offset)
         log_end = segment.next_offset() if following is None else None
-        for header, body in segment.batches(position, segment.valid_size()):
+        offered = None
+        if take is not None:
+            def offered(window: memoryview, at: int, previous_last: int | None) -> PlainRun | None:
+                below = following.base_offset if following is not None else log_end
+                return take(segment, window, at, previous_last, below)  # type: ignore[arg-type]
+        for header, body in segment.batches(position, segment.valid_size(), offered):
             if following is not None and header.last_offset >= following.base_offset:
                 raise CorruptLogError(segment.log_path, header.position,
                                       f"offset {header.last_offset} is at or past the next segment's "
@@ -395,20 +410,24 @@ class PartitionLog:
         return floor, location.position
 
     def selected_batches(self, start_offset: int, *, isolation: str = "read_uncommitted", control: str = "hide",
-                         end_offset: int | None = None, segment: LogSegment | None = None
+                         end_offset: int | None = None, segment: LogSegment | None = None,
+                         take: SelectedTaker | None = None
                          ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview, int]]:
         """The batches `record_lists` decodes, undecoded, each with the first offset it may yield
         (`batch_records(segment, header, body, first, end_offset)` gives its records): for front
-        ends that measure records rather than read them. `segment`: as in `record_lists`."""
+        ends that measure records rather than read them. `segment`: as in `record_lists`. `take`:
+        offered each window with the first offset too; what it takes comes as one PlainRun (its
+        body None): kfs.views.plain_runs."""
+        first = max(start_offset, self.log_start_offset())
+        run_taker = None if take is None else partial(take, first)
         if segment is not None:
-            batches = self.segment_batches(segment, start_offset)
+            batches = self.segment_batches(segment, start_offset, run_taker)
         else:
             start = self._read_start(start_offset)
             if start is None:
                 return
-            batches = self.batches_from(*start)
+            batches = self.batches_from(*start, run_taker)
         aborted = self.aborted_transactions() if isolation == "read_committed" else None
-        first = max(start_offset, self.log_start_offset())
         for found, header, body in selected_batches(batches, first, end_offset, control=control == "show",
                                                     aborted=aborted):
             yield found, header, body, first

@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeAlias
 
 from kfs.record import (
     HEADER_PROBE_SIZE,
@@ -27,6 +28,7 @@ from kfs.record import (
     MAX_BATCH_BYTES,
     BatchHeader,
     CorruptBatchError,
+    PlainRun,
     Record,
     complete_legacy_header,
     crc_is_valid,
@@ -46,6 +48,9 @@ HEADER_WINDOW = 64 * 1024      # the most read at a time when only headers are n
 BODY_WINDOW = 4 * 1024 * 1024  # the most read at a time when whole batches are needed
 READ_AHEAD_FROM = 256 * 1024   # a body walk this far along is a stream: read its next window ahead
 _ZERO_OVERHEAD = bytes(LOG_OVERHEAD)
+# Offered (the window from a batch boundary to the walk's limit, its file position, the last offset
+# before it): whole plain batches taken at once, or None (kfs.views.plain_runs).
+WindowTaker: TypeAlias = Callable[[memoryview, int, "int | None"], "PlainRun | None"]
 # Positions in a segment are int32 (index entries, FileRecords): no batch can end past this, so a length
 # that says otherwise is damage, never a batch the broker is still writing.
 MAX_SEGMENT_BYTES = 2**31 - 1
@@ -114,11 +119,15 @@ class LogSegment(LogFile):
         for header, _ in self._walk(start, end, with_body=False):
             yield header
 
-    def batches(self, start: int = 0, end: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
-        """Complete batches in [start, end) with their bytes (memoryviews of a few large preads)."""
-        yield from self._walk(start, end, with_body=True)  # type: ignore[misc]
+    def batches(self, start: int = 0, end: int | None = None, take: WindowTaker | None = None
+                ) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """Complete batches in [start, end) with their bytes (memoryviews of a few large preads);
+        `take`: offered the window at each batch first, it may take several plain ones at once
+        (yielded as one PlainRun; kfs.views.plain_runs)."""
+        yield from self._walk(start, end, with_body=True, take=take)  # type: ignore[misc]
 
-    def _walk(self, start: int, end: int | None, with_body: bool) -> Iterator[tuple[BatchHeader, memoryview | None]]:
+    def _walk(self, start: int, end: int | None, with_body: bool, take: WindowTaker | None = None
+              ) -> Iterator[tuple[BatchHeader, memoryview | None]]:
         """Read what the walk needs, no more: a lookup ends after a batch or two, so the first read is
         a page; each read that follows on from the last doubles, up to HEADER_WINDOW (headers only) or
         BODY_WINDOW, so a long walk costs few preads. A header walk that jumps over a batch larger than
@@ -142,6 +151,13 @@ class LogSegment(LogFile):
                 buf_start, at = position, 0
             if at + LOG_OVERHEAD > len(buf):
                 return  # the file ended early (truncated under us)
+            if take is not None:
+                run = take(buf[at:limit - buf_start], position, previous_last)
+                if run is not None:  # whole plain batches, checked as below (kfs.views.plain_runs)
+                    previous_last = run.last_offset
+                    yield run, None
+                    position += run.size
+                    continue
             if buf[at:at + LOG_OVERHEAD] == _ZERO_OVERHEAD:
                 return  # a preallocated log's zero tail: the end of the data
             if position + HEADER_SIZE_UP_TO_MAGIC > limit:

@@ -18,9 +18,10 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
 from typing import NamedTuple
 
-from kfs.record import BatchHeader, CorruptBatchError, Record, crc_is_valid, default_batch, speedups
+from kfs.record import BatchHeader, CorruptBatchError, PlainRun, Record, crc_is_valid, default_batch, speedups
 from kfs.record.compression import MAX_BATCH_RECORDS
 from kfs.storage import LogSegment, PartitionLog, batch_records
+from kfs.views import plain_runs
 
 _render_v2_jsonl = speedups.render_v2_jsonl
 _NO_END = (1 << 63) - 1  # to render_v2_jsonl: no end
@@ -87,8 +88,14 @@ def line_lists(plog: PartitionLog, start: int, end: int | None, *, isolation: st
     `own_segment`: only that segment object's batches (a decoded run's own file,
     PartitionLog.segment_batches). Raises what reading the records raises (CorruptLogError), after
     the batches before the damage."""
+    take = plain_runs.line_taker(prefix, end, isolation == "read_committed") if fused and plain_runs.available() \
+        else None
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control,
-                                                              end_offset=end, segment=own_segment):
+                                                              end_offset=end, segment=own_segment, take=take):
+        if type(header) is PlainRun:  # many plain batches' lines, rendered by the walker
+            if header.taken[0]:  # type: ignore[index]
+                yield BatchLines._make(header.taken)  # type: ignore[arg-type]
+            continue
         out = fused_lines(header, body, prefix, first, end, lines=True) if fused else None
         if out is None:
             records = batch_records(segment, header, body, first, end)
@@ -100,7 +107,13 @@ def line_lists(plog: PartitionLog, start: int, end: int | None, *, isolation: st
 def joined_lines(plog: PartitionLog, start: int, *, isolation: str, control: str, prefix: str,
                  render: Callable[[list[Record]], bytes], fused: bool) -> Iterator[bytes]:
     """The lines of every batch from `start` to the log end, each batch's joined: `kfs cat`'s stream."""
-    for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control):
+    take = plain_runs.line_taker(prefix, None, isolation == "read_committed") if fused and plain_runs.available() \
+        else None
+    for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control, take=take):
+        if type(header) is PlainRun:
+            if header.taken[1]:  # type: ignore[index]
+                yield header.taken[1]  # type: ignore[index]
+            continue
         out = fused_lines(header, body, prefix, first, None) if fused else None
         if out is None:
             out = render(batch_records(segment, header, body, first, None))

@@ -15,8 +15,9 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from kfs.record import CorruptBatchError, Record, crc_is_valid, default_batch, speedups
+from kfs.record import CorruptBatchError, PlainRun, Record, crc_is_valid, default_batch, speedups
 from kfs.storage import LogSegment, PartitionLog, batch_records
+from kfs.views import plain_runs
 
 _count_jsonl = speedups.count_jsonl
 _NO_END = (1 << 63) - 1
@@ -32,6 +33,7 @@ class CountedBatch(NamedTuple):
     records: int
     segment_base_offset: int
     file_end: int
+    parts: bytes | None = None  # several batches at once (kfs.views.plain_runs): (first, next, bytes, end) each
 
 
 def counted_batches(plog: PartitionLog, start: int, end: int, *, isolation: str, control: str, prefix: str,
@@ -46,8 +48,17 @@ def counted_batches(plog: PartitionLog, start: int, end: int, *, isolation: str,
     """
     if start >= end and own_segment is None:
         return
+    take = plain_runs.count_taker(prefix, end, isolation == "read_committed") \
+        if countable and plain_runs.available() else None
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control,
-                                                              end_offset=end, segment=own_segment):
+                                                              end_offset=end, segment=own_segment, take=take):
+        if type(header) is PlainRun:  # many plain batches counted by the walker
+            parts = header.taken
+            if parts:
+                fields = memoryview(parts).cast("q")  # type: ignore[arg-type]
+                yield CountedBatch(fields[0], fields[-3], sum(fields[2::4]), header.record_count, segment.base_offset,
+                                   header.position + fields[-1], parts)  # type: ignore[arg-type]
+            continue
         counted = None
         if countable and _count_jsonl is not None and header.magic == 2 and not header.is_control \
                 and header.record_count > 0 and header.last_offset >= header.base_offset \

@@ -13,6 +13,7 @@ from array import array
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from struct import iter_unpack
 
 from kfs.storage import KfsError, LogSegment, VanishedError
 from kfs.views.line_lengths import CountedBatch
@@ -133,19 +134,34 @@ class MappingProgress:
             log.info("decoded sizes of %s: done (%d records, %.1f s)", self.name, self.records, elapsed)
 
 
+def _count_part(run: SegmentRun, first_offset: int, next_offset: int, length: int) -> None:
+    """One batch's lines added to the run (the caller holds run.lock and skipped what is mapped)."""
+    if run.length - run.positions[-1] >= MAP_INTERVAL:
+        run.positions.append(run.length)
+        run.offsets.append(first_offset)
+    run.length += length
+    run.mapped_to = max(next_offset, first_offset + 1)
+
+
+def _count_parts(run: SegmentRun, parts: bytes) -> None:
+    """Several batches' lines (kfs.views.plain_runs: (first, next, bytes, end) each) added to the run."""
+    for first_offset, next_offset, length, _ in iter_unpack("=qqqq", parts):
+        if first_offset >= run.mapped_to:  # (else a reader mapped it meanwhile)
+            _count_part(run, first_offset, next_offset, length)
+
+
 def count_into(run: SegmentRun, batches: Iterable[CountedBatch], end: int, progress: MappingProgress | None) -> None:
     """Map `run` up to `end` from its counted batches (the caller holds `run.mapping`). Damage ends
     the run there; a vanished segment is raised (the view is gone, not damaged)."""
     try:
         for batch in batches:
             with run.lock:
-                if batch.first_offset < run.mapped_to:
-                    continue  # a reader mapped it meanwhile
-                if run.length - run.positions[-1] >= MAP_INTERVAL:
-                    run.positions.append(run.length)
-                    run.offsets.append(batch.first_offset)
-                run.length += batch.length
-                run.mapped_to = max(batch.next_offset, batch.first_offset + 1)
+                if batch.parts is not None:
+                    _count_parts(run, batch.parts)
+                else:
+                    if batch.first_offset < run.mapped_to:
+                        continue  # a reader mapped it meanwhile
+                    _count_part(run, batch.first_offset, batch.next_offset, batch.length)
                 walked, run.file_end = batch.file_end - run.file_end, batch.file_end
             if progress is not None:
                 progress.advance(batch, walked)

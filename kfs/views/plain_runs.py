@@ -1,0 +1,90 @@
+"""Many plain batches at a time: the decoded views' walk in one compiled call per window.
+
+Walking a segment a batch at a time in Python (header parse, offset checks, CRC call, the
+generator layers from LogSegment._walk up to line_lists) cost ~6 us a batch: more than rendering
+a 20-record batch, and all of it under the GIL. `walk_v2_run` (kfs/record/_speedups.c) takes the
+window the segment walk has read and goes on from batch to batch itself, rendering (or counting)
+each one's lines without the GIL, while every batch is *plain*; the first that is not is handed
+back to the Python walk, which raises what is wrong with it or renders what is unusual, and offers
+the next window after it. What it takes stands in the batch stream as one `PlainRun`.
+
+A batch is plain when everything the Python walk would check of it holds, so that taking it can
+never differ from the Python walk's verdict:
+
+| the Python walk checks                                          | where                       |
+|-----------------------------------------------------------------|-----------------------------|
+| whole within the walk's limit, length >= 49, magic 2, not > 64 MiB | segment.py `_walk`, peek_size |
+| base >= the segment's base, last - base of segment <= 2^31 - 1,   | segment.py `_offsets_problem` |
+| last >= base, base > the previous batch's last                   |                             |
+| last below the next segment's base (or the active one's log end) | partition.py `_placed_batches` |
+| a batch at or past the view's end ends it; one wholly before its | record_stream.py            |
+| first is passed over; control batches and (read_committed)       | `selected_batches`          |
+| transactional ones are the Python walk's                          |                             |
+| uncompressed, 0 < records <= 2^20, CRC-32C valid, every record  | batch_lines.py `fused_lines` |
+| inside the batch's offsets and in order (render_records)         |                             |
+
+Not plain, and so always the Python walk's: compressed batches (their decompressors are
+Python libraries; they release the GIL themselves), control batches, legacy formats, damage of
+any kind, the internal topics' own lines, a machine without a CRC-32C instruction (the call then
+takes nothing), KFS_PURE_PYTHON=1. tests/test_plain_runs.py holds the lines and sizes of views
+read with and without it to the same bytes, on the Kafka-written fixtures and random damaged logs.
+"""
+
+from __future__ import annotations
+
+from kfs.record import PlainRun, speedups
+from kfs.storage import LogSegment
+from kfs.storage.partition import SelectedTaker
+
+_walk_v2_run = speedups.walk_v2_run
+NO_END = (1 << 63) - 1
+RENDER_BUDGET = 256 * 1024  # lines per call when rendering: one FUSE read's worth
+
+
+def available() -> bool:
+    """Whether the compiled walker was built (and not turned off by KFS_PURE_PYTHON)."""
+    return _walk_v2_run is not None
+
+
+def _int64s(segment: LogSegment, previous_last: int | None) -> bool:
+    """Whether the walk's numbers fit the compiled walker (a hostile file name or offset may not)."""
+    return segment.base_offset <= NO_END and (previous_last is None or -NO_END <= previous_last <= NO_END)
+
+
+def line_taker(prefix: str, end: int | None, read_committed: bool) -> SelectedTaker:
+    """A taker rendering each plain batch's lines of [first, end): PlainRun.taken is (marks, data)
+    as render_v2_jsonl's lines mode gives them."""
+    stop = NO_END if end is None else max(min(end, NO_END), -NO_END)
+
+    def take(first: int, segment: LogSegment, window: memoryview, position: int, previous_last: int | None,
+             below: int) -> PlainRun | None:
+        if not _int64s(segment, previous_last):
+            return None
+        got = _walk_v2_run(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),  # type: ignore[misc]
+                           max(min(first, NO_END), -NO_END), stop, prefix, read_committed, False, RENDER_BUDGET)
+        if got is None:
+            return None
+        used, base_offset, last_offset, records, marks, data = got
+        return PlainRun.of(position, used, base_offset, last_offset, records, (marks, data))
+
+    return take
+
+
+def count_taker(prefix: str, end: int, read_committed: bool) -> SelectedTaker:
+    """A taker counting each plain batch's lines of [first, end): PlainRun.taken packs, per batch
+    with lines, (first offset, next offset, bytes, where it ends from the window's start) as four
+    native int64s."""
+    stop = max(min(end, NO_END), -NO_END)
+
+    def take(first: int, segment: LogSegment, window: memoryview, position: int, previous_last: int | None,
+             below: int) -> PlainRun | None:
+        if not _int64s(segment, previous_last):
+            return None
+        got = _walk_v2_run(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),  # type: ignore[misc]
+                           max(min(first, NO_END), -NO_END), stop, prefix, read_committed, True, 0)
+        if got is None:
+            return None
+        used, base_offset, last_offset, records, parts, _ = got
+        return PlainRun.of(position, used, base_offset, last_offset, records, parts)
+
+    return take
