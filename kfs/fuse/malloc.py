@@ -22,6 +22,7 @@ log = logging.getLogger("kfs")
 
 M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 M_ARENA_MAX = -8
+M_TRIM_THRESHOLD = -1
 MMAP_THRESHOLD = 1024 * 1024  # above a read reply (256 KiB): replies reuse arena blocks
 ARENA_MAX = 2
 
@@ -35,7 +36,7 @@ def bound_heap() -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    done = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_ARENA_MAX, ARENA_MAX))
+    done = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_ARENA_MAX, ARENA_MAX)) and bool(mallopt(M_TRIM_THRESHOLD, 32 << 20))
     if not done:
         log.debug("mallopt did not take the daemon's heap settings")
     return done
