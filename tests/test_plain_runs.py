@@ -118,9 +118,20 @@ def _rebased(batches: list[bytes], gaps: list[int]) -> list[tuple[int, bytes]]:
     return out
 
 
+def lz4_framed(batch: bytes, frame: bytes) -> bytes:
+    """The batch with its records section replaced by `frame` and the attributes saying lz4 (as
+    Kafka's KafkaLZ4BlockOutputStream writes them: independent blocks), length and CRC made to match."""
+    out = bytearray(batch[:61]) + frame
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">h", out, 21, (struct.unpack_from(">h", out, 21)[0] & ~7) | 3)
+    return _with_crc(out)
+
+
 @st.composite
 def plain_batches(draw):  # type: ignore[no-untyped-def]
-    """An uncompressed batch of 1-6 records with offset gaps: what the walker takes."""
+    """A batch of 1-6 records with offset gaps, uncompressed or in an lz4 frame of independent
+    blocks (any block size, with or without checksums and content size): what the walker takes."""
+    import lz4.frame
     from conftest import v2_batch
     records, offset = [], 0
     for _ in range(draw(st.integers(1, 6))):
@@ -128,7 +139,14 @@ def plain_batches(draw):  # type: ignore[no-untyped-def]
         records.append((offset, 1_700_000_000_000 + offset, draw(st.one_of(st.none(), st.binary(max_size=8))),
                         draw(st.one_of(st.none(), st.binary(max_size=40))), [("h", b"v")]))
         offset += 1
-    return v2_batch(0, records)
+    batch = v2_batch(0, records)
+    if draw(st.booleans()):
+        frame = lz4.frame.compress(batch[61:], block_linked=False, block_size=draw(st.sampled_from(
+            [lz4.frame.BLOCKSIZE_MAX64KB, lz4.frame.BLOCKSIZE_MAX256KB, lz4.frame.BLOCKSIZE_MAX1MB])),
+            content_checksum=draw(st.booleans()), block_checksum=draw(st.booleans()),
+            store_size=draw(st.booleans()))
+        batch = lz4_framed(batch, frame)
+    return batch
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -271,4 +289,29 @@ def test_a_batch_the_renderer_leaves_to_python_is_handed_back_whole(tmp_path: Pa
     got = views(plog, 0, None, "read_uncommitted", "hide")
     assert got["offsets"] == list(range(12)) and got["lines_error"] is None
     assert "\ufffd".encode() in got["data"]  # type: ignore[operator]
+    assert_walker_agrees(plog, 0, None, "read_uncommitted", "hide")
+
+
+def test_lz4_batches_are_walked_and_bad_frames_handed_back(tmp_path: Path) -> None:
+    """Kafka's lz4 frames (independent blocks) are decompressed by the walker; a frame it cannot
+    read whole is the Python walk's, which says what is wrong with it."""
+    import lz4.frame
+    from conftest import v2_batch
+    plain = [v2_batch(b, [(b + i, 1_700_000_000_000, b"k", b"value %d" % i * 20, []) for i in range(4)])
+             for b in range(0, 20, 4)]
+    framed = [lz4_framed(batch, lz4.frame.compress(batch[61:], block_linked=False)) for batch in plain]
+    broken = bytearray(lz4.frame.compress(plain[3][61:], block_linked=False))
+    broken[-12] ^= 0x55  # inside the compressed block
+    framed[3] = lz4_framed(plain[3], bytes(broken))
+    pdir = tmp_path / "walk-0"
+    pdir.mkdir()
+    (pdir / f"{0:020d}.log").write_bytes(b"".join(framed))
+    plog = LogDirs([str(tmp_path)]).partition("walk-0")
+    prefix = line_prefix("walk", 0)
+    walk = speedups.walk_v2_run
+    assert walk is not None
+    got = walk(b"".join(framed), 0, None, 1 << 62, 0, (1 << 63) - 1, prefix, False, False, 1 << 20)
+    assert got is not None and got[0] == sum(map(len, framed[:3])) and got[3] == 12
+    result = views(plog, 0, None, "read_uncommitted", "hide")
+    assert result["offsets"] == list(range(12)) and "lz4" in str(result["lines_error"])
     assert_walker_agrees(plog, 0, None, "read_uncommitted", "hide")

@@ -34,6 +34,7 @@
 #include <Python.h>
 #include <structmember.h> /* T_OBJECT_EX; PyMemberDescrObject comes with Python.h */
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1656,7 +1657,7 @@ done:
 /* The decoded views' hot path walked a segment a batch at a time in Python (header parse, offset
  * checks, CRC call, generator layers: ~6 us a batch, more than rendering a 20-record batch). This
  * walks a window of a segment file itself, taking batch after batch while each is *plain*: complete
- * in the window, magic 2, uncompressed, not a control batch (nor transactional under
+ * in the window, magic 2, uncompressed or lz4, not a control batch (nor transactional under
  * read_committed), its offsets where the segment walk wants them, its CRC valid, and its records
  * rendered (or counted) by render_records (count_records). At the first batch that is anything
  * else it stops and hands that batch back to the Python walk, which raises what is wrong with it
@@ -1720,6 +1721,86 @@ static uint32_t crc32c_hw(const uint8_t *p, size_t n) { (void)p; (void)n; return
 static int have_hw_crc32c(void) { return 0; }
 #endif
 
+/* Kafka's LZ4 frames (KafkaLZ4BlockOutputStream: independent blocks), decompressed here so that a
+ * compressed batch does not end the run: with liblz4 itself, the reference implementation (the
+ * library the `lz4` package wraps), loaded at run time from the system (liblz4.so.1), so that the
+ * build needs no lz4 headers; without it lz4 batches are the Python walk's. The frame is read as
+ * kfs/record/compression.py's _lz4 reads it (the header checksum and block checksums not verified,
+ * as there); anything else it would reject, or that it handles otherwise (linked blocks), is
+ * declined, and the Python walk raises or decodes it. */
+typedef int (*lz4_decompress_fn)(const char *src, char *dst, int compressed_size, int dst_capacity);
+static lz4_decompress_fn lz4_decompress_safe = NULL;
+static int lz4_tried = 0;
+
+static void
+load_lz4(void) /* with the GIL, once */
+{
+    if (lz4_tried)
+        return;
+    lz4_tried = 1;
+    void *lib = dlopen("liblz4.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib != NULL)
+        lz4_decompress_safe = (lz4_decompress_fn)dlsym(lib, "LZ4_decompress_safe");
+}
+
+static inline uint32_t
+load_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+#define RUN_MAX_BATCH_BYTES (INT64_C(64) << 20) /* compression.py MAX_BATCH_BYTES */
+
+/* The frame at src[0:end] decompressed into out (emptied first): its length, -1 to decline, or
+ * RENDER_NO_MEMORY. */
+static int64_t
+lz4_frame_into(const uint8_t *src, Py_ssize_t end, rawbuf *out)
+{
+    out->len = 0;
+    if (end < 7 || load_le32(src) != 0x184D2204u)
+        return -1;
+    const uint8_t flg = src[4], bd = src[5];
+    if ((flg & 0xC0) != 0x40 || !(flg & 0x20))
+        return -1; /* another version, or linked blocks: compression.py's */
+    static const size_t max_blocks[8] = {0, 0, 0, 0, 64 * 1024, 256 * 1024, 1024 * 1024, 4 * 1024 * 1024};
+    const size_t max_block = max_blocks[(bd >> 4) & 7];
+    if (max_block == 0)
+        return -1;
+    Py_ssize_t pos = 6 + ((flg & 0x08) ? 8 : 0) + ((flg & 0x01) ? 4 : 0) + 1;
+    const Py_ssize_t checksum = (flg & 0x10) ? 4 : 0;
+    for (;;) {
+        if (pos + 4 > end)
+            return -1;
+        uint32_t n = load_le32(src + pos);
+        pos += 4;
+        if (n == 0)
+            return (int64_t)out->len;
+        const int stored = (n & 0x80000000u) != 0;
+        n &= 0x7FFFFFFFu;
+        if ((int64_t)n + checksum > (int64_t)(end - pos))
+            return -1;
+        if (stored) {
+            if ((int64_t)n > RUN_MAX_BATCH_BYTES - (int64_t)out->len)
+                return -1;
+            if (rb_reserve(out, n) < 0)
+                return RENDER_NO_MEMORY;
+            memcpy(out->buf + out->len, src + pos, n);
+            out->len += n;
+        }
+        else {
+            if (rb_reserve(out, max_block) < 0)
+                return RENDER_NO_MEMORY;
+            int got = lz4_decompress_safe((const char *)src + pos, out->buf + out->len, (int)n, (int)max_block);
+            if (got < 0)
+                return -1;
+            out->len += (size_t)got;
+        }
+        if ((int64_t)out->len > RUN_MAX_BATCH_BYTES)
+            return -1; /* compression.py raises BatchTooLargeError */
+        pos += (Py_ssize_t)n + checksum;
+    }
+}
+
 typedef struct {
     int64_t segment_base, max_last, first, stop;
     int64_t previous_last;
@@ -1738,7 +1819,8 @@ typedef struct {
 } run_result;
 
 static int
-walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawbuf *marks, run_result *res)
+walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawbuf *marks, rawbuf *scratch,
+         run_result *res)
 {
     Py_ssize_t p = 0;
     int64_t previous = rp->previous_last;
@@ -1753,8 +1835,10 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
         if (size > n - p || size > RUN_MAX_BATCH_ON_DISK)
             break;
         const uint16_t attributes = (uint16_t)((b[21] << 8) | b[22]);
-        if ((attributes & 0x07) || (attributes & 0x20) || ((attributes & 0x10) && rp->read_committed))
-            break; /* compressed, a control batch, or a transaction to check: the Python walk's */
+        const int codec = attributes & 0x07;
+        if ((codec != 0 && !(codec == 3 && lz4_decompress_safe != NULL)) || (attributes & 0x20)
+            || ((attributes & 0x10) && rp->read_committed))
+            break; /* compressed but not lz4, a control batch, a transaction to check: the Python walk's */
         int64_t last;
         if (__builtin_add_overflow(base, (int64_t)(int32_t)load_be32(b + 23), &last))
             break;
@@ -1779,11 +1863,22 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
             break;
         const int append_time = (attributes & 0x08) != 0;
         const int64_t base_ts = (int64_t)load_be64(b + 27), max_ts = (int64_t)load_be64(b + 35);
+        const uint8_t *section = b + 61;
+        Py_ssize_t section_len = (Py_ssize_t)(size - 61);
+        if (codec == 3) {
+            const int64_t got = lz4_frame_into(section, section_len, scratch);
+            if (got == RENDER_NO_MEMORY)
+                return RENDER_NO_MEMORY;
+            if (got < 0)
+                break;
+            section = (const uint8_t *)scratch->buf;
+            section_len = (Py_ssize_t)got;
+        }
         if (rp->count_only) {
             const size_t tt_len = append_time ? 13 : 10;
             const int64_t fixed_len = (int64_t)rp->prefix_len + 15 + 21 + (int64_t)tt_len + 10 + 11 + 14 + 3;
             line_count lc = {0, 0, -1};
-            if (count_records(b + 61, (Py_ssize_t)(size - 61), count, base, base_ts, append_time, max_ts, fixed_len,
+            if (count_records(section, section_len, count, base, base_ts, append_time, max_ts, fixed_len,
                               rp->first, rp->stop, last, &lc) < 0)
                 break;
             if (lc.records) {
@@ -1799,7 +1894,7 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
         else {
             const size_t out_len = out->len, marks_len = marks->len;
             const char *tt = append_time ? "LogAppendTime" : "CreateTime";
-            int rc = render_records(b + 61, (Py_ssize_t)(size - 61), count, base, base_ts, append_time, max_ts,
+            int rc = render_records(section, section_len, count, base, base_ts, append_time, max_ts,
                                     rp->prefix, rp->prefix_len, tt, strlen(tt), rp->first, rp->stop, last, out, marks);
             if (rc == RENDER_NO_MEMORY)
                 return RENDER_NO_MEMORY;
@@ -1854,7 +1949,7 @@ walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
                                      &budget))
         return NULL;
     PyObject *result = NULL;
-    rawbuf out = {NULL, 0, 0}, marks = {NULL, 0, 0};
+    rawbuf out = {NULL, 0, 0}, marks = {NULL, 0, 0}, scratch = {NULL, 0, 0};
     run_params rp = {segment_base, max_last, first, stop, 0, previous_obj != Py_None, read_committed, count_only,
                      budget > 0 ? (size_t)budget : 0, NULL, 0};
     if (rp.has_previous) {
@@ -1872,6 +1967,7 @@ walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
         goto done;
     }
     rp.prefix_len = (size_t)prefix_len;
+    load_lz4();
     if (!have_hw_crc32c() || check_init() < 0) {
         if (!PyErr_Occurred())
             result = Py_NewRef(Py_None);
@@ -1880,7 +1976,7 @@ walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
     run_result res = {0, 0, 0, 0, 0};
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = walk_run((const uint8_t *)buf.buf, buf.len, &rp, &out, &marks, &res);
+    rc = walk_run((const uint8_t *)buf.buf, buf.len, &rp, &out, &marks, &scratch, &res);
     Py_END_ALLOW_THREADS
     if (rc == RENDER_NO_MEMORY) {
         PyErr_NoMemory();
@@ -1902,6 +1998,7 @@ walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
 done:
     PyMem_RawFree(out.buf);
     PyMem_RawFree(marks.buf);
+    PyMem_RawFree(scratch.buf);
     PyBuffer_Release(&buf);
     return result;
 }

@@ -20,14 +20,18 @@ never differ from the Python walk's verdict:
 | a batch at or past the view's end ends it; one wholly before its | record_stream.py            |
 | first is passed over; control batches and (read_committed)       | `selected_batches`          |
 | transactional ones are the Python walk's                          |                             |
-| uncompressed, 0 < records <= 2^20, CRC-32C valid, every record  | batch_lines.py `fused_lines` |
-| inside the batch's offsets and in order (render_records)         |                             |
+| uncompressed or lz4, 0 < records <= 2^20, CRC-32C valid, every  | batch_lines.py `fused_lines` |
+| record inside the batch's offsets and in order (render_records)  |                             |
+| an lz4 frame as `_lz4` reads it, independent blocks, <= 64 MiB   | compression.py `_lz4`       |
 
-Not plain, and so always the Python walk's: compressed batches (their decompressors are
-Python libraries; they release the GIL themselves), control batches, legacy formats, damage of
-any kind, the internal topics' own lines, a machine without a CRC-32C instruction (the call then
-takes nothing), KFS_PURE_PYTHON=1. tests/test_plain_runs.py holds the lines and sizes of views
-read with and without it to the same bytes, on the Kafka-written fixtures and random damaged logs.
+lz4 is decompressed by liblz4 itself (the reference implementation, which the `lz4` package
+wraps), loaded from the system at run time (liblz4.so.1); without it lz4 batches are the Python
+walk's. Not plain, and so always the Python walk's: gzip, snappy and zstd batches (their
+decompressors are Python libraries; they release the GIL themselves), linked lz4 blocks, control
+batches, legacy formats, damage of any kind, the internal topics' own lines, a machine without a
+CRC-32C instruction (the call then takes nothing), KFS_PURE_PYTHON=1. tests/test_plain_runs.py
+holds the lines and sizes of views read with and without it to the same bytes, on the
+Kafka-written fixtures and random damaged logs.
 """
 
 from __future__ import annotations
