@@ -10,7 +10,9 @@ list, as in `log.dirs`). Options: `allow_other` (implies `default_permissions`),
 `isolation=read_committed`, `control=show`, `decode=raw` (internal topics as bytes), `log=PATH`,
 `verbose` (log every request), `size_cache=DIR|none` (where decoded sizes are kept; default
 $XDG_CACHE_HOME/kfs/decoded), `size_scan=no` (map sizes on demand only, no background scan),
-`nonempty` (mount over a non-empty directory), `debug`; others go to libfuse.
+`nonempty` (mount over a non-empty directory), `readahead=KIB` (the kernel's readahead window for
+the mount, raised to 1024 by default where the daemon may: kfs.fuse.readahead; 0 leaves the
+kernel's), `debug`; others go to libfuse.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="LOGDIR [LOGDIR ...] MOUNTPOINT")
     parser.add_argument("-o", dest="options", action="append", default=[], metavar="OPTS",
                         help="comma-separated: allow_other, isolation=read_committed, control=show, decode=raw, "
-                             "log=PATH, verbose, size_cache=DIR|none, size_scan=no, nonempty, or any libfuse option")
+                             "log=PATH, verbose, size_cache=DIR|none, size_scan=no, readahead=KIB, nonempty, or any "
+                             "libfuse option")
     parser.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
     parser.add_argument("--isolation", choices=("read_uncommitted", "read_committed"))
     parser.add_argument("--control", choices=("hide", "show"))

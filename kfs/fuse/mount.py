@@ -25,6 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kfs.fuse.mounts import MountError, is_dead, is_mounted, unmount
+from kfs.fuse.readahead import DEFAULT_KIB as DEFAULT_READAHEAD_KIB
+from kfs.fuse.readahead import start_widening
 from kfs.internal.lines import DECODE_MODES
 from kfs.storage import check_log_dirs
 
@@ -41,7 +43,7 @@ IGNORED_OPTIONS = frozenset({
 })
 #: kfs's own options; everything else is handed to libfuse as `-o key[=value]`.
 KFS_OPTIONS = frozenset({"isolation", "control", "decode", "log", "size_cache", "size_scan", "verbose", "debug",
-                         "foreground",
+                         "foreground", "readahead",
                          "nonempty"})
 
 
@@ -73,6 +75,9 @@ def check_options(options: dict[str, Any]) -> None:
     scan = str(options.get("size_scan", "yes"))
     if scan not in ("yes", "no", "True"):
         raise MountError(f"size_scan must be yes or no, not {scan}.")
+    readahead = str(options.get("readahead", DEFAULT_READAHEAD_KIB))
+    if not readahead.isdigit():
+        raise MountError(f"readahead must be a size in KiB (0: the kernel's), not {readahead}.")
 
 
 def default_log_path(mountpoint: str) -> str:
@@ -216,6 +221,7 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
     def on_init() -> None:
         libfuse_stderr.release()
         mounted.set()
+        start_widening(mountpoint, int(options.get("readahead", DEFAULT_READAHEAD_KIB)))
 
     _hook_init(operations, on_init, status_fd)
     log.info("starting daemon for %s at %s with %s", logdirs, mountpoint, fuse_options)
