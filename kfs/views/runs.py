@@ -120,6 +120,7 @@ class MappingProgress:
         self.bytes = self.records = 0
 
     def advance(self, batch: CountedBatch, file_bytes: int) -> None:
+        """(Segments may be counted on several threads: the figures are for the log, not exact.)"""
         self.bytes += file_bytes
         self.records += batch.records
         now = time.monotonic()
