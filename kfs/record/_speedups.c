@@ -1199,6 +1199,137 @@ valid_utf8(const uint8_t *s, Py_ssize_t n)
     return 1;
 }
 
+/* ---- the records walk: one record of a section at a time, checked, no object created ------------ */
+
+/* What count_records, render_records and dump_records share: a records section read record by
+ * record against its ends, every length and offset checked, pointing into the payload. Anything a
+ * walk refuses (malformed, a varint beyond int64, an offset or timestamp past int64, offsets out of
+ * order or outside [base_offset, last]) leaves the section to the decoder, which raises or decodes
+ * it: the walk accepts a subset of what decode_v2_records accepts, and sees the same fields. */
+
+typedef struct {
+    const uint8_t *p;
+    Py_ssize_t end;        /* of the section */
+    Py_ssize_t pos;        /* of the next record */
+    int64_t base_offset, base_timestamp, last;
+    int append_time;       /* LogAppendTime: every timestamp is log_append_time */
+    int64_t log_append_time;
+    int64_t previous;      /* offset of the record before, if any */
+    int walked_any;
+} records_walk;
+
+typedef struct {
+    int64_t offset, timestamp;
+    const uint8_t *key, *value; /* into the payload */
+    int64_t key_len, value_len; /* -1: null */
+    Py_ssize_t headers;         /* position of the first header */
+    int64_t n_headers;
+    Py_ssize_t end;             /* of the record */
+    Py_ssize_t size;            /* bytes from Attributes to the record's end (its Length) */
+} record_view;
+
+typedef struct {
+    const uint8_t *key, *value;
+    int64_t key_len, value_len; /* key_len >= 0; value_len -1: null */
+} header_view;
+
+enum { WALK_OK = 0, WALK_REFUSED = -1 };
+
+static inline records_walk
+records_walk_start(const uint8_t *p, Py_ssize_t end, int64_t base_offset, int64_t base_timestamp,
+                   int append_time, int64_t log_append_time, int64_t last)
+{
+    records_walk w = {p, end, 0, base_offset, base_timestamp, last, append_time, log_append_time, 0, 0};
+    return w;
+}
+
+/* A length or count within int64 at p[*pos] (before p[limit]), or WALK_REFUSED. */
+static inline int
+walk_length(const uint8_t *p, Py_ssize_t limit, Py_ssize_t *pos, int64_t *n)
+{
+    varint_t v;
+    if (read_varint(p, limit, pos, &v) != VARINT_OK || v.hi)
+        return WALK_REFUSED;
+    *n = zigzag(v.lo);
+    return WALK_OK;
+}
+
+/* The header at p[*pos] of a record ending at p[record_end]; advances *pos past it. */
+static inline int
+walk_header(const uint8_t *p, Py_ssize_t record_end, Py_ssize_t *pos, header_view *h)
+{
+    int64_t n;
+    if (walk_length(p, record_end, pos, &n) < 0 || n < 0 || n > record_end - *pos)
+        return WALK_REFUSED;
+    h->key = p + *pos;
+    h->key_len = n;
+    *pos += (Py_ssize_t)n;
+    if (walk_length(p, record_end, pos, &n) < 0 || n > record_end - *pos)
+        return WALK_REFUSED;
+    h->value = p + *pos;
+    h->value_len = n < 0 ? -1 : n;
+    if (n > 0)
+        *pos += (Py_ssize_t)n;
+    return WALK_OK;
+}
+
+/* The next record of the walk into *r (its headers checked: walk_header reads them again). */
+static inline int
+walk_record(records_walk *w, record_view *r)
+{
+    const uint8_t *p = w->p;
+    Py_ssize_t pos = w->pos;
+    int64_t n;
+
+    if (walk_length(p, w->end, &pos, &n) < 0 || n <= 0 || n > w->end - pos)
+        return WALK_REFUSED; /* (a record holds at least its attributes) */
+    const Py_ssize_t record_end = pos + (Py_ssize_t)n;
+    r->size = (Py_ssize_t)n;
+    r->end = record_end;
+    pos++; /* attributes */
+    if (walk_length(p, record_end, &pos, &n) < 0 || __builtin_add_overflow(w->base_timestamp, n, &r->timestamp))
+        return WALK_REFUSED;
+    if (w->append_time)
+        r->timestamp = w->log_append_time;
+    if (walk_length(p, record_end, &pos, &n) < 0 || __builtin_add_overflow(w->base_offset, n, &r->offset))
+        return WALK_REFUSED;
+    if (r->offset < w->base_offset || r->offset > w->last || (w->walked_any && r->offset <= w->previous))
+        return WALK_REFUSED; /* outside the batch's offsets or out of order: the decoder says what it is */
+    w->previous = r->offset;
+    w->walked_any = 1;
+    if (walk_length(p, record_end, &pos, &n) < 0 || n > record_end - pos) /* key */
+        return WALK_REFUSED;
+    r->key = p + pos;
+    r->key_len = n < 0 ? -1 : n;
+    if (n > 0)
+        pos += (Py_ssize_t)n;
+    if (walk_length(p, record_end, &pos, &n) < 0 || n > record_end - pos) /* value */
+        return WALK_REFUSED;
+    r->value = p + pos;
+    r->value_len = n < 0 ? -1 : n;
+    if (n > 0)
+        pos += (Py_ssize_t)n;
+    if (walk_length(p, record_end, &pos, &n) < 0 || n < 0 || n > (record_end - pos) / MIN_HEADER_SIZE)
+        return WALK_REFUSED;
+    r->n_headers = n;
+    r->headers = pos;
+    header_view h;
+    for (int64_t i = 0; i < r->n_headers; i++)
+        if (walk_header(p, record_end, &pos, &h) < 0)
+            return WALK_REFUSED;
+    if (pos != record_end)
+        return WALK_REFUSED;
+    w->pos = pos;
+    return WALK_OK;
+}
+
+/* After `count` records: the section must end there. */
+static inline int
+walk_finished(const records_walk *w)
+{
+    return w->pos == w->end ? WALK_OK : WALK_REFUSED;
+}
+
 typedef struct {
     int64_t bytes;   /* length of the lines of the counted records */
     int64_t records; /* how many were counted */
@@ -1213,96 +1344,32 @@ count_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_o
               int append_time, int64_t log_append_time, int64_t fixed_len, int64_t first, int64_t stop,
               int64_t last, line_count *out)
 {
-    Py_ssize_t pos = 0;
-    varint_t v;
-    int64_t n, previous = 0;
-    int counted_any = 0;
-#define READ_VARINT(limit)                                  \
-    do {                                                    \
-        if (read_varint(p, (limit), &pos, &v) != VARINT_OK) \
-            return -1;                                      \
-        if (v.hi)                                           \
-            return -1;                                      \
-    } while (0)
-#define READ_LENGTH(limit)     \
-    do {                       \
-        READ_VARINT(limit);    \
-        n = zigzag(v.lo);      \
-    } while (0)
+    records_walk w = records_walk_start(p, end, base_offset, base_timestamp, append_time, log_append_time, last);
+    record_view r;
+    header_view h;
 
-    for (Py_ssize_t r = 0; r < count; r++) {
-        READ_LENGTH(end);
-        if (n < 0 || n > end - pos)
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (walk_record(&w, &r) < 0)
             return -1;
-        const Py_ssize_t record_end = pos + (Py_ssize_t)n;
-        if (pos >= record_end)
-            return -1;
-        pos++; /* attributes */
-        READ_VARINT(record_end);
-        int64_t timestamp;
-        if (__builtin_add_overflow(base_timestamp, zigzag(v.lo), &timestamp))
-            return -1;
-        if (append_time)
-            timestamp = log_append_time;
-        READ_VARINT(record_end);
-        int64_t offset;
-        if (__builtin_add_overflow(base_offset, zigzag(v.lo), &offset))
-            return -1;
-        if (offset < base_offset || offset > last || (counted_any && offset <= previous))
-            return -1; /* outside the batch's offsets or out of order: the decoder says what it is */
-        previous = offset;
-        counted_any = 1;
-        int64_t len = fixed_len + int64_len(offset) + int64_len(timestamp);
-        READ_LENGTH(record_end); /* key */
-        if (n < 0)
-            len += 4;
-        else if (n > record_end - pos)
-            return -1;
-        else {
-            len += bytes_len(p + pos, (Py_ssize_t)n);
-            pos += (Py_ssize_t)n;
+        int64_t len = fixed_len + int64_len(r.offset) + int64_len(r.timestamp);
+        len += r.key_len < 0 ? 4 : bytes_len(r.key, (Py_ssize_t)r.key_len);
+        len += r.value_len < 0 ? 4 : bytes_len(r.value, (Py_ssize_t)r.value_len);
+        Py_ssize_t at = r.headers;
+        for (int64_t k = 0; k < r.n_headers; k++) {
+            walk_header(p, r.end, &at, &h); /* checked by walk_record */
+            if (!valid_utf8(h.key, (Py_ssize_t)h.key_len))
+                return -1; /* decoded with replacement: the Python renderer renders it */
+            len += (k ? 2 : 0) + 1 + bytes_len(h.key, (Py_ssize_t)h.key_len) + 2 + 1; /* [key, value] */
+            len += h.value_len < 0 ? 4 : bytes_len(h.value, (Py_ssize_t)h.value_len);
         }
-        READ_LENGTH(record_end); /* value */
-        if (n < 0)
-            len += 4;
-        else if (n > record_end - pos)
-            return -1;
-        else {
-            len += bytes_len(p + pos, (Py_ssize_t)n);
-            pos += (Py_ssize_t)n;
-        }
-        READ_LENGTH(record_end); /* headers */
-        int64_t n_headers = n;
-        if (n_headers < 0 || n_headers > (record_end - pos) / MIN_HEADER_SIZE)
-            return -1;
-        for (int64_t h = 0; h < n_headers; h++) {
-            READ_LENGTH(record_end);
-            if (n < 0 || n > record_end - pos || !valid_utf8(p + pos, (Py_ssize_t)n))
-                return -1;
-            len += (h ? 2 : 0) + 1 + bytes_len(p + pos, (Py_ssize_t)n) + 2 + 1; /* [key, value] */
-            pos += (Py_ssize_t)n;
-            READ_LENGTH(record_end);
-            if (n < 0)
-                len += 4;
-            else if (n > record_end - pos)
-                return -1;
-            else {
-                len += bytes_len(p + pos, (Py_ssize_t)n);
-                pos += (Py_ssize_t)n;
-            }
-        }
-        if (pos != record_end)
-            return -1;
-        if (offset >= first && offset < stop) {
+        if (r.offset >= first && r.offset < stop) {
             if (out->records == 0)
-                out->first = offset;
+                out->first = r.offset;
             out->records++;
             out->bytes += len;
         }
     }
-    return pos == end ? 0 : -1;
-#undef READ_LENGTH
-#undef READ_VARINT
+    return walk_finished(&w);
 }
 
 PyDoc_STRVAR(count_jsonl_doc,
@@ -1442,137 +1509,78 @@ render_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_
                int append_time, int64_t log_append_time, const char *prefix, size_t prefix_len, const char *tt,
                size_t tt_len, int64_t first, int64_t stop, int64_t last, rawbuf *out, rawbuf *marks)
 {
-    Py_ssize_t pos = 0;
-    varint_t v;
-    int64_t n, previous = 0;
-    int rendered_any = 0;
-#define READ_VARINT(limit)                                  \
-    do {                                                    \
-        if (read_varint(p, (limit), &pos, &v) != VARINT_OK) \
-            return RENDER_UNUSUAL;                          \
-        if (v.hi)                                           \
-            return RENDER_UNUSUAL;                          \
-    } while (0)
-#define READ_LENGTH(limit)  \
-    do {                    \
-        READ_VARINT(limit); \
-        n = zigzag(v.lo);   \
-    } while (0)
-#define PUT_BYTES(at, len)                           \
-    do {                                             \
-        if (shown && rb_put_bytes(out, (at), (len), end - pos) < 0) \
-            return RENDER_NO_MEMORY;                 \
+    records_walk w = records_walk_start(p, end, base_offset, base_timestamp, append_time, log_append_time, last);
+    record_view r;
+    header_view h;
+/* a value inside the section is followed by more of it: write_bytes may read it a word at a time */
+#define PUT_BYTES(at, len)                                                       \
+    do {                                                                         \
+        if (rb_put_bytes(out, (at), (len), end - ((at) - p)) < 0)                \
+            return RENDER_NO_MEMORY;                                             \
     } while (0)
 #define RESERVE(k)                                   \
     do {                                             \
-        if (shown && rb_reserve(out, (k)) < 0)       \
+        if (rb_reserve(out, (k)) < 0)                \
             return RENDER_NO_MEMORY;                 \
     } while (0)
 
-    for (Py_ssize_t r = 0; r < count; r++) {
-        READ_LENGTH(end);
-        if (n < 0 || n > end - pos)
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (walk_record(&w, &r) < 0)
             return RENDER_UNUSUAL;
-        const Py_ssize_t record_end = pos + (Py_ssize_t)n;
-        if (pos >= record_end)
-            return RENDER_UNUSUAL;
-        pos++; /* attributes */
-        READ_VARINT(record_end);
-        int64_t timestamp;
-        if (__builtin_add_overflow(base_timestamp, zigzag(v.lo), &timestamp))
-            return RENDER_UNUSUAL;
-        if (append_time)
-            timestamp = log_append_time;
-        READ_VARINT(record_end);
-        int64_t offset;
-        if (__builtin_add_overflow(base_offset, zigzag(v.lo), &offset))
-            return RENDER_UNUSUAL;
-        if (offset < base_offset || offset > last || (rendered_any && offset <= previous))
-            return RENDER_UNUSUAL; /* outside the batch's offsets or out of order: as count_records */
-        previous = offset;
-        rendered_any = 1;
-        const int shown = offset >= first && (offset < stop || stop == INT64_MAX);
+        /* a key that is not UTF-8 is decoded with replacement: the Python path renders it */
+        Py_ssize_t at = r.headers;
+        for (int64_t k = 0; k < r.n_headers; k++) {
+            walk_header(p, r.end, &at, &h); /* checked by walk_record */
+            if (!valid_utf8(h.key, (Py_ssize_t)h.key_len))
+                return RENDER_UNUSUAL;
+        }
+        if (r.offset < first || (r.offset >= stop && stop != INT64_MAX))
+            continue;
 
         /* prefix, offset, ', "timestamp": ' ts ', "timestamp_type": "' tt '", "key": ' */
         RESERVE(prefix_len + 20 + 15 + 20 + 21 + tt_len + 10);
-        if (shown) {
-            memcpy(out->buf + out->len, prefix, prefix_len);
-            out->len += prefix_len;
-            out->len = (size_t)(write_int64(out->buf + out->len, offset) - out->buf);
-            RB_LITERAL(out, ", \"timestamp\": ");
-            out->len = (size_t)(write_int64(out->buf + out->len, timestamp) - out->buf);
-            RB_LITERAL(out, ", \"timestamp_type\": \"");
-            memcpy(out->buf + out->len, tt, tt_len);
-            out->len += tt_len;
-            RB_LITERAL(out, "\", \"key\": ");
-        }
-        READ_LENGTH(record_end); /* key */
-        if (n > record_end - pos)
-            return RENDER_UNUSUAL;
-        PUT_BYTES(p + pos, n);
-        if (n > 0)
-            pos += (Py_ssize_t)n;
+        memcpy(out->buf + out->len, prefix, prefix_len);
+        out->len += prefix_len;
+        out->len = (size_t)(write_int64(out->buf + out->len, r.offset) - out->buf);
+        RB_LITERAL(out, ", \"timestamp\": ");
+        out->len = (size_t)(write_int64(out->buf + out->len, r.timestamp) - out->buf);
+        RB_LITERAL(out, ", \"timestamp_type\": \"");
+        memcpy(out->buf + out->len, tt, tt_len);
+        out->len += tt_len;
+        RB_LITERAL(out, "\", \"key\": ");
+        PUT_BYTES(r.key, r.key_len);
         RESERVE(11);
-        if (shown)
-            RB_LITERAL(out, ", \"value\": ");
-        READ_LENGTH(record_end); /* value */
-        if (n > record_end - pos)
-            return RENDER_UNUSUAL;
-        PUT_BYTES(p + pos, n);
-        if (n > 0)
-            pos += (Py_ssize_t)n;
+        RB_LITERAL(out, ", \"value\": ");
+        PUT_BYTES(r.value, r.value_len);
         RESERVE(14);
-        if (shown)
-            RB_LITERAL(out, ", \"headers\": [");
-        READ_LENGTH(record_end); /* headers */
-        int64_t n_headers = n;
-        if (n_headers < 0 || n_headers > (record_end - pos) / MIN_HEADER_SIZE)
-            return RENDER_UNUSUAL;
-        for (int64_t h = 0; h < n_headers; h++) {
-            READ_LENGTH(record_end);
-            /* a key that is not UTF-8 is decoded with replacement: the Python path renders it */
-            if (n < 0 || n > record_end - pos || !valid_utf8(p + pos, (Py_ssize_t)n))
-                return RENDER_UNUSUAL;
+        RB_LITERAL(out, ", \"headers\": [");
+        at = r.headers;
+        for (int64_t k = 0; k < r.n_headers; k++) {
+            walk_header(p, r.end, &at, &h);
             RESERVE(3);
-            if (shown) {
-                if (h)
-                    RB_LITERAL(out, ", ");
-                RB_LITERAL(out, "[");
-            }
-            PUT_BYTES(p + pos, n); /* valid UTF-8: the escaped string encode_basestring gives the str */
-            pos += (Py_ssize_t)n;
-            RESERVE(2);
-            if (shown)
+            if (k)
                 RB_LITERAL(out, ", ");
-            READ_LENGTH(record_end);
-            if (n > record_end - pos)
-                return RENDER_UNUSUAL;
-            PUT_BYTES(p + pos, n);
-            if (n > 0)
-                pos += (Py_ssize_t)n;
+            RB_LITERAL(out, "[");
+            PUT_BYTES(h.key, h.key_len); /* valid UTF-8: the escaped string encode_basestring gives the str */
+            RESERVE(2);
+            RB_LITERAL(out, ", ");
+            PUT_BYTES(h.value, h.value_len);
             RESERVE(1);
-            if (shown)
-                RB_LITERAL(out, "]");
+            RB_LITERAL(out, "]");
         }
-        if (pos != record_end)
-            return RENDER_UNUSUAL;
         RESERVE(3);
-        if (shown) {
-            RB_LITERAL(out, "]}\n");
-            if (marks != NULL) {
-                if (rb_reserve(marks, 2 * sizeof(int64_t)) < 0)
-                    return RENDER_NO_MEMORY;
-                int64_t pair[2] = {offset, (int64_t)out->len};
-                memcpy(marks->buf + marks->len, pair, sizeof(pair));
-                marks->len += sizeof(pair);
-            }
+        RB_LITERAL(out, "]}\n");
+        if (marks != NULL) {
+            if (rb_reserve(marks, 2 * sizeof(int64_t)) < 0)
+                return RENDER_NO_MEMORY;
+            int64_t pair[2] = {r.offset, (int64_t)out->len};
+            memcpy(marks->buf + marks->len, pair, sizeof(pair));
+            marks->len += sizeof(pair);
         }
     }
-    return pos == end ? RENDER_OK : RENDER_UNUSUAL;
+    return walk_finished(&w) == WALK_OK ? RENDER_OK : RENDER_UNUSUAL;
 #undef RESERVE
 #undef PUT_BYTES
-#undef READ_LENGTH
-#undef READ_VARINT
 }
 
 PyDoc_STRVAR(render_v2_jsonl_doc,
@@ -2003,6 +2011,243 @@ done:
     return result;
 }
 
+/* ---- render_v2_dump: DumpLogSegments' record lines, fused, without the GIL ------------------- */
+
+/* What `kfs dump --deep-iteration --print-data-log` prints for a v2 data batch's records (kfs/cli/
+ * dump_log.py:_v2_data_lines, which stays the oracle and the fallback), straight from the records
+ * section: the records_walk of render_records, no record created. Keys, values and header keys are
+ * printed as bytes.decode("utf-8", "replace") gives them, so the lines are UTF-8 whatever the bytes. */
+
+/* How many bytes at s[0] (a byte that starts no valid UTF-8 sequence within n) CPython's decoder
+ * replaces with one U+FFFD: the maximal subpart of a sequence, as Unicode recommends (the lead and
+ * the continuation bytes that could still have completed it), at least 1. */
+static inline Py_ssize_t
+invalid_subpart(const uint8_t *s, Py_ssize_t n)
+{
+    const uint8_t c = s[0];
+    uint8_t lo = 0x80, hi = 0xBF; /* where the second byte must be */
+    Py_ssize_t need;              /* continuation bytes the lead asks for */
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 1;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        need = 2;
+        if (c == 0xE0)
+            lo = 0xA0; /* overlong below */
+        else if (c == 0xED)
+            hi = 0x9F; /* surrogates above */
+    }
+    else if (c >= 0xF0 && c <= 0xF4) {
+        need = 3;
+        if (c == 0xF0)
+            lo = 0x90; /* overlong below */
+        else if (c == 0xF4)
+            hi = 0x8F; /* past U+10FFFF above */
+    }
+    else
+        return 1; /* a continuation byte, C0, C1, F5-FF */
+    Py_ssize_t k = 1;
+    if (n > 1 && s[1] >= lo && s[1] <= hi) {
+        k = 2;
+        while (k <= need && k < n && (s[k] & 0xC0) == 0x80)
+            k++;
+    }
+    return k <= need ? k : need; /* (k > need would be a whole, valid sequence) */
+}
+
+/* bytes.decode("utf-8", "replace") of n bytes at s, as UTF-8, at d (room for 3 * n); returns the end. */
+static char *
+write_utf8_replace(char *d, const uint8_t *s, const Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint64_t w;
+        while (i + 8 <= n && (memcpy(&w, s + i, 8), (w & 0x8080808080808080ULL) == 0)) {
+            memcpy(d, &w, 8);
+            d += 8;
+            i += 8;
+        }
+        while (i < n && s[i] < 0x80)
+            *d++ = (char)s[i++];
+        if (i == n)
+            break;
+        Py_ssize_t k = utf8_sequence(s + i, n - i);
+        if (k > 0) {
+            memcpy(d, s + i, (size_t)k);
+            d += k;
+            i += k;
+            continue;
+        }
+        i += invalid_subpart(s + i, n - i);
+        memcpy(d, "\xEF\xBF\xBD", 3); /* U+FFFD */
+        d += 3;
+    }
+    return d;
+}
+
+#define INT32_MAX_ 2147483647LL
+
+/* dump_common.increment_sequence: sequences wrap at Integer.MAX_VALUE; -1 past int64 (refused). */
+static inline int
+record_sequence(int64_t base_sequence, int64_t base_offset, int64_t offset, int64_t *sequence)
+{
+    int64_t increment;
+    if (base_sequence < 0) {
+        *sequence = -1; /* NO_SEQUENCE */
+        return 0;
+    }
+    if (base_sequence > INT32_MAX_ || __builtin_sub_overflow(offset, base_offset, &increment))
+        return -1;
+    if (base_sequence > INT32_MAX_ - increment)
+        *sequence = increment - (INT32_MAX_ - base_sequence) - 1;
+    else
+        *sequence = base_sequence + increment;
+    return 0;
+}
+
+/* The lines of the section's records into out; each offset that does not follow the one before
+ * (*previous: the offset before the first, -1 for none, as dump_log keeps it) as an (offset before,
+ * offset) pair of int64s into gaps; *previous left at the last record's offset. */
+static int
+dump_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset, int64_t base_timestamp,
+             int append_time, int64_t log_append_time, const char *tt, size_t tt_len, int64_t base_sequence,
+             int64_t *previous, rawbuf *out, rawbuf *gaps)
+{
+    records_walk w = records_walk_start(p, end, base_offset, base_timestamp, append_time, log_append_time, INT64_MAX);
+    record_view r;
+    header_view h;
+    int64_t before = *previous;
+
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (walk_record(&w, &r) < 0)
+            return RENDER_UNUSUAL;
+        int64_t sequence;
+        if (record_sequence(base_sequence, base_offset, r.offset, &sequence) < 0)
+            return RENDER_UNUSUAL;
+        if (before != -1 && (before == INT64_MAX || r.offset != before + 1)) {
+            if (rb_reserve(gaps, 2 * sizeof(int64_t)) < 0)
+                return RENDER_NO_MEMORY;
+            int64_t pair[2] = {before, r.offset};
+            memcpy(gaps->buf + gaps->len, pair, sizeof(pair));
+            gaps->len += sizeof(pair);
+        }
+        before = r.offset;
+
+        /* Every key, value and header key is inside the record: 3 bytes for each of its bytes (a
+         * U+FFFD per byte at worst, a comma per header key) and the fixed parts. */
+        if ((size_t)r.size > ((size_t)PY_SSIZE_T_MAX >> 2) || rb_reserve(out, 3 * (size_t)r.size + 200 + tt_len) < 0)
+            return RENDER_NO_MEMORY;
+        char *d = out->buf + out->len;
+#define PUT_LITERAL(s)                    \
+    do {                                  \
+        memcpy(d, (s), sizeof(s) - 1);    \
+        d += sizeof(s) - 1;               \
+    } while (0)
+        PUT_LITERAL("| offset: ");
+        d = write_int64(d, r.offset);
+        *d++ = ' ';
+        memcpy(d, tt, tt_len);
+        d += tt_len;
+        PUT_LITERAL(": ");
+        d = write_int64(d, r.timestamp);
+        PUT_LITERAL(" keySize: ");
+        d = write_int64(d, r.key_len);
+        PUT_LITERAL(" valueSize: ");
+        d = write_int64(d, r.value_len);
+        PUT_LITERAL(" sequence: ");
+        d = write_int64(d, sequence);
+        PUT_LITERAL(" headerKeys: [");
+        Py_ssize_t at = r.headers;
+        for (int64_t k = 0; k < r.n_headers; k++) {
+            walk_header(p, r.end, &at, &h); /* checked by walk_record */
+            if (k)
+                *d++ = ',';
+            d = write_utf8_replace(d, h.key, (Py_ssize_t)h.key_len);
+        }
+        *d++ = ']';
+        if (r.key_len >= 0) {
+            PUT_LITERAL(" key: ");
+            d = write_utf8_replace(d, r.key, (Py_ssize_t)r.key_len);
+        }
+        if (r.value_len >= 0) {
+            PUT_LITERAL(" payload: ");
+            d = write_utf8_replace(d, r.value, (Py_ssize_t)r.value_len);
+        }
+        *d++ = '\n';
+#undef PUT_LITERAL
+        out->len = (size_t)(d - out->buf);
+    }
+    if (walk_finished(&w) < 0)
+        return RENDER_UNUSUAL;
+    *previous = before;
+    return RENDER_OK;
+}
+
+PyDoc_STRVAR(render_v2_dump_doc,
+"render_v2_dump(payload, count, base_offset, base_timestamp, timestamp_type, log_append_time,\n"
+"               base_sequence, previous_offset) -> (str, int, bytes) | None\n"
+"\n"
+"The record lines `kfs dump --deep-iteration --print-data-log` prints for an uncompressed v2 records\n"
+"section (decode_v2_records' arguments, and the batch's base sequence), without creating records:\n"
+"(lines, the last record's offset, gaps). previous_offset is the offset of the record dumped before\n"
+"(-1: none); gaps packs each offset that does not follow the one before as (offset before, offset),\n"
+"two native int64s. None when the payload must be decoded instead (malformed, or out of the\n"
+"renderer's range), or count < 1. Decodes and renders without the GIL.");
+
+static PyObject *
+render_v2_dump(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"payload", "count", "base_offset", "base_timestamp", "timestamp_type",
+                             "log_append_time", "base_sequence", "previous_offset", NULL};
+    Py_buffer buf;
+    Py_ssize_t count;
+    long long base_offset, base_timestamp, log_append_time, base_sequence, previous;
+    PyObject *timestamp_type;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nLLULLL:render_v2_dump", kwlist, &buf, &count, &base_offset,
+                                     &base_timestamp, &timestamp_type, &log_append_time, &base_sequence, &previous))
+        return NULL;
+    PyObject *result = NULL;
+    rawbuf out = {NULL, 0, 0}, gaps = {NULL, 0, 0};
+    Py_ssize_t tt_len;
+    const char *tt_utf8 = PyUnicode_AsUTF8AndSize(timestamp_type, &tt_len);
+    if (tt_utf8 == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) { /* a lone surrogate: Python's path prints it */
+            PyErr_Clear();
+            result = Py_NewRef(Py_None);
+        }
+        goto done;
+    }
+    int append_time = strcmp(tt_utf8, "LogAppendTime") == 0;
+    int64_t last = previous;
+    int rc = RENDER_UNUSUAL;
+    if (count > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = dump_records((const uint8_t *)buf.buf, buf.len, count, base_offset, base_timestamp, append_time,
+                          log_append_time, tt_utf8, (size_t)tt_len, base_sequence, &last, &out, &gaps);
+        Py_END_ALLOW_THREADS
+    }
+    if (rc == RENDER_NO_MEMORY) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rc == RENDER_UNUSUAL) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *lines = PyUnicode_DecodeUTF8(out.buf, (Py_ssize_t)out.len, NULL); /* valid: written so */
+    PyObject *packed = lines ? PyBytes_FromStringAndSize(gaps.buf ? gaps.buf : "", (Py_ssize_t)gaps.len) : NULL;
+    if (packed != NULL)
+        result = Py_BuildValue("(OLO)", lines, (long long)last, packed);
+    Py_XDECREF(lines);
+    Py_XDECREF(packed);
+
+done:
+    PyMem_RawFree(out.buf);
+    PyMem_RawFree(gaps.buf);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 /* ---- gather: a read reply copied into malloc'd memory without the GIL ------------------------ */
 
 PyDoc_STRVAR(gather_doc,
@@ -2078,6 +2323,8 @@ static PyMethodDef speedups_methods[] = {
     {"count_jsonl", (PyCFunction)(void (*)(void))count_jsonl, METH_VARARGS | METH_KEYWORDS, count_jsonl_doc},
     {"render_v2_jsonl", (PyCFunction)(void (*)(void))render_v2_jsonl, METH_VARARGS | METH_KEYWORDS,
      render_v2_jsonl_doc},
+    {"render_v2_dump", (PyCFunction)(void (*)(void))render_v2_dump, METH_VARARGS | METH_KEYWORDS,
+     render_v2_dump_doc},
     {"gather", gather, METH_O, gather_doc},
     {"walk_v2_run", (PyCFunction)(void (*)(void))walk_v2_run, METH_VARARGS | METH_KEYWORDS, walk_v2_run_doc},
     {NULL, NULL, 0, NULL},

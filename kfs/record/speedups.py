@@ -1,7 +1,7 @@
 """The compiled hot loops (`_speedups.c`) when they were built, else None: callers keep their Python loop.
 
 `pip install` compiles `kfs/record/_speedups.c` when a C compiler is there (pyproject.toml marks the
-extension optional, so an install without one still succeeds). Six functions, each the twin of the
+extension optional, so an install without one still succeeds). Seven functions, each the twin of the
 Python code that stays the reference and the fallback:
 
 - `decode_v2_records`, the loop of `default_batch.decode_records`;
@@ -10,6 +10,8 @@ Python code that stays the reference and the fallback:
   into records (the size of a decoded view; kfs/views/line_lengths.py);
 - `render_v2_jsonl`, `render_jsonl` of `decode_v2_records` fused: a records section straight to its JSON
   lines, no record created, without the GIL (kfs/views/batch_lines.py);
+- `render_v2_dump`, the record lines of `kfs dump --deep-iteration --print-data-log` straight from a
+  records section, fused as `render_v2_jsonl` (kfs/cli/dump_log.py, whose `_v2_data_lines` is its twin);
 - `gather`, `b"".join(pieces)` into malloc'd memory without the GIL: a decoded read's reply for
   libfuse (kfs/fuse/zerocopy.py);
 - `walk_v2_run`, the segment walk, the batch checks and `render_v2_jsonl` (or `count_jsonl`) of many
@@ -30,6 +32,7 @@ decode_v2_records: Callable[..., list[Record]] | None = None
 render_jsonl: Callable[..., bytes | list[bytes]] | None = None
 count_jsonl: Callable[..., tuple[int, int, int] | None] | None = None
 render_v2_jsonl: Callable[..., bytes | tuple[bytes, bytes] | None] | None = None
+render_v2_dump: Callable[..., tuple[str, int, bytes] | None] | None = None
 gather: Callable[[list[bytes]], int] | None = None
 walk_v2_run: Callable[..., tuple[int, int, int, int, bytes, bytes | None] | None] | None = None
 
@@ -48,3 +51,4 @@ if not os.environ.get("KFS_PURE_PYTHON"):
         render_v2_jsonl = _speedups.render_v2_jsonl
         gather = _speedups.gather
         walk_v2_run = getattr(_speedups, "walk_v2_run", None)
+        render_v2_dump = getattr(_speedups, "render_v2_dump", None)  # (a build older than this code: Python's)
