@@ -92,7 +92,8 @@ def load_sanitized(so: Path) -> None:
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     module.init(Record, CorruptBatchError)
-    fuzz_targets.install_compiled(module.decode_v2_records, module.render_jsonl, module.render_v2_jsonl, module.gather)
+    fuzz_targets.install_compiled(module.decode_v2_records, module.render_jsonl, module.render_v2_jsonl, module.gather,
+                                  module.render_v2_dump)
 
 
 def libasan() -> str:

@@ -4,8 +4,8 @@ Three targets:
 
 - `record`: a buffer of 1-3 (mutated) batches through everything a reader does with a segment's bytes
   (peek_size, parse_batch_header, the legacy wrapper's header, the CRC, decode_records, the control
-  parser, the JSON-lines renderer), once on the compiled path and once on the pure-Python path: both
-  must give the same records and lines, or the same error type.
+  parser, the JSON-lines renderer, `kfs dump`'s record lines), once on the compiled path and once on
+  the pure-Python path: both must give the same records and lines, or the same error type.
 - `index`: an intact Kafka-written partition with mutated `.index`/`.timeindex`/`.txnindex` files;
   offset and time lookups, the log end offset and largest timestamps must equal a brute-force scan
   of the intact log (the indexes are hints: a damaged one may cost time, never a wrong answer or an
@@ -33,6 +33,7 @@ from pathlib import Path
 
 import fuzz_mutators as mut
 
+from kfs.cli import dump_log
 from kfs.fuse import zerocopy
 from kfs.record import (
     HEADER_PROBE_SIZE,
@@ -66,12 +67,12 @@ class Failure(Exception):
 # ---- the two paths -----------------------------------------------------------------------------
 
 _COMPILED = {"decode": speedups.decode_v2_records, "render": speedups.render_jsonl,
-             "fused": speedups.render_v2_jsonl, "gather": speedups.gather}
+             "fused": speedups.render_v2_jsonl, "gather": speedups.gather, "dump": speedups.render_v2_dump}
 
 
-def install_compiled(decode, render, fused, gather) -> None:  # type: ignore[no-untyped-def]
+def install_compiled(decode, render, fused, gather, dump) -> None:  # type: ignore[no-untyped-def]
     """Use these compiled functions (e.g. from a sanitizer build) as the C path."""
-    _COMPILED["decode"], _COMPILED["render"], _COMPILED["fused"], _COMPILED["gather"] = decode, render, fused, gather
+    _COMPILED.update(decode=decode, render=render, fused=fused, gather=gather, dump=dump)
 
 
 def has_compiled() -> bool:
@@ -84,6 +85,7 @@ def use_path(path: str) -> None:
     default_batch._decode_v2_records = _COMPILED["decode"] if compiled else None
     jsonl._render_jsonl = _COMPILED["render"] if compiled else None
     batch_lines._render_v2_jsonl = _COMPILED["fused"] if compiled else None
+    dump_log._render_v2_dump = _COMPILED["dump"] if compiled else None
     speedups.gather = _COMPILED["gather"] if compiled else None  # (kfs.fuse.zerocopy looks it up per reply)
 
 
@@ -157,6 +159,7 @@ def consume(buf: bytes) -> list[tuple]:
     """Everything a reader does with a segment's bytes; stops at the first error, as a reader does."""
     out: list[tuple] = []
     pos = 0
+    previous = -1  # the offset of the last record before, as `kfs dump` keeps it (-1: none)
     try:
         while pos < len(buf):
             size, _ = peek_size(buf, pos)
@@ -170,12 +173,27 @@ def consume(buf: bytes) -> list[tuple]:
             # The fused renderer (C path only) gives the decoder's and renderer's lines, or leaves the
             # batch to them: a difference is recorded, and the C path then disagrees with Python's.
             fused = batch_lines.fused_lines(h, batch, _PREFIX, -(1 << 63), None)
+            # `kfs dump`'s compiled record lines (C path only) likewise: they must be the Python path's.
+            dumped = dump_log._fused_data_lines(h, batch, previous) \
+                if valid and h.magic >= 2 and not h.is_control else None
             try:
                 records = decode_records(batch, h)
             except CorruptBatchError:
                 if fused is not None:
                     out.append(("fused rendered a batch the decoder refuses", fused[:200]))
+                if dumped is not None:
+                    out.append(("dump lines of a batch the decoder refuses", dumped[0][:200]))
                 raise
+            if dumped is not None:
+                want_text, _ = dump_log._v2_data_lines(h, records, previous + 1 if previous != -1 else -1)
+                want_gaps: dict[int, int] = {}
+                dump_log._note_gaps(want_gaps, previous, records)
+                got_gaps: dict[int, int] = {}
+                dump_log._note_packed_gaps(got_gaps, dumped[2])
+                if (dumped[0], dumped[1], got_gaps) != (want_text, records[-1].offset, want_gaps):
+                    out.append(("dump lines differ", dumped[0][:200], want_text[:200]))
+            if records:
+                previous = records[-1].offset
             controls = [parse_control_record(r) for r in records] if h.is_control else []
             lines = jsonl.render_lines(_PREFIX, records)
             if fused is not None and fused != lines:
