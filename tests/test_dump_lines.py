@@ -1,5 +1,6 @@
 """The compiled dump renderer (`render_v2_dump` in _speedups.c, used by kfs/cli/dump_log.py) prints the
-record lines the Python path prints (`_v2_data_lines` of the decoded records, its oracle), and finds
+batch line and record lines the Python path prints (`_batch_line`, and `_v2_data_lines` of the decoded
+records: its oracle), and finds
 the same non-consecutive offsets: hypothesis batches with every kind of key, value and header key
 (null, empty, control characters, bytes that are not UTF-8, big values), odd timestamps and sequences;
 every short byte sequence replaced as bytes.decode("utf-8", "replace") replaces it; malformed
@@ -20,7 +21,7 @@ from conftest import GOLDEN_PARTITIONS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kfs.cli.dump_log import _note_gaps, _note_packed_gaps, _v2_data_lines
+from kfs.cli.dump_log import _batch_line, _note_gaps, _note_packed_gaps, _v2_data_lines
 from kfs.record import BatchHeader, default_batch, parse_batch_header, speedups
 
 pytestmark = pytest.mark.skipif(speedups.render_v2_dump is None, reason="extension not built")
@@ -45,20 +46,23 @@ def _nullable(b: bytes | None) -> bytes:
 
 
 def raw_v2_batch(base_offset: int, base_timestamp: int, base_sequence: int, log_append_time: int | None,
-                 records: list[tuple[int, int, bytes | None, bytes | None, list[tuple[bytes, bytes | None]]]]
-                 ) -> bytes:
+                 records: list[tuple[int, int, bytes | None, bytes | None, list[tuple[bytes, bytes | None]]]],
+                 flags: int = 0, producer: tuple[int, int, int] = (-1, -1, -1)) -> bytes:
     """An uncompressed v2 batch as DefaultRecordBatch lays it out; records are (offset delta, timestamp
-    delta, key, value, [(header key bytes, header value)])."""
+    delta, key, value, [(header key bytes, header value)]); flags: attribute bits (0x10 transactional,
+    0x40 delete horizon); producer: (producer id, producer epoch, partition leader epoch)."""
     section = bytearray()
     for offset_delta, ts_delta, key, value, headers in records:
         body = (b"\x00" + _varint(ts_delta) + _varint(offset_delta) + _nullable(key) + _nullable(value)
                 + _varint(len(headers)) + b"".join(_varint(len(k)) + k + _nullable(v) for k, v in headers))
         section += _varint(len(body)) + body
-    attributes = 0x08 if log_append_time is not None else 0
+    attributes = flags | (0x08 if log_append_time is not None else 0)
     max_timestamp = log_append_time if log_append_time is not None else base_timestamp + max(r[1] for r in records)
-    after_crc = struct.pack(">hiqqqhii", attributes, records[-1][0], base_timestamp, max_timestamp, -1, -1,
-                            base_sequence, len(records)) + bytes(section)
-    return struct.pack(">qiibI", base_offset, 9 + len(after_crc), -1, 2, crc32c.crc32c(after_crc)) + after_crc
+    producer_id, producer_epoch, leader_epoch = producer
+    after_crc = struct.pack(">hiqqqhii", attributes, records[-1][0], base_timestamp, max_timestamp, producer_id,
+                            producer_epoch, base_sequence, len(records)) + bytes(section)
+    return struct.pack(">qiibI", base_offset, 9 + len(after_crc), leader_epoch, 2,
+                       crc32c.crc32c(after_crc)) + after_crc
 
 
 # Every kind of byte: ASCII, control characters, UTF-8 of each length, and what is not UTF-8 (a lone
@@ -84,23 +88,32 @@ def raw_batches(draw):  # type: ignore[no-untyped-def]
     base_timestamp = draw(st.sampled_from([-1, 0, 1_700_000_000_000]) | st.integers(-2**62, 2**62))
     base_sequence = draw(st.sampled_from([-1, -7, 0]) | st.integers(2**31 - 40, 2**31 - 1) | st.integers(0, 2**31 - 1))
     log_append_time = draw(st.none() | st.integers(-2**45, 2**45))
-    return raw_v2_batch(base_offset, base_timestamp, base_sequence, log_append_time, records)
+    flags = draw(st.sampled_from([0, 0x10, 0x40, 0x50]))
+    producer = draw(st.tuples(st.integers(-2**63, 2**63 - 1), st.integers(-2**15, 2**15 - 1),
+                              st.integers(-2**31, 2**31 - 1)))
+    return raw_v2_batch(base_offset, base_timestamp, base_sequence, log_append_time, records, flags, producer)
 
 
-def oracle(batch: bytes, previous: int) -> tuple[str, int, dict[int, int]]:
-    """What dump_log's Python path prints and notes for the batch after a record at `previous`."""
+def oracle(batch: bytes, previous: int, position: int | None = 0) -> tuple[str, int, dict[int, int]]:
+    """What dump_log's Python path prints and notes for the batch at `position` (None: its record lines
+    only) after a record at `previous`."""
     header = parse_batch_header(batch, 0, 0)
     records = default_batch.decode_records(batch, header)
     text, _ = _v2_data_lines(header, records, previous + 1 if previous != -1 else -1)
+    if position is not None:
+        text = _batch_line(header, position, True) + text
     gaps: dict[int, int] = {}
     _note_gaps(gaps, previous, records)
     return text, records[-1].offset, gaps
 
 
-def compiled(header: BatchHeader, payload: bytes, previous: int) -> tuple[str, int, dict[int, int]] | None:
+def compiled(header: BatchHeader, payload: bytes, previous: int, batch: bytes | None = None, position: int = 0
+             ) -> tuple[str, int, dict[int, int]] | None:
+    """render_v2_dump's lines (with `batch`: its batch line first) and gaps."""
     assert speedups.render_v2_dump is not None
     out = speedups.render_v2_dump(payload, header.record_count, header.base_offset, header.first_timestamp,
-                                  header.timestamp_type, header.max_timestamp, header.base_sequence, previous)
+                                  header.timestamp_type, header.max_timestamp, header.base_sequence, previous,
+                                  batch, position, header.compression)
     if out is None:
         return None
     text, last, packed = out
@@ -115,13 +128,15 @@ def _previous(batch: bytes, choice: int) -> int:
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(batch=raw_batches(), choice=st.integers(0, 4))
-def test_compiled_lines_are_the_python_lines(batch: bytes, choice: int) -> None:
+@given(batch=raw_batches(), choice=st.integers(0, 4), position=st.integers(0, 2**40))
+def test_compiled_lines_are_the_python_lines(batch: bytes, choice: int, position: int) -> None:
     header = parse_batch_header(batch, 0, 0)
     previous = _previous(batch, choice)
-    got = compiled(header, default_batch.records_payload(batch, header), previous)
+    payload = default_batch.records_payload(batch, header)
+    got = compiled(header, payload, previous, batch, position)
     assert got is not None  # a well-formed batch within int64 is never left to the decoder
-    assert got == oracle(batch, previous)
+    assert got == oracle(batch, previous, position)
+    assert compiled(header, payload, previous) == oracle(batch, previous, None)  # the record lines alone
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -130,9 +145,9 @@ def test_compiled_lines_of_kafka_python_batches(batch: bytes, choice: int) -> No
     """kafka-python's writer, every codec, LogAppendTime."""
     header = parse_batch_header(batch, 0, 0)
     previous = _previous(batch, choice)
-    got = compiled(header, default_batch.records_payload(batch, header), previous)
+    got = compiled(header, default_batch.records_payload(batch, header), previous, batch, 4096)
     assert got is not None
-    assert got == oracle(batch, previous)
+    assert got == oracle(batch, previous, 4096)
 
 
 def test_every_short_sequence_is_replaced_as_python_replaces_it() -> None:
@@ -148,7 +163,7 @@ def test_every_short_sequence_is_replaced_as_python_replaces_it() -> None:
         batch = raw_v2_batch(0, 0, -1, None, records)
         header = parse_batch_header(batch, 0, 0)
         got = compiled(header, default_batch.records_payload(batch, header), -1)
-        assert got is not None and got == oracle(batch, -1)
+        assert got is not None and got == oracle(batch, -1, None)
 
 
 def test_a_malformed_section_is_left_to_the_decoder() -> None:
@@ -156,10 +171,19 @@ def test_a_malformed_section_is_left_to_the_decoder() -> None:
                                           (2, 2, None, b"w", [])])
     header = parse_batch_header(batch, 0, 0)
     payload = default_batch.records_payload(batch, header)
-    assert compiled(header, payload, -1) == oracle(batch, -1)
+    assert compiled(header, payload, -1, batch, 7) == oracle(batch, -1, 7)
     for cut in range(len(payload)):
-        assert compiled(header, payload[:cut], -1) is None
+        assert compiled(header, payload[:cut], -1, batch, 7) is None
     assert compiled(header, payload + b"\x00", -1) is None
+    assert compiled(header, payload, -1, batch[:60], 7) is None  # no whole header: no batch line
+    # records within int64 but a last offset (base offset + last offset delta) past it: Python prints it
+    far = bytearray(raw_v2_batch(INT64_MAX - 1, 10, 3, None, [(0, 1, b"k", b"v", []), (1, 2, b"k", b"v", [])]))
+    assert compiled(parse_batch_header(bytes(far), 0, 0), bytes(far[61:]), -1, bytes(far), 0) is not None
+    struct.pack_into(">i", far, 23, 5)
+    struct.pack_into(">I", far, 17, crc32c.crc32c(bytes(far[21:])))
+    h = parse_batch_header(bytes(far), 0, 0)
+    assert h.last_offset > INT64_MAX
+    assert compiled(h, bytes(far[61:]), -1, bytes(far), 0) is None
     # offsets out of order: the decoder raises CorruptBatchError, the renderer leaves it to it
     backwards = raw_v2_batch(5, 10, 3, None, [(2, 1, b"k", b"v", []), (1, 2, b"k", b"v", [])])
     h = parse_batch_header(backwards, 0, 0)

@@ -59,17 +59,17 @@ def dump_log(path: str, out: Out, problems: Problems, *, deep: bool, print_data:
         fast = deep and print_data and not skip_metadata and parser is string_parser
         for header, body in segment.batches(0, end):
             is_valid = crc_is_valid(body, header)
-            emit(_batch_line(header, valid_bytes, is_valid))
             if fast and header.magic >= 2 and not header.is_control:
                 # The common case (`--deep-iteration --print-data-log` of a data batch) a batch at a time:
-                # compiled from the records section when it can be, else from the decoded records.
-                fused = _fused_data_lines(header, body, last_offset) if is_valid else None
+                # compiled from the batch's bytes when it can be (its batch line too), else in Python.
+                fused = _fused_data_lines(header, body, last_offset, valid_bytes) if is_valid else None
                 if fused is not None:
                     text, last_offset, gaps = fused
                     if gaps:
                         _note_packed_gaps(problems.non_consecutive.setdefault(abs_path, {}), gaps)
                     emit(text)
                 else:
+                    emit(_batch_line(header, valid_bytes, is_valid))
                     records = _checked_records(segment, header, body, is_valid)
                     text, gap = _v2_data_lines(header, records, last_offset + 1 if last_offset != -1 else -1)
                     if gap is not None:
@@ -77,13 +77,15 @@ def dump_log(path: str, out: Out, problems: Problems, *, deep: bool, print_data:
                     if records:
                         last_offset = records[-1].offset
                     emit(text)
-            elif deep:
-                for record, record_line in _record_lines(segment, header, body, print_data, skip_metadata,
-                                                         parser):
-                    if last_offset != -1 and record.offset != last_offset + 1:  # dumpLog starts at the first
-                        problems.non_consecutive.setdefault(abs_path, {})[last_offset] = record.offset
-                    last_offset = record.offset
-                    emit(record_line)
+            else:
+                emit(_batch_line(header, valid_bytes, is_valid))
+                if deep:
+                    for record, record_line in _record_lines(segment, header, body, print_data, skip_metadata,
+                                                             parser):
+                        if last_offset != -1 and record.offset != last_offset + 1:  # dumpLog starts at the first
+                            problems.non_consecutive.setdefault(abs_path, {})[last_offset] = record.offset
+                        last_offset = record.offset
+                        emit(record_line)
             valid_bytes += header.size
             if len(pending) >= _BATCHES_PER_WRITE:
                 text = "".join(pending)
@@ -141,10 +143,11 @@ def _checked_records(segment: LogSegment, header: BatchHeader, body: memoryview,
         raise CorruptLogError(segment.log_path, header.position, str(e)) from None
 
 
-def _fused_data_lines(header: BatchHeader, body: memoryview, previous: int) -> tuple[str, int, bytes] | None:
-    """`_v2_data_lines` of a data batch whose CRC is valid, rendered by `render_v2_dump` (_speedups.c)
-    straight from its records section: (lines, last offset, gaps packed as int64 pairs). None when the
-    batch takes the decoder's path, which raises what is wrong with it or prints what is unusual."""
+def _fused_data_lines(header: BatchHeader, body: memoryview, previous: int, position: int
+                      ) -> tuple[str, int, bytes] | None:
+    """`_batch_line` and `_v2_data_lines` of a data batch whose CRC is valid, rendered by `render_v2_dump`
+    (_speedups.c) straight from its bytes: (lines, last offset, gaps packed as int64 pairs). None when
+    the batch takes the decoder's path, which raises what is wrong with it or prints what is unusual."""
     if _render_v2_dump is None or not 0 < header.record_count <= MAX_BATCH_RECORDS:
         return None
     payload: bytes | memoryview
@@ -159,7 +162,8 @@ def _fused_data_lines(header: BatchHeader, body: memoryview, previous: int) -> t
             return None
     try:
         return _render_v2_dump(payload, header.record_count, header.base_offset, header.first_timestamp,
-                               header.timestamp_type, header.max_timestamp, header.base_sequence, previous)
+                               header.timestamp_type, header.max_timestamp, header.base_sequence, previous,
+                               body, position, header.compression)
     except OverflowError:  # a field beyond int64 (a header made by hand): the decoder's path
         return None
 

@@ -2104,6 +2104,112 @@ record_sequence(int64_t base_sequence, int64_t base_offset, int64_t offset, int6
     return 0;
 }
 
+static inline int64_t
+be_int64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return (int64_t)v;
+}
+
+static inline uint32_t
+be_uint32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+#define V2_HEADER_SIZE 61 /* default_batch.RECORDS_OFFSET */
+
+/* dump_log._batch_line of a v2 batch (`DumpLogSegments.printBatchLevel`) from its 61 header bytes,
+ * at d (room for 1024 + the codec's and timestamp type's names); NULL (nothing counted) when a field
+ * passes int64 (the last offset), which Python prints. */
+static char *
+write_batch_line(char *d, const uint8_t *h, int64_t position, int valid, const char *tt, size_t tt_len,
+                 const char *codec, size_t codec_len)
+{
+    const int64_t base_offset = be_int64(h);
+    const int64_t length = (int32_t)be_uint32(h + 8), leader_epoch = (int32_t)be_uint32(h + 12);
+    const int magic = (int8_t)h[16];
+    const uint32_t crc = be_uint32(h + 17);
+    const unsigned attributes = (unsigned)h[21] << 8 | h[22];
+    const int64_t last_delta = (int32_t)be_uint32(h + 23);
+    const int64_t base_timestamp = be_int64(h + 27), max_timestamp = be_int64(h + 35);
+    const int64_t producer_id = be_int64(h + 43);
+    const int64_t producer_epoch = (int16_t)((unsigned)h[51] << 8 | h[52]);
+    const int64_t base_sequence = (int32_t)be_uint32(h + 53), count = (int32_t)be_uint32(h + 57);
+    int64_t last_offset, last_sequence;
+    if (__builtin_add_overflow(base_offset, last_delta, &last_offset))
+        return NULL;
+    if (base_sequence == -1) /* NO_SEQUENCE */
+        last_sequence = -1;
+    else if (base_sequence > INT32_MAX_ - last_delta) /* increment_sequence; all within int64 */
+        last_sequence = last_delta - (INT32_MAX_ - base_sequence) - 1;
+    else
+        last_sequence = base_sequence + last_delta;
+#define PUT_LITERAL(s)                    \
+    do {                                  \
+        memcpy(d, (s), sizeof(s) - 1);    \
+        d += sizeof(s) - 1;               \
+    } while (0)
+#define PUT_BOOL(b)                       \
+    do {                                  \
+        if (b)                            \
+            PUT_LITERAL("true");          \
+        else                              \
+            PUT_LITERAL("false");         \
+    } while (0)
+    PUT_LITERAL("baseOffset: ");
+    d = write_int64(d, base_offset);
+    PUT_LITERAL(" lastOffset: ");
+    d = write_int64(d, last_offset);
+    PUT_LITERAL(" count: ");
+    d = write_int64(d, count);
+    PUT_LITERAL(" baseSequence: ");
+    d = write_int64(d, base_sequence);
+    PUT_LITERAL(" lastSequence: ");
+    d = write_int64(d, last_sequence);
+    PUT_LITERAL(" producerId: ");
+    d = write_int64(d, producer_id);
+    PUT_LITERAL(" producerEpoch: ");
+    d = write_int64(d, producer_epoch);
+    PUT_LITERAL(" partitionLeaderEpoch: ");
+    d = write_int64(d, leader_epoch);
+    PUT_LITERAL(" isTransactional: ");
+    PUT_BOOL(attributes & 0x10);
+    PUT_LITERAL(" isControl: ");
+    PUT_BOOL(attributes & 0x20);
+    if (attributes & 0x40) { /* Java prints the OptionalLong of RecordBatch.deleteHorizonMs() as it is */
+        PUT_LITERAL(" deleteHorizonMs: OptionalLong[");
+        d = write_int64(d, base_timestamp);
+        *d++ = ']';
+    }
+    else
+        PUT_LITERAL(" deleteHorizonMs: OptionalLong.empty");
+    PUT_LITERAL(" position: ");
+    d = write_int64(d, position);
+    *d++ = ' ';
+    memcpy(d, tt, tt_len);
+    d += tt_len;
+    PUT_LITERAL(": ");
+    d = write_int64(d, max_timestamp);
+    PUT_LITERAL(" size: ");
+    d = write_int64(d, 12 + length);
+    PUT_LITERAL(" magic: ");
+    d = write_int64(d, magic);
+    PUT_LITERAL(" compresscodec: ");
+    memcpy(d, codec, codec_len);
+    d += codec_len;
+    PUT_LITERAL(" crc: ");
+    d = write_int64(d, crc);
+    PUT_LITERAL(" isvalid: ");
+    PUT_BOOL(valid);
+    *d++ = '\n';
+#undef PUT_BOOL
+#undef PUT_LITERAL
+    return d;
+}
+
 /* The lines of the section's records into out; each offset that does not follow the one before
  * (*previous: the offset before the first, -1 for none, as dump_log keeps it) as an (offset before,
  * offset) pair of int64s into gaps; *previous left at the last record's offset. */
@@ -2184,31 +2290,45 @@ dump_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_of
 
 PyDoc_STRVAR(render_v2_dump_doc,
 "render_v2_dump(payload, count, base_offset, base_timestamp, timestamp_type, log_append_time,\n"
-"               base_sequence, previous_offset) -> (str, int, bytes) | None\n"
+"               base_sequence, previous_offset, batch=None, position=0, compression='none', valid=True)\n"
+"    -> (str, int, bytes) | None\n"
 "\n"
 "The record lines `kfs dump --deep-iteration --print-data-log` prints for an uncompressed v2 records\n"
 "section (decode_v2_records' arguments, and the batch's base sequence), without creating records:\n"
 "(lines, the last record's offset, gaps). previous_offset is the offset of the record dumped before\n"
 "(-1: none); gaps packs each offset that does not follow the one before as (offset before, offset),\n"
-"two native int64s. None when the payload must be decoded instead (malformed, or out of the\n"
-"renderer's range), or count < 1. Decodes and renders without the GIL.");
+"two native int64s. With `batch` (the batch's bytes, from its header on), the lines start with its\n"
+"batch line (dump_log._batch_line: at `position`, its codec named `compression`, its CRC `valid`).\n"
+"None when the payload must be decoded instead (malformed, or out of the renderer's range), or\n"
+"count < 1. Decodes and renders without the GIL.");
 
 static PyObject *
 render_v2_dump(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"payload", "count", "base_offset", "base_timestamp", "timestamp_type",
-                             "log_append_time", "base_sequence", "previous_offset", NULL};
-    Py_buffer buf;
+                             "log_append_time", "base_sequence", "previous_offset", "batch", "position",
+                             "compression", "valid", NULL};
+    Py_buffer buf, batch = {.buf = NULL, .obj = NULL};
     Py_ssize_t count;
-    long long base_offset, base_timestamp, log_append_time, base_sequence, previous;
-    PyObject *timestamp_type;
+    long long base_offset, base_timestamp, log_append_time, base_sequence, previous, position = 0;
+    PyObject *timestamp_type, *compression = NULL;
+    int valid = 1;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nLLULLL:render_v2_dump", kwlist, &buf, &count, &base_offset,
-                                     &base_timestamp, &timestamp_type, &log_append_time, &base_sequence, &previous))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nLLULLL|z*LUp:render_v2_dump", kwlist, &buf, &count,
+                                     &base_offset, &base_timestamp, &timestamp_type, &log_append_time,
+                                     &base_sequence, &previous, &batch, &position, &compression, &valid))
         return NULL;
     PyObject *result = NULL;
     rawbuf out = {NULL, 0, 0}, gaps = {NULL, 0, 0};
-    Py_ssize_t tt_len;
+    Py_ssize_t tt_len, codec_len = 4;
+    const char *codec_utf8 = "none";
+    if (compression != NULL && (codec_utf8 = PyUnicode_AsUTF8AndSize(compression, &codec_len)) == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+            PyErr_Clear();
+            result = Py_NewRef(Py_None);
+        }
+        goto done;
+    }
     const char *tt_utf8 = PyUnicode_AsUTF8AndSize(timestamp_type, &tt_len);
     if (tt_utf8 == NULL) {
         if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) { /* a lone surrogate: Python's path prints it */
@@ -2220,10 +2340,24 @@ render_v2_dump(PyObject *module, PyObject *args, PyObject *kwargs)
     int append_time = strcmp(tt_utf8, "LogAppendTime") == 0;
     int64_t last = previous;
     int rc = RENDER_UNUSUAL;
-    if (count > 0) {
+    if (count > 0 && (batch.buf == NULL || batch.len >= V2_HEADER_SIZE)) {
         Py_BEGIN_ALLOW_THREADS
-        rc = dump_records((const uint8_t *)buf.buf, buf.len, count, base_offset, base_timestamp, append_time,
-                          log_append_time, tt_utf8, (size_t)tt_len, base_sequence, &last, &out, &gaps);
+        rc = RENDER_OK;
+        if (batch.buf != NULL) {
+            if (rb_reserve(&out, 1024 + (size_t)tt_len + (size_t)codec_len) < 0)
+                rc = RENDER_NO_MEMORY;
+            else {
+                char *end = write_batch_line(out.buf, (const uint8_t *)batch.buf, position, valid, tt_utf8,
+                                             (size_t)tt_len, codec_utf8, (size_t)codec_len);
+                if (end == NULL)
+                    rc = RENDER_UNUSUAL;
+                else
+                    out.len = (size_t)(end - out.buf);
+            }
+        }
+        if (rc == RENDER_OK)
+            rc = dump_records((const uint8_t *)buf.buf, buf.len, count, base_offset, base_timestamp, append_time,
+                              log_append_time, tt_utf8, (size_t)tt_len, base_sequence, &last, &out, &gaps);
         Py_END_ALLOW_THREADS
     }
     if (rc == RENDER_NO_MEMORY) {
@@ -2244,6 +2378,8 @@ render_v2_dump(PyObject *module, PyObject *args, PyObject *kwargs)
 done:
     PyMem_RawFree(out.buf);
     PyMem_RawFree(gaps.buf);
+    if (batch.obj != NULL)
+        PyBuffer_Release(&batch);
     PyBuffer_Release(&buf);
     return result;
 }

@@ -174,7 +174,7 @@ def consume(buf: bytes) -> list[tuple]:
             # batch to them: a difference is recorded, and the C path then disagrees with Python's.
             fused = batch_lines.fused_lines(h, batch, _PREFIX, -(1 << 63), None)
             # `kfs dump`'s compiled record lines (C path only) likewise: they must be the Python path's.
-            dumped = dump_log._fused_data_lines(h, batch, previous) \
+            dumped = dump_log._fused_data_lines(h, batch, previous, pos) \
                 if valid and h.magic >= 2 and not h.is_control else None
             try:
                 records = decode_records(batch, h)
@@ -186,6 +186,7 @@ def consume(buf: bytes) -> list[tuple]:
                 raise
             if dumped is not None:
                 want_text, _ = dump_log._v2_data_lines(h, records, previous + 1 if previous != -1 else -1)
+                want_text = dump_log._batch_line(h, pos, True) + want_text
                 want_gaps: dict[int, int] = {}
                 dump_log._note_gaps(want_gaps, previous, records)
                 got_gaps: dict[int, int] = {}
