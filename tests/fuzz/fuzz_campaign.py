@@ -93,7 +93,7 @@ def load_sanitized(so: Path) -> None:
     loader.exec_module(module)
     module.init(Record, CorruptBatchError)
     fuzz_targets.install_compiled(module.decode_v2_records, module.render_jsonl, module.render_v2_jsonl, module.gather,
-                                  module.render_v2_dump)
+                                  module.render_v2_dump, module.walk_v2_run)
 
 
 def libasan() -> str:

@@ -48,7 +48,7 @@ from kfs.record import (
     speedups,
 )
 from kfs.storage import KfsError
-from kfs.views import batch_lines, jsonl
+from kfs.views import batch_lines, jsonl, plain_runs
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "kafka-written"
 LOGDIRS = FIXTURES / "logdirs"
@@ -67,12 +67,13 @@ class Failure(Exception):
 # ---- the two paths -----------------------------------------------------------------------------
 
 _COMPILED = {"decode": speedups.decode_v2_records, "render": speedups.render_jsonl,
-             "fused": speedups.render_v2_jsonl, "gather": speedups.gather, "dump": speedups.render_v2_dump}
+             "fused": speedups.render_v2_jsonl, "gather": speedups.gather, "dump": speedups.render_v2_dump,
+             "walk": speedups.walk_v2_run}
 
 
-def install_compiled(decode, render, fused, gather, dump) -> None:  # type: ignore[no-untyped-def]
+def install_compiled(decode, render, fused, gather, dump, walk) -> None:  # type: ignore[no-untyped-def]
     """Use these compiled functions (e.g. from a sanitizer build) as the C path."""
-    _COMPILED.update(decode=decode, render=render, fused=fused, gather=gather, dump=dump)
+    _COMPILED.update(decode=decode, render=render, fused=fused, gather=gather, dump=dump, walk=walk)
 
 
 def has_compiled() -> bool:
@@ -86,6 +87,7 @@ def use_path(path: str) -> None:
     jsonl._render_jsonl = _COMPILED["render"] if compiled else None
     batch_lines._render_v2_jsonl = _COMPILED["fused"] if compiled else None
     dump_log._render_v2_dump = _COMPILED["dump"] if compiled else None
+    plain_runs._walk_v2_run = _COMPILED["walk"] if compiled else None  # the partition target's walks
     speedups.gather = _COMPILED["gather"] if compiled else None  # (kfs.fuse.zerocopy looks it up per reply)
 
 
