@@ -28,7 +28,7 @@ from kfs.storage import (
     UnknownPartition,
     VanishedError,
 )
-from kfs.views.decoded import Cursor, Measure
+from kfs.views.decoded import Cursor, Measure, Piece
 
 WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 _NOT_FOUND = (UnknownPartition, OffsetOutOfRange, TimestampNotFound, NoRecordAtOffset, BadSpec)
@@ -96,7 +96,7 @@ class Handle:
     def read(self, size: int, offset: int) -> bytes:
         raise NotImplementedError
 
-    def read_pieces(self, size: int, offset: int) -> list[bytes]:
+    def read_pieces(self, size: int, offset: int) -> list[Piece]:
         """`read` in pieces, for a reply that joins them (kfs.fuse.zerocopy.reply_pieces)."""
         return [self.read(size, offset)]
 
@@ -219,6 +219,6 @@ class DecodedHandle(Handle):
     def read(self, size: int, offset: int) -> bytes:
         return b"".join(self.read_pieces(size, offset))
 
-    def read_pieces(self, size: int, offset: int) -> list[bytes]:
+    def read_pieces(self, size: int, offset: int) -> list[Piece]:
         assert self.cursor is not None
         return self.cursor.read_pieces(offset, size, partial=False)  # a short read would end the file

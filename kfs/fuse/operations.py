@@ -24,6 +24,7 @@ from kfs.fuse.handles import Attr, Handle, TreeError
 from kfs.fuse.size_scan import start_size_scan
 from kfs.fuse.tree import KfsTree
 from kfs.storage.open_files import OPEN_FILES
+from kfs.views.decoded import Piece
 
 log = logging.getLogger("kfs.fuse")
 requests = logging.getLogger("kfs.requests")  # every call, when asked for (kfs mount -v)
@@ -200,7 +201,7 @@ class KfsOperations(binding.Operations):
     def _read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
         return b"".join(self._read_pieces(path, size, offset, fi))
 
-    def _read_pieces(self, path: str, size: int, offset: int, fi: Any) -> list[bytes]:
+    def _read_pieces(self, path: str, size: int, offset: int, fi: Any) -> list[Piece]:
         self.tree.foreground.touch()
         try:
             return self._handle(fi).read_pieces(size, offset)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 
 from kfs.record import speedups
+from kfs.views.decoded import Piece
 
 FUSE_BUF_IS_FD = 1 << 1
 FUSE_BUF_FD_SEEK = 1 << 2
@@ -81,7 +82,7 @@ def reply_bytes(bufpp: object, data: bytes) -> None:
     buf.size = len(data)
 
 
-def reply_pieces(bufpp: object, pieces: list[bytes]) -> None:
+def reply_pieces(bufpp: object, pieces: list[Piece]) -> None:
     """Answer a read_buf with the pieces one after another: joined straight into malloc'd memory,
     without the GIL (`gather`), where `reply_bytes(b"".join(pieces))` copies twice, the join with
     it (two readers of one mount waited on each other's joins)."""

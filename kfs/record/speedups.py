@@ -24,7 +24,7 @@ Set KFS_PURE_PYTHON=1 to ignore the extension (to compare, or to rule it out).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from kfs.record.types import CorruptBatchError, Record
 
@@ -33,7 +33,7 @@ render_jsonl: Callable[..., bytes | list[bytes]] | None = None
 count_jsonl: Callable[..., tuple[int, int, int] | None] | None = None
 render_v2_jsonl: Callable[..., bytes | tuple[bytes, bytes] | None] | None = None
 render_v2_dump: Callable[..., tuple[str, int, bytes] | None] | None = None
-gather: Callable[[list[bytes]], int] | None = None
+gather: Callable[[Sequence[bytes | memoryview]], int] | None = None
 walk_v2_run: Callable[..., tuple[int, int, int, int, bytes, bytes | None] | None] | None = None
 
 if not os.environ.get("KFS_PURE_PYTHON"):

@@ -50,11 +50,12 @@ from kfs.views.line_lengths import counted_batches
 from kfs.views.runs import MAP_INTERVAL, DamagedLog, MappingProgress, SegmentRun, count_into
 from kfs.views.size_cache import SizeCache, code_fingerprint
 
-__all__ = ["Cursor", "DamagedLog", "DecodedLog", "DecodedView", "Measure", "SegmentRun"]
+__all__ = ["Cursor", "DamagedLog", "DecodedLog", "DecodedView", "Measure", "Piece", "SegmentRun"]
 
 log = logging.getLogger("kfs")
 
 Pace: TypeAlias = Callable[[SegmentRun], None]
+Piece: TypeAlias = "bytes | memoryview"  # a part of a read's reply (a view of a rendered chunk)
 
 MAPPING_THREADS = min(4, os.cpu_count() or 1)  # segments of one view counted at once
 MAX_RUNS = 4096  # runs kept per decoded log (LRU); a run of a 1 GiB segment maps in ~1 MB
@@ -346,9 +347,9 @@ class Cursor:
         `partial` such a read raises at once (a page-cache reader takes a short read for the end)."""
         return b"".join(self.read_pieces(position, size, partial))
 
-    def read_pieces(self, position: int, size: int, partial: bool = True) -> list[bytes]:
+    def read_pieces(self, position: int, size: int, partial: bool = True) -> list[Piece]:
         """`read`, in the pieces it is made of (for a reply that joins them without the GIL)."""
-        out: list[bytes] = []
+        out: list[Piece] = []
         with self.lock:
             try:
                 self._read_into(out, position, size)
@@ -358,7 +359,7 @@ class Cursor:
                     raise
         return out
 
-    def _read_into(self, out: list[bytes], position: int, wanted: int) -> None:
+    def _read_into(self, out: list[Piece], position: int, wanted: int) -> None:
         start = self.view.start
         layout = self.view.layout(start)
         runs = tuple((run.segment.base_offset, run.segment.inode, run.start) for run, _ in layout)
@@ -378,7 +379,7 @@ class Cursor:
         self._seen = (start, runs)
         self._walk(out, layout, position, position + self.view.skip(layout, start), wanted)
 
-    def _walk(self, out: list[bytes], layout: list[tuple[SegmentRun, int]], position: int, local: int,
+    def _walk(self, out: list[Piece], layout: list[tuple[SegmentRun, int]], position: int, local: int,
               wanted: int) -> None:
         """Serve `wanted` bytes from `local` in the first run of `layout` on; `position` is the stream's."""
         for run, end in layout:
@@ -401,7 +402,7 @@ class Cursor:
                 return  # (cannot happen: a run read to its end is complete)
             local -= run.length  # the run ended before `local`: it is complete now
 
-    def _serve(self, run: SegmentRun, end: int, local: int, wanted: int, out: list[bytes]) -> int:
+    def _serve(self, run: SegmentRun, end: int, local: int, wanted: int, out: list[Piece]) -> int:
         """Append up to `wanted` bytes of `run` from `local` to `out`; return how many.
 
         Works a batch at a time: the batch's lines come as one bytes with their ends packed; the map
@@ -418,7 +419,7 @@ class Cursor:
             buf_end = position
         served = 0
         if local < buf_end:  # the rest of the batch the last read stopped in
-            piece = self._buf[local - self._buf_position:local - self._buf_position + wanted]
+            piece = memoryview(self._buf)[local - self._buf_position:local - self._buf_position + wanted]
             out.append(piece)
             served += len(piece)
             local += len(piece)
@@ -450,7 +451,8 @@ class Cursor:
                 position = chunk_end
                 if position <= local:
                     continue  # before the read (after a seek to a map entry)
-                piece = data[local - data_position:local - data_position + wanted - served]
+                # (a view, not a copy: the reply is gathered from the pieces in one copy, kfs.fuse.zerocopy)
+                piece = memoryview(data)[local - data_position:local - data_position + wanted - served]
                 out.append(piece)
                 served += len(piece)
                 local += len(piece)
