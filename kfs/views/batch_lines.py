@@ -1,6 +1,8 @@
 """A partition's JSON lines a batch at a time, rendered straight from each batch's bytes where possible.
 
-The hot path of `kfs cat` and of the mount's decoded views. For a plain v2 batch (not a control
+The hot path of `kfs cat` and of the mount's decoded views. Runs of plain batches (uncompressed or
+lz4) are walked, checked and rendered many at a time by the compiled walker (kfs.views.plain_runs);
+a batch it hands back comes here one at a time. For a plain v2 batch (not a control
 batch, CRC valid, records decompressed) `render_v2_jsonl` (kfs/record/_speedups.c) goes from the
 records section to the lines in one call that creates no record and runs without the GIL, as the
 decompressors kfs calls do (lz4.block, zstandard, zlib, cramjam): one process, or one mount

@@ -3,7 +3,8 @@
 The size of a decoded view is the sum of its lines. Rendering every line to learn it costs as much
 as reading the file; counting is cheaper: for a plain v2 batch `count_jsonl` (kfs/record/_speedups.c)
 walks the records section and adds up each field's escaped length without creating a record or a
-byte of output, outside the GIL (a compressed batch is still decompressed first). Everything else
+byte of output, outside the GIL (a compressed batch is still decompressed first); runs of plain
+batches are counted many at a time by the compiled walker (kfs.views.plain_runs). Everything else
 (control markers shown with control=show, legacy message sets, a batch the counter leaves to the
 decoder, the internal topics' own rendering, a build without the extension) is decoded and
 rendered by the one renderer, and its lines measured: the renderer is always the oracle.
