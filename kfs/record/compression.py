@@ -26,12 +26,21 @@ from __future__ import annotations
 import struct
 import threading
 import zlib
-
-import cramjam
-import lz4.block
-import zstandard
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from kfs.record.types import COMPRESSION_NAMES
+
+if TYPE_CHECKING:
+    import zstandard
+
+
+def _codec_library(name: str) -> ModuleType:
+    """The codec's library, imported on first use: lz4, zstandard and cramjam cost ~15 ms of every
+    command's start-up, and a log of uncompressed or lz4 batches (the compiled walker decompresses
+    Kafka's lz4 itself, kfs.views.plain_runs) may never need them."""
+    import importlib
+    return importlib.import_module(name)
 
 # --- snappy (xerial) ---
 SNAPPY_XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -112,7 +121,7 @@ def _snappy_claimed_length(block) -> int:
 def _snappy_block(block, budget: int) -> bytes:
     if _snappy_claimed_length(block) > budget:
         raise BatchTooLargeError("snappy", budget)
-    return bytes(cramjam.snappy.decompress_raw(block))
+    return bytes(_codec_library("cramjam").snappy.decompress_raw(block))
 
 
 def _snappy(data, limit: int) -> bytes:
@@ -134,7 +143,7 @@ def _snappy(data, limit: int) -> bytes:
             raise DecompressionError(f"snappy: block length {n} runs past the end")
         if _snappy_claimed_length(mv[pos:pos + n]) > limit - total:
             raise BatchTooLargeError("snappy", limit)
-        out = bytes(cramjam.snappy.decompress_raw(mv[pos:pos + n]))
+        out = bytes(_codec_library("cramjam").snappy.decompress_raw(mv[pos:pos + n]))
         total += len(out)
         parts.append(out)
         pos += n
@@ -161,7 +170,7 @@ def _lz4(data, limit: int) -> bytes:
     pos += 1  # header checksum: not verified (Kafka's magic v0 quirk)
     block_checksum = 4 if flg & LZ4_FLG_BLOCK_CHECKSUM else 0
     linked = not flg & LZ4_FLG_BLOCK_INDEPENDENT
-    decompress = lz4.block.decompress
+    decompress = _codec_library("lz4.block").decompress
     parts: list[bytes] = []
     total = 0
     window = b""
@@ -202,7 +211,7 @@ _ZSTD = threading.local()
 def _zstd_decompressor() -> zstandard.ZstdDecompressor:
     decompressor = getattr(_ZSTD, "decompressor", None)
     if decompressor is None:
-        decompressor = _ZSTD.decompressor = zstandard.ZstdDecompressor()
+        decompressor = _ZSTD.decompressor = _codec_library("zstandard").ZstdDecompressor()
     return decompressor
 
 
@@ -248,7 +257,7 @@ def decompress(codec: str, data, limit: int = MAX_BATCH_BYTES) -> bytes:
         raise DecompressionError(f"unknown compression codec {codec!r}")
     try:
         return fn(data, limit)
-    except DecompressionError:
+    except (DecompressionError, ImportError):  # (a codec library missing is not a corrupt batch)
         raise
     except Exception as e:  # zlib.error, LZ4BlockError, ZstdError, cramjam's errors...
         raise DecompressionError(f"{codec}: {e}") from e
