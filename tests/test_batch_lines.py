@@ -175,3 +175,27 @@ def test_a_negative_last_offset_delta_at_the_lowest_base_offset_is_left_to_the_d
     assert batch_lines.fused_lines(header, memoryview(bytes(batch)), line_prefix("t", 0), -(1 << 63), None) is None
     # what the decoder gives lies above the batch's last offset: LogSegment.records_of refuses it
     assert default_batch.decode_records(bytes(batch), header)[0].offset > header.last_offset
+
+
+# Text the way JSON values look (a quote or backslash every few bytes), with now and then a control
+# character or a non-ASCII one: what the escaper's 16-byte path takes, and where it hands over.
+_JSONISH = st.text(alphabet=st.sampled_from('ab {}:,"\\0x') | st.sampled_from("\n\x01\x7fé€\U0001f600"),
+                   max_size=300)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(st.tuples(_JSONISH, st.one_of(st.none(), _JSONISH)), min_size=1, max_size=6))
+def test_json_like_values_render_and_count_as_python_renders_them(values: list[tuple[str, str | None]]) -> None:
+    from conftest import v2_batch
+    records = [(i, 1_700_000_000_000 + i, None if key is None else key.encode(), value.encode(),
+                [("h", value.encode())]) for i, (value, key) in enumerate(values)]
+    batch = v2_batch(0, records)
+    header = parse_batch_header(batch, 0, 0)
+    prefix = line_prefix("orders", 0)
+    expected = b"".join(python_lines(prefix, batch, 0, 1 << 62))
+    payload = default_batch.records_payload(batch, header)
+    assert fused(prefix, payload, header, 0, 1 << 62) == expected
+    assert speedups.count_jsonl is not None
+    counted = speedups.count_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
+                                   header.timestamp_type, header.max_timestamp, prefix, 0, 1 << 62)
+    assert counted is not None and counted[0] == len(expected)

@@ -36,6 +36,9 @@
 
 #include <dlfcn.h>
 #include <stdint.h>
+#if defined(__SSE2__)
+#include <emmintrin.h> /* SSE2: every x86-64 has it */
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -741,6 +744,20 @@ put_base64(char *d, const uint8_t *s, Py_ssize_t n)
  * how many bytes at s may be read (a value inside a records section is followed by more of it, so
  * its last few bytes are read a word at a time too). No Python object is touched: the fused
  * renderer calls it without the GIL. */
+#if defined(__SSE2__)
+/* Whether none of the 16 bytes at s needs a look (as plain_word, 16 at a time): a signed compare
+ * below 0x20 catches the control characters and the non-ASCII bytes (negative as int8) at once. */
+static inline int
+plain_block(const uint8_t *s)
+{
+    const __m128i v = _mm_loadu_si128((const __m128i *)s);
+    const __m128i special = _mm_or_si128(_mm_cmplt_epi8(v, _mm_set1_epi8(0x20)),
+                                         _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
+    return _mm_movemask_epi8(special) == 0;
+}
+#endif
+
 static char *
 write_bytes(char *const start, const uint8_t *s, const Py_ssize_t n, const Py_ssize_t readable)
 {
@@ -753,6 +770,31 @@ write_bytes(char *const start, const uint8_t *s, const Py_ssize_t n, const Py_ss
         uint64_t w;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
         while (i < n && i + 8 <= readable) {
+#if defined(__SSE2__)
+            if (i + 32 <= n) { /* 16 bytes at a time while none is a control or non-ASCII byte */
+                const __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
+                if (_mm_movemask_epi8(_mm_cmplt_epi8(v, _mm_set1_epi8(0x20))) == 0) {
+                    unsigned quotes = (unsigned)_mm_movemask_epi8(
+                        _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
+                    /* The block is stored whole; at each '"' or '\\' (JSON values have one every few
+                     * bytes) a backslash goes in and the block's rest is stored again after it, from the
+                     * source (which has 16 more bytes to read: i + 32 <= n). */
+                    _mm_storeu_si128((__m128i *)d, v);
+                    unsigned at = 0; /* the block's byte that d is at */
+                    while (quotes) {
+                        const unsigned q = (unsigned)__builtin_ctz(quotes);
+                        d += q - at;
+                        *d++ = '\\';
+                        _mm_storeu_si128((__m128i *)d, _mm_loadu_si128((const __m128i *)(s + i + q)));
+                        at = q;
+                        quotes &= quotes - 1;
+                    }
+                    d += 16 - at;
+                    i += 16;
+                    continue;
+                }
+            }
+#endif
             memcpy(&w, s + i, 8);
             const Py_ssize_t left = n - i;
             const int step = left < 8 ? (int)left : 8;
@@ -1146,7 +1188,18 @@ bytes_len(const uint8_t *s, Py_ssize_t n)
     /* Nearly every key and value is ASCII: one pass with no branch per byte. */
     uint64_t extra = 0;
     uint8_t high = 0;
-    for (Py_ssize_t k = 0; k < n; k++) {
+    Py_ssize_t k = 0;
+#if defined(__SSE2__)
+    for (; k + 16 <= n; k += 16) {
+        if (plain_block(s + k)) /* plain: nothing to add, no high bit */
+            continue;
+        for (Py_ssize_t j = k; j < k + 16; j++) {
+            high |= s[j];
+            extra += escape_extra[s[j] & 0x7F];
+        }
+    }
+#endif
+    for (; k < n; k++) {
         high |= s[k];
         extra += escape_extra[s[k] & 0x7F];
     }
