@@ -38,7 +38,11 @@ from kfs.bench.soak_readers import Readers
 
 SAMPLE_EVERY = 3.0  # seconds between RSS/descriptor samples
 PROGRESS_EVERY = 10.0
-RSS_SLACK_KB = 20 * 1024
+# RSS may grow while the daemon warms up (codec libraries imported on first use, the heap it keeps
+# for reads: kfs.fuse.malloc); after the first third of the run it must stay within this. The leak
+# fixed earlier grew 17 MB a minute; a 4-minute run of the final code grew 4.2 MB after its first
+# third (56.7 -> 60.9 MB, level for its last minute).
+RSS_GROWTH_KB = 12 * 1024
 #: A daemon error that a segment vanishing mid-read explains (kfs.storage.errors.VanishedError's messages).
 VANISHED = re.compile(r"(deleted|replaced|vanished)[^:]*(while|before it was) read|No such file|log start moved"
                       r"|the segment holding offset \d+ is gone")
@@ -211,7 +215,8 @@ def run(minutes: float, workdir: Path, seed: int, rate_kb: float, segment_kb: in
                     for name, t in readers.tallies.items()},
         "daemon": {"vanished_segment_errors": vanished, "other_errors": len(others), "error_examples": others[:5],
                    "warnings": warnings},
-        "rss_kb": {"baseline": baseline_rss, "first": rss[0], "max": max(rss), "last": rss[-1]},
+        "rss_kb": {"baseline": baseline_rss, "first": rss[0], "warm": rss[len(rss) // 3], "max": max(rss),
+                   "last": rss[-1]},
         "fds": {"baseline": baseline_fds, "first": fds[0], "max": max(fds), "last": fds[-1]},
         "checksums": checksum_problems(str(logdir), oracle.files or {}),
     })
@@ -245,7 +250,7 @@ def _verdict(report: dict) -> dict[str, bool]:
         "daemon alive": report["daemon_alive"],
         "tail -f caught up": report["tail_caught_up"],
         "tail -f started over only where it said 'file truncated'": restarts <= truncated,
-        "RSS flat": rss["last"] <= rss["first"] * 1.5 + RSS_SLACK_KB,
+        "RSS flat after warm-up": rss["last"] <= rss["warm"] + RSS_GROWTH_KB,
         "fds back to baseline (log-dir files closed when idle; libfuse's splice pipes apart)":
             log_dir_fds <= allowance and fds["last"] - pipes - log_dir_fds <= fds["baseline"],
         "log dir unchanged but by the writer": not report["checksums"],
@@ -271,7 +276,8 @@ def _print_report(report: dict) -> None:
         print(f"      {n} x {kind}")
     rss, fds = report["rss_kb"], report["fds"]
     print(f"daemon RSS MB: baseline {rss['baseline'] / 1024:.1f} first {rss['first'] / 1024:.1f} "
-          f"max {rss['max'] / 1024:.1f} last {rss['last'] / 1024:.1f}")
+          f"after warm-up (a third in) {rss['warm'] / 1024:.1f} max {rss['max'] / 1024:.1f} "
+          f"last {rss['last'] / 1024:.1f}")
     print(f"daemon fds: baseline {fds['baseline']} first {fds['first']} max {fds['max']} last {fds['last']} "
           f"(after {report['settle']:.0f} s idle; held: {report['fds_held_at_end']}; daemon threads "
           f"{report['threads']['baseline']} -> {report['threads']['last']})")
