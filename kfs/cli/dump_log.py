@@ -150,16 +150,9 @@ def _fused_data_lines(header: BatchHeader, body: memoryview, previous: int, posi
     the batch takes the decoder's path, which raises what is wrong with it or prints what is unusual."""
     if _render_v2_dump is None or not 0 < header.record_count <= MAX_BATCH_RECORDS:
         return None
-    payload: bytes | memoryview
-    if header.compression == "none":  # read in place, no copy
-        if not default_batch.RECORDS_OFFSET <= header.size <= len(body):
-            return None
-        payload = body[default_batch.RECORDS_OFFSET:header.size]
-    else:
-        try:
-            payload = default_batch.records_payload(body, header)
-        except CorruptBatchError:
-            return None
+    payload = default_batch.section_for_compiled(body, header)
+    if payload is None:
+        return None
     try:
         return _render_v2_dump(payload, header.record_count, header.base_offset, header.first_timestamp,
                                header.timestamp_type, header.max_timestamp, header.base_sequence, previous,

@@ -140,6 +140,20 @@ def records_payload(batch, header: BatchHeader) -> bytes:
         raise CorruptBatchError(f"record batch at position {header.position}: {e}", header.position) from e
 
 
+
+def section_for_compiled(batch, header: BatchHeader) -> bytes | memoryview | None:
+    """The records section the compiled renderers and counter take: a view in place when the batch is
+    uncompressed, decompressed otherwise; None when the batch is the decoder's to read (truncated, or
+    not decompressible: the decoder raises what is wrong with it)."""
+    if header.compression == "none":
+        if not RECORDS_OFFSET <= header.size <= len(batch):
+            return None
+        return batch[RECORDS_OFFSET:header.size]
+    try:
+        return records_payload(batch, header)
+    except CorruptBatchError:
+        return None
+
 # The zigzag-decoded value of every 1- and 2-byte varint, indexed by its 14 payload bits: a table
 # lookup is cheaper in CPython than the shifts and masks, and nearly every length, delta and count of
 # a real record fits in 2 bytes.

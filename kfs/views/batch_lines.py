@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
 from typing import NamedTuple
 
-from kfs.record import BatchHeader, CorruptBatchError, PlainRun, Record, crc_is_valid, default_batch, speedups
+from kfs.record import BatchHeader, PlainRun, Record, crc_is_valid, default_batch, speedups
 from kfs.record.compression import MAX_BATCH_RECORDS
 from kfs.storage import LogSegment, PartitionLog, batch_records
 from kfs.views import plain_runs
@@ -64,16 +64,9 @@ def fused_lines(header: BatchHeader, body: memoryview, prefix: str, first: int, 
             or not 0 < header.record_count <= MAX_BATCH_RECORDS or header.last_offset < header.base_offset \
             or not crc_is_valid(body, header):
         return None  # (a negative last offset delta: every record is outside the batch, the decoder says so)
-    payload: bytes | memoryview
-    if header.compression == "none":  # read in place, no copy
-        if not default_batch.RECORDS_OFFSET <= header.size <= len(body):
-            return None
-        payload = body[default_batch.RECORDS_OFFSET:header.size]
-    else:
-        try:
-            payload = default_batch.records_payload(body, header)  # decompressed without the GIL
-        except CorruptBatchError:
-            return None
+    payload = default_batch.section_for_compiled(body, header)  # in place, or decompressed without the GIL
+    if payload is None:
+        return None
     # (a record outside the batch's offsets is left to the decoder, which says what it is)
     out = _render_v2_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
                            header.timestamp_type, header.max_timestamp, prefix, first,

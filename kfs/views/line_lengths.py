@@ -12,11 +12,10 @@ rendered by the one renderer, and its lines measured: the renderer is always the
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from kfs.record import CorruptBatchError, PlainRun, Record, crc_is_valid, default_batch, speedups
+from kfs.record import PlainRun, Record, crc_is_valid, default_batch, speedups
 from kfs.storage import LogSegment, PartitionLog, batch_records
 from kfs.views import plain_runs
 
@@ -64,13 +63,7 @@ def counted_batches(plog: PartitionLog, start: int, end: int, *, isolation: str,
         if countable and _count_jsonl is not None and header.magic == 2 and not header.is_control \
                 and header.record_count > 0 and header.last_offset >= header.base_offset \
                 and crc_is_valid(body, header):
-            payload: bytes | memoryview | None = None  # None: the decoder below raises the error
-            if header.compression == "none":  # counted in place, no copy
-                if default_batch.RECORDS_OFFSET <= header.size <= len(body):
-                    payload = body[default_batch.RECORDS_OFFSET:header.size]
-            else:
-                with contextlib.suppress(CorruptBatchError):
-                    payload = default_batch.records_payload(body, header)
+            payload = default_batch.section_for_compiled(body, header)  # None: the decoder below raises
             if payload is not None:
                 # (a record outside the batch's offsets is left to the decoder, which says what it is)
                 counted = _count_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
