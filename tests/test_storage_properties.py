@@ -27,7 +27,7 @@ from conftest import WrittenSegment, v2_batch, write_segment
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kfs.storage import LogDirs, OffsetOutOfRange, TimestampNotFound
+from kfs.storage import LogDirs, NoRecordAtOffset, OffsetOutOfRange, TimestampNotFound
 from kfs.storage.index import OffsetIndex, TimeIndex
 
 T0 = 1_600_000_000_000
@@ -158,6 +158,16 @@ def test_random_logs_answer_like_a_brute_force_scan(layout: Layout) -> None:
                                       _size(directory, seg.base_offset, ".index"))
             slot = bisect.bisect_right([o for o, _ in entries], n) - 1
             assert index_entry == (list(entries[slot]) if slot >= 0 else None), n
+
+        # the record at every offset (a `.value`), mostly found in one index interval's walk
+        # (PartitionLog._indexed_record); a gap is NoRecordAtOffset
+        at = {r[0]: r for _, r in oracle.records}
+        for n in range(oracle.log_start, oracle.log_end):
+            if n in at:
+                assert _as_tuple(plog.record_at(n)) == at[n], n
+            else:
+                with pytest.raises(NoRecordAtOffset):
+                    plog.record_at(n)
 
         # records from a sample of offsets, including the ends and gaps
         rng = random.Random(layout.seed)

@@ -256,8 +256,12 @@ class PartitionLog:
     def record_at(self, offset: int, *, isolation: str = "read_uncommitted") -> Record:
         """The record at exactly `offset` (a `.value`); a gap is NoRecordAtOffset.
 
-        One lookup, then the one batch that holds it: a value costs an index search, a header or
-        two and that batch's bytes."""
+        Most cost one walk of an index interval (`_indexed_record`): an index search and a page or
+        two. The rest take the general path: a lookup, then the one batch that holds it."""
+        if isolation == "read_uncommitted":
+            record = self._indexed_record(offset)
+            if record is not None:
+                return record
         location = self.locate_offset(offset, with_record=False)
         segment = self._segments.floor(location.segment_base_offset)
         assert segment is not None
@@ -267,6 +271,29 @@ class PartitionLog:
             if records[0].offset == offset:
                 return records[0]
             break
+        raise NoRecordAtOffset(f"{self.name} has no record at offset {offset}")
+
+    def _indexed_record(self, offset: int) -> Record | None:
+        """`record_at` when the batch holding `offset` is found in its index interval
+        (`LogSegment.indexed_batch`) and is a plain data batch, with the checks `_placed_batches`
+        makes (below the next segment's base offset, or below the log end); None otherwise, for
+        the general path. A compacted-away offset is NoRecordAtOffset, as there: offsets only grow
+        from batch to batch, so no later batch holds it."""
+        segment = self._segments.floor(offset)
+        if segment is None or offset < self.log_start_offset():
+            return None
+        found = segment.indexed_batch(offset)
+        if found is None:
+            return None
+        header, body = found
+        if header.is_control or header.base_offset < 0 or header.magic < 2:
+            return None
+        following = self._segments.higher(segment.base_offset)
+        if header.last_offset >= (following.base_offset if following is not None else segment.next_offset()):
+            return None
+        for record in segment.records_of(header, body):
+            if record.offset == offset:
+                return record
         raise NoRecordAtOffset(f"{self.name} has no record at offset {offset}")
 
     # ---- batches and records --------------------------------------------------------------------

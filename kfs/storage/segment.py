@@ -433,6 +433,43 @@ class LogSegment(LogFile):
             reached = header.next_position
         return reached == end
 
+    def indexed_batch(self, target: int) -> tuple[BatchHeader, memoryview] | None:
+        """The batch holding `target` (the first whose last offset reaches it), found in one walk
+        over the index interval around it: from the entry at or below `target` to the next entry's
+        batch (an entry names a batch by its last offset, so `target` may be in that one).
+
+        What `_checked_index_entry`, `translate_offset` and the read of the batch do in four walks
+        (the entry's batch, the headers to the next entry, the headers to the target, the target's
+        bytes), this does in one, with the same checks: the entry's batch is whole, its CRC holds,
+        it does not start past the entry's offset, and the batches from it land exactly on the next
+        entry's position. A `.value` is one such interval (index.interval.bytes, 4 KiB by default).
+
+        None when any check fails or the interval is not a plain one (the last entry, no index):
+        the caller then takes the general path, which says what is wrong."""
+        pair = self._safe_index(lambda: self.offset_index.lookup_with_next(target))
+        if pair is None or pair[0] is None or pair[1] is None:
+            return None
+        (offset, position), (_, end) = pair
+        limit = self.valid_size()
+        if offset < self.base_offset or not 0 <= position < end < limit:
+            return None
+        found: tuple[BatchHeader, memoryview] | None = None
+        try:
+            for header, body in self._walk(position, limit, with_body=True):
+                assert body is not None
+                if header.position == position and not (crc_is_valid(body, header)
+                                                         and self.base_offset_of(header, body) <= offset):
+                    return None
+                if header.position > end:
+                    return None  # the walk stepped over the next entry's position: not a batch start
+                if found is None and header.last_offset >= target:
+                    found = header, body
+                if header.position == end:
+                    return found
+        except (CorruptLogError, VanishedError):
+            return None
+        return None
+
     def translate_offset(self, target: int, starting_position: int = 0
                          ) -> tuple[tuple[int, int] | None, BatchHeader] | None:
         """`LogSegment.translateOffset`: (index entry used, first batch whose last offset >= target)."""
