@@ -130,7 +130,7 @@ def fresh_mount(logdir: Path, work: Path) -> Iterator[Path]:
     saved = os.environ.get("XDG_CACHE_HOME")
     os.environ["XDG_CACHE_HOME"] = str(cache)
     try:
-        mount([str(logdir)], str(mountpoint), {"log": str(work / "kfs-mount.log")})
+        DAEMON[0] = mount([str(logdir)], str(mountpoint), {"log": str(work / "kfs-mount.log")}) or 0
     finally:
         if saved is None:
             os.environ.pop("XDG_CACHE_HOME", None)
@@ -146,10 +146,25 @@ def fresh_mount(logdir: Path, work: Path) -> Iterator[Path]:
 
 
 def mounted(logdir: Path, work: Path, commands: list[list[str]], pipe: bool = False) -> float:
-    """Wall time of `commands` (started at once; `{mnt}` in an argument is the mount point) on a fresh mount."""
+    """Wall time of `commands` (started at once; `{mnt}` in an argument is the mount point) on a fresh mount;
+    LAST_CORES: the cores they and the daemon kept busy meanwhile (CPU seconds over wall seconds)."""
     with fresh_mount(logdir, work) as mnt:
         resolved = [[arg.replace("{mnt}", str(mnt)) for arg in c] for c in commands]
-        return timed(resolved[0], pipe) if len(resolved) == 1 else together(resolved)
+        cpu = _process_cpu(DAEMON[0]) + _children_cpu()
+        seconds = timed(resolved[0], pipe) if len(resolved) == 1 else together(resolved)
+        LAST_CORES[0] = (_process_cpu(DAEMON[0]) + _children_cpu() - cpu) / seconds
+        return seconds
+
+
+DAEMON = [0]  # pid of the kfs daemon of the last fresh mount
+LAST_CORES = [0.0]
+CORE_FIGURES = ("cat messages.jsonl (fresh mount)", "two partitions through one mount")
+
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds (user + system, every thread) of a running process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def together(commands: list[list[str]]) -> float:
@@ -301,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     timers.update(raw_measures(logdirs["mixed"], state))
     samples: dict[str, list[float]] = {name: [] for name in timers}
     cpu_samples: dict[str, list[float]] = {}
+    core_samples: dict[str, list[float]] = {}
     with contextlib.ExitStack() as stack:
         for r in range(args.rounds):
             for name, run in timers.items():
@@ -314,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
                 samples[name].append(run())
                 if name.endswith(CPU_FIGURES):
                     cpu_samples.setdefault(name, []).append(LAST_CPU[0])
+                if name.endswith(CORE_FIGURES):
+                    core_samples.setdefault(name, []).append(LAST_CORES[0])
             report(f"round {r + 1}/{args.rounds} done")
     best = {name: min(s) for name, s in samples.items()}
     report(f"\nbest of {args.rounds} rounds:")
@@ -333,8 +351,20 @@ def main(argv: list[str] | None = None) -> int:
         for what in ("kfs cat", "kfs dump --deep-iteration --print-data-log"):
             rows.append((f"{name}: CPU time, the JVM's whole process over {what}", java_cpu / cpu[f"{name}: {what}"]))
             report(f"  {rows[-1][0]:95} {rows[-1][1]:6.2f}x")
+    report(f"\ncores kept busy (kfs daemon + readers) in the fastest round, of {os.cpu_count()}:")
+    for name in SETS:
+        busy = {what: core_samples[f"{name}: {what}"][samples[f"{name}: {what}"].index(best[f"{name}: {what}"])]
+                for what in CORE_FIGURES}
+        for what, cores in busy.items():
+            report(f"  {name}: {what:58} {cores:6.2f}")
+        # One reader already keeps `cores` busy (the daemon renders ahead on the other core): two
+        # readers cannot get more than all the cores there are over that.
+        rows.append((f"{name}: two readers through one mount, the most {os.cpu_count()} cores allow over one reader",
+                     (os.cpu_count() or 1) / busy[CORE_FIGURES[0]]))
+        report(f"  {rows[-1][0]:95} {rows[-1][1]:6.2f}x")
     if args.json:
-        print(json.dumps({"best_s": best, "samples_s": samples, "cpu_s": cpu_samples, "ratios": dict(rows)},
+        print(json.dumps({"best_s": best, "samples_s": samples, "cpu_s": cpu_samples, "cores": core_samples,
+                          "ratios": dict(rows)},
                          indent=2))
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
