@@ -1,7 +1,7 @@
-"""The fused renderer (`render_v2_jsonl` in _speedups.c, used by kfs.views.batch_lines) writes the bytes
-the decoder and the Python renderer write, record for record: random batches with every kind of byte
-(hypothesis), malformed payloads (left to the decoder, never a crash), the Kafka-written fixtures
-through `kfs cat`, and it runs without the GIL."""
+"""The fused renderer (`render_v2_jsonl` in kfs/record/csrc/render_v2_jsonl.c, used by
+kfs.views.batch_lines) writes the bytes the decoder and the Python renderer write, record for record:
+random batches with every kind of byte (hypothesis), malformed payloads (left to the decoder, never a
+crash), the Kafka-written fixtures through `kfs cat`, and it runs without the GIL."""
 
 from __future__ import annotations
 

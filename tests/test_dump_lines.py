@@ -1,10 +1,10 @@
-"""The compiled dump renderer (`render_v2_dump` in _speedups.c, used by kfs/cli/dump_log.py) prints the
-batch line and record lines the Python path prints (`_batch_line`, and `_v2_data_lines` of the decoded
-records: its oracle), and finds
-the same non-consecutive offsets: hypothesis batches with every kind of key, value and header key
-(null, empty, control characters, bytes that are not UTF-8, big values), odd timestamps and sequences;
-every short byte sequence replaced as bytes.decode("utf-8", "replace") replaces it; malformed
-sections left to the decoder; and `kfs dump` of every Kafka-written segment, compiled and pure Python."""
+"""The compiled dump renderer (`render_v2_dump` in kfs/record/csrc/render_v2_dump.c, used by
+kfs/cli/dump_log.py) prints the batch line and record lines the Python path prints (`_batch_line`, and
+`_v2_data_lines` of the decoded records: its oracle), and finds the same non-consecutive offsets:
+hypothesis batches with every kind of key, value and header key (null, empty, control characters, bytes
+that are not UTF-8, big values), odd timestamps and sequences; every short byte sequence replaced as
+bytes.decode("utf-8", "replace") replaces it; malformed sections left to the decoder; and `kfs dump` of
+every Kafka-written segment, compiled and pure Python."""
 
 from __future__ import annotations
 

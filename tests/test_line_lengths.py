@@ -1,6 +1,7 @@
-"""The length of a batch's JSON lines, counted without rendering (`count_jsonl` in _speedups.c),
-is the length of what the renderer writes: random records (hypothesis, kafka-python's builder) with
-every kind of byte a key, value or header may hold, compared with `render_jsonl` as the oracle."""
+"""The length of a batch's JSON lines, counted without rendering (`count_jsonl` in
+kfs/record/csrc/count_jsonl.c), is the length of what the renderer writes: random records (hypothesis,
+kafka-python's builder) with every kind of byte a key, value or header may hold, compared with
+`render_jsonl` as the oracle."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The compiled decoder and renderer (kfs/record/_speedups.c) agree with the Python code, byte for byte.
+"""The compiled decoder and renderer (kfs.record._speedups, kfs/record/csrc/) agree with the Python code, byte for byte.
 
 The Python loops are the reference: every test runs them, and runs the compiled functions too when the
 extension was built (else those cases are skipped, and kfs runs on the Python loops alone). Random
@@ -16,6 +16,7 @@ import json
 import random
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from builders import golden_batches, kafka_python_batches
@@ -434,3 +435,16 @@ def _best(fn: Callable[[], int], reps: int) -> float:
         n = fn()
         best = min(best, time.process_time() - start)
     return n / best
+
+
+def test_the_build_lists_every_c_file_and_header_of_the_extension() -> None:
+    """pyproject.toml's ext-module names every C file of kfs/record/csrc/ in `sources` and every header
+    in `depends` (which puts them in the sdist): a C file left out links into a module that fails to
+    import (an undefined symbol), and kfs would run on the Python loops without a word."""
+    tomllib = pytest.importorskip("tomllib")
+    repo = Path(__file__).resolve().parent.parent
+    (ext,) = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["ext-modules"]
+    csrc = repo / "kfs" / "record" / "csrc"
+    assert ext["name"] == "kfs.record._speedups"
+    assert sorted(ext["sources"]) == sorted(str(p.relative_to(repo)) for p in csrc.glob("*.c"))
+    assert sorted(ext["depends"]) == sorted(str(p.relative_to(repo)) for p in csrc.glob("*.h"))

@@ -146,8 +146,9 @@ def _checked_records(segment: LogSegment, header: BatchHeader, body: memoryview,
 def _fused_data_lines(header: BatchHeader, body: memoryview, previous: int, position: int
                       ) -> tuple[str, int, bytes] | None:
     """`_batch_line` and `_v2_data_lines` of a data batch whose CRC is valid, rendered by `render_v2_dump`
-    (_speedups.c) straight from its bytes: (lines, last offset, gaps packed as int64 pairs). None when
-    the batch takes the decoder's path, which raises what is wrong with it or prints what is unusual."""
+    (kfs/record/csrc/render_v2_dump.c) straight from its bytes: (lines, last offset, gaps packed as int64
+    pairs). None when the batch takes the decoder's path, which raises what is wrong with it or prints
+    what is unusual."""
     if _render_v2_dump is None or not 0 < header.record_count <= MAX_BATCH_RECORDS:
         return None
     payload = default_batch.section_for_compiled(body, header)

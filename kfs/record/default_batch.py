@@ -160,7 +160,8 @@ def section_for_compiled(batch, header: BatchHeader) -> bytes | memoryview | Non
 _ZIGZAG = tuple((v >> 1) ^ -(v & 1) for v in range(1 << 14))
 
 
-# The compiled twin of decode_records's loop below (_speedups.c), when built; None: the loop runs.
+# The compiled twin of decode_records's loop below (kfs/record/csrc/decode_records.c), when built; None: the
+# loop runs.
 _decode_v2_records = speedups.decode_v2_records
 
 

@@ -1,6 +1,6 @@
-"""The compiled hot loops (`_speedups.c`) when they were built, else None: callers keep their Python loop.
+"""The compiled hot loops (kfs/record/csrc/) when built, else None: callers keep their Python loop.
 
-`pip install` compiles `kfs/record/_speedups.c` when a C compiler is there (pyproject.toml marks the
+`pip install` compiles the C files of `kfs/record/csrc/` when a C compiler is there (pyproject.toml marks the
 extension optional, so an install without one still succeeds). Seven functions, each the twin of the
 Python code that stays the reference and the fallback:
 

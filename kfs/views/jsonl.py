@@ -25,7 +25,7 @@ from kfs.record import Record, speedups
 
 _encode_str = json.encoder.encode_basestring  # C-accelerated, keeps UTF-8
 
-# The compiled twin of render_line over many records (kfs/record/_speedups.c), when built; else None.
+# The compiled twin of render_line over many records (kfs/record/csrc/render_jsonl.c), when built; else None.
 _render_jsonl = speedups.render_jsonl
 # render_records pulls records in chunks this long at most, starting at the first: a reader that
 # stops after a few lines does not make many more records be decoded.

@@ -1,7 +1,7 @@
 """How many bytes a batch's JSON lines take, without rendering them where that can be avoided.
 
 The size of a decoded view is the sum of its lines. Rendering every line to learn it costs as much
-as reading the file; counting is cheaper: for a plain v2 batch `count_jsonl` (kfs/record/_speedups.c)
+as reading the file; counting is cheaper: for a plain v2 batch `count_jsonl` (kfs/record/csrc/count_jsonl.c)
 walks the records section and adds up each field's escaped length without creating a record or a
 byte of output, outside the GIL (a compressed batch is still decompressed first); runs of plain
 batches are counted many at a time by the compiled walker (kfs.views.plain_runs). Everything else

@@ -2,7 +2,7 @@
 
 Walking a segment a batch at a time in Python (header parse, offset checks, CRC call, the
 generator layers from LogSegment._walk up to line_lists) cost ~6 us a batch: more than rendering
-a 20-record batch, and all of it under the GIL. `walk_v2_run` (kfs/record/_speedups.c) takes the
+a 20-record batch, and all of it under the GIL. `walk_v2_run` (kfs/record/csrc/walk_v2_run.c) takes the
 window the segment walk has read and goes on from batch to batch itself, rendering (or counting)
 each one's lines without the GIL, while every batch is *plain*; the first that is not is handed
 back to the Python walk, which raises what is wrong with it or renders what is unusual, and offers

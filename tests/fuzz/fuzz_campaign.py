@@ -10,7 +10,7 @@ stuck on one input for more than --hang seconds of CPU time (or 30 x that of wal
 blocked one: the campaign runs niced on a shared machine) as a hang (it is killed), and restarts the
 worker after that input. Findings are written to OUT/findings/ with the replay command.
 
-`--asan` builds a copy of kfs/record/_speedups.c with -fsanitize=address,undefined into OUT/asan/,
+`--asan` builds a copy of the C extension (kfs/record/csrc/*.c) with -fsanitize=address,undefined into OUT/asan/,
 re-runs the campaign under LD_PRELOAD=libasan with ASAN_OPTIONS=detect_leaks=0, and makes the
 workers use that copy as the C path (the pure-Python path runs too: every input is differential).
 `KFS_PURE_PYTHON=1` runs the pure-Python path alone.
@@ -69,13 +69,14 @@ def target_of(seed: int, i: int, mix: list[tuple[str, int]]) -> tuple[str, rando
 # ---- the sanitizer build -------------------------------------------------------------------------
 
 def build_sanitized(out: Path) -> Path:
-    """kfs/record/_speedups.c compiled with AddressSanitizer and UndefinedBehaviorSanitizer."""
+    """The C files of kfs/record/csrc/ compiled into one module with AddressSanitizer and
+    UndefinedBehaviorSanitizer."""
     out.mkdir(parents=True, exist_ok=True)
     so = out / ("_speedups" + sysconfig.get_config_var("EXT_SUFFIX"))
-    source = REPO / "kfs" / "record" / "_speedups.c"
+    sources = sorted(str(path) for path in (REPO / "kfs" / "record" / "csrc").glob("*.c"))
     command = [os.environ.get("CC", "gcc"), "-shared", "-fPIC", "-O1", "-g", "-fsanitize=address,undefined",
                "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer",
-               "-I" + sysconfig.get_paths()["include"], str(source), "-o", str(so)]
+               "-I" + sysconfig.get_paths()["include"], *sources, "-o", str(so)]
     subprocess.run(command, check=True)
     return so
 

@@ -1,0 +1,362 @@
+/* render_jsonl: Record objects -> JSON lines; the twin of kfs/views/jsonl.py:render_line, for many
+ * records at once. Records the fast path does not know (control records, anything unusual) are left
+ * to the Python renderer, called back as `fallback`. */
+
+#include "json_text.h"
+
+/* A growing output buffer. */
+typedef struct {
+    char *buf;
+    Py_ssize_t len;
+    Py_ssize_t cap;
+} outbuf;
+
+static int
+ob_grow(outbuf *o, Py_ssize_t need)
+{
+    if (need > PY_SSIZE_T_MAX - o->len) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t cap = o->cap ? o->cap : 1 << 14;
+    while (cap - o->len < need) {
+        if (cap > PY_SSIZE_T_MAX / 2) {
+            cap = o->len + need;
+            break;
+        }
+        cap *= 2;
+    }
+    char *b = PyMem_Realloc(o->buf, (size_t)cap);
+    if (b == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->buf = b;
+    o->cap = cap;
+    return 0;
+}
+
+/* Room for `need` more bytes; everything written after it up to `need` bytes goes unchecked. */
+static inline int
+ob_reserve(outbuf *o, Py_ssize_t need)
+{
+    if (o->cap - o->len >= need)
+        return 0;
+    return ob_grow(o, need);
+}
+
+static inline void
+ob_put(outbuf *o, const char *s, Py_ssize_t n)
+{
+    memcpy(o->buf + o->len, s, (size_t)n);
+    o->len += n;
+}
+
+#define OB_PUT_LITERAL(o, s) ob_put((o), (s), (Py_ssize_t)(sizeof(s) - 1))
+
+/* str(int) of an int64; needs 20 bytes reserved. */
+static void
+ob_put_int64(outbuf *o, int64_t v)
+{
+    char tmp[20];
+    int i = 20;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[--i] = '-';
+    ob_put(o, tmp + i, 20 - i);
+}
+/* render_bytes(): a JSON string when valid UTF-8, {"base64": "..."} when not, null for None. */
+static int
+put_bytes(outbuf *o, PyObject *obj)
+{
+    if (obj == Py_None) {
+        if (ob_reserve(o, 4) < 0)
+            return -1;
+        OB_PUT_LITERAL(o, "null");
+        return 0;
+    }
+    const uint8_t *s = (const uint8_t *)PyBytes_AS_STRING(obj);
+    const Py_ssize_t n = PyBytes_GET_SIZE(obj);
+    /* the worst of: every byte a 6-byte escape, plus quotes; base64 plus its wrapper */
+    if (n > (PY_SSIZE_T_MAX - 32) / 6) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (ob_reserve(o, 6 * n + 32) < 0)
+        return -1;
+    char *const start = o->buf + o->len;
+    o->len += kfs_write_bytes(start, s, n, n) - start;
+    return 0;
+}
+
+/* A str as UTF-8, escaped as encode_basestring does (escape != 0) or raw. Returns 1, having written
+ * nothing, for a str that UTF-8 cannot encode (a lone surrogate): Python's .encode("utf-8") raises
+ * for it, and the caller lets the Python renderer do so. */
+static int
+put_str(outbuf *o, PyObject *str, int escape)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(str) < 0)
+        return -1;
+#endif
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(str);
+    if (n > (PY_SSIZE_T_MAX - 8) / 6) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (ob_reserve(o, 6 * n + 8) < 0) /* 6: an escape; a code point takes at most 4 in UTF-8 */
+        return -1;
+    char *const start = o->buf + o->len;
+    char *d = start;
+    const int kind = PyUnicode_KIND(str);
+    const void *data = PyUnicode_DATA(str);
+    if (escape)
+        *d++ = '"';
+    if (PyUnicode_IS_ASCII(str)) { /* header keys, timestamp types, prefixes: nearly always */
+        const uint8_t *s = (const uint8_t *)data;
+        if (!escape) {
+            memcpy(d, s, (size_t)n);
+            d += n;
+        }
+        else {
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (kfs_byte_class[s[i]])
+                    d = put_escape(d, s[i]);
+                else
+                    *d++ = (char)s[i];
+            }
+        }
+    }
+    else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, i);
+            if (c < 0x80) {
+                if (escape && kfs_byte_class[c])
+                    d = put_escape(d, (uint8_t)c);
+                else
+                    *d++ = (char)c;
+            }
+            else if (c < 0x800) {
+                *d++ = (char)(0xC0 | (c >> 6));
+                *d++ = (char)(0x80 | (c & 0x3F));
+            }
+            else if (c < 0x10000) {
+                if (c >= 0xD800 && c <= 0xDFFF)
+                    return 1;
+                *d++ = (char)(0xE0 | (c >> 12));
+                *d++ = (char)(0x80 | ((c >> 6) & 0x3F));
+                *d++ = (char)(0x80 | (c & 0x3F));
+            }
+            else {
+                *d++ = (char)(0xF0 | (c >> 18));
+                *d++ = (char)(0x80 | ((c >> 12) & 0x3F));
+                *d++ = (char)(0x80 | ((c >> 6) & 0x3F));
+                *d++ = (char)(0x80 | (c & 0x3F));
+            }
+        }
+    }
+    if (escape)
+        *d++ = '"';
+    o->len += d - start;
+    return 0;
+}
+
+/* An exact int that fits an int64 (what str() of it gives, unless a subclass overrides it). */
+static inline int
+as_int64(PyObject *obj, int64_t *v)
+{
+    int overflow;
+    if (!PyLong_CheckExact(obj))
+        return 0;
+    long long x = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *v = (int64_t)x;
+    return 1;
+}
+
+/* A key, value or header value the fast path renders itself: bytes or None. */
+#define BYTES_OR_NONE(obj) ((obj) == Py_None || PyBytes_Check(obj))
+
+/* render_line(prefix, record) for a plain Record whose fields have the types the decoder gives them.
+ * Returns 0 when written, -1 on error, 1 (nothing written) when the Python renderer must do it:
+ * a subclass (ControlRecord adds fields), an unset slot, an int beyond int64, a str that is not
+ * UTF-8-encodable, anything unusual. */
+static int
+put_record(outbuf *o, const char *prefix, Py_ssize_t prefix_len, PyObject *r)
+{
+    int64_t offset, timestamp;
+    if (!Py_IS_TYPE(r, kfs_record_type))
+        return 1;
+    PyObject *o_offset = SLOT(r, SLOT_OFFSET), *o_timestamp = SLOT(r, SLOT_TIMESTAMP);
+    PyObject *tt = SLOT(r, SLOT_TIMESTAMP_TYPE), *key = SLOT(r, SLOT_KEY), *value = SLOT(r, SLOT_VALUE);
+    PyObject *headers = SLOT(r, SLOT_HEADERS);
+    if (o_offset == NULL || o_timestamp == NULL || tt == NULL || key == NULL || value == NULL || headers == NULL)
+        return 1;
+    if (!as_int64(o_offset, &offset) || !as_int64(o_timestamp, &timestamp) || !PyUnicode_Check(tt) ||
+        !BYTES_OR_NONE(key) || !BYTES_OR_NONE(value) || !PyList_CheckExact(headers))
+        return 1;
+    const Py_ssize_t n_headers = PyList_GET_SIZE(headers);
+    for (Py_ssize_t i = 0; i < n_headers; i++) {
+        PyObject *pair = PyList_GET_ITEM(headers, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0)) ||
+            !BYTES_OR_NONE(PyTuple_GET_ITEM(pair, 1)))
+            return 1;
+    }
+
+    const Py_ssize_t mark = o->len;
+    int rc;
+    if (ob_reserve(o, prefix_len + 20 + 15 + 20 + 22) < 0)
+        return -1;
+    ob_put(o, prefix, prefix_len);
+    ob_put_int64(o, offset);
+    OB_PUT_LITERAL(o, ", \"timestamp\": ");
+    ob_put_int64(o, timestamp);
+    OB_PUT_LITERAL(o, ", \"timestamp_type\": \"");
+    if ((rc = put_str(o, tt, 0)) != 0)
+        goto undo;
+    if (ob_reserve(o, 10) < 0)
+        goto error;
+    OB_PUT_LITERAL(o, "\", \"key\": ");
+    if (put_bytes(o, key) < 0)
+        goto error;
+    if (ob_reserve(o, 11) < 0)
+        goto error;
+    OB_PUT_LITERAL(o, ", \"value\": ");
+    if (put_bytes(o, value) < 0)
+        goto error;
+    if (ob_reserve(o, 14) < 0)
+        goto error;
+    OB_PUT_LITERAL(o, ", \"headers\": [");
+    for (Py_ssize_t i = 0; i < n_headers; i++) {
+        PyObject *pair = PyList_GET_ITEM(headers, i);
+        if (ob_reserve(o, 3) < 0)
+            goto error;
+        if (i)
+            OB_PUT_LITERAL(o, ", ");
+        OB_PUT_LITERAL(o, "[");
+        if ((rc = put_str(o, PyTuple_GET_ITEM(pair, 0), 1)) != 0)
+            goto undo;
+        if (ob_reserve(o, 2) < 0)
+            goto error;
+        OB_PUT_LITERAL(o, ", ");
+        if (put_bytes(o, PyTuple_GET_ITEM(pair, 1)) < 0)
+            goto error;
+        if (ob_reserve(o, 1) < 0)
+            goto error;
+        OB_PUT_LITERAL(o, "]");
+    }
+    if (ob_reserve(o, 3) < 0)
+        goto error;
+    OB_PUT_LITERAL(o, "]}\n");
+    return 0;
+
+undo:
+    o->len = mark;
+    return rc;
+error:
+    o->len = mark;
+    return -1;
+}
+
+/* The Python renderer's line for r: fallback(prefix, r).encode("utf-8"). */
+static int
+put_fallback(outbuf *o, PyObject *fallback, PyObject *prefix, PyObject *r)
+{
+    PyObject *line = PyObject_CallFunctionObjArgs(fallback, prefix, r, NULL);
+    if (line == NULL)
+        return -1;
+    if (!PyUnicode_Check(line)) {
+        PyErr_Format(PyExc_TypeError, "render_jsonl: the fallback returned %.200s, not str", Py_TYPE(line)->tp_name);
+        Py_DECREF(line);
+        return -1;
+    }
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(line, &n);
+    int rc = -1;
+    if (s != NULL && ob_reserve(o, n) == 0) {
+        ob_put(o, s, n);
+        rc = 0;
+    }
+    Py_DECREF(line);
+    return rc;
+}
+
+KFS_DOC(kfs_render_jsonl_doc,
+"render_jsonl(prefix, records, fallback, lines=False) -> bytes | list[bytes]\n"
+"\n"
+"For each record, the UTF-8 of jsonl.render_line(prefix, record); fallback(prefix, record) -> str\n"
+"renders the records the fast path leaves to Python (control records and anything unusual).\n"
+"Concatenated, or with lines=True one bytes per record.");
+
+PyObject *
+kfs_render_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"prefix", "records", "fallback", "lines", NULL};
+    PyObject *prefix, *records, *fallback;
+    int lines = 0;
+
+    if (kfs_check_init() < 0)
+        return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOO|p:render_jsonl", kwlist, &prefix, &records, &fallback,
+                                     &lines))
+        return NULL;
+
+    outbuf o = {NULL, 0, 0}, pre = {NULL, 0, 0};
+    PyObject *seq = NULL, *result = NULL, *out_lines = NULL;
+    int prefix_ok;
+
+    /* The prefix's UTF-8, once. */
+    prefix_ok = put_str(&pre, prefix, 0);
+    if (prefix_ok < 0)
+        goto done;
+    prefix_ok = prefix_ok == 0; /* else every line is the fallback's, which raises as Python does */
+
+    seq = PySequence_Fast(records, "render_jsonl: records must be iterable");
+    if (seq == NULL)
+        goto done;
+    if (lines && (out_lines = PyList_New(0)) == NULL)
+        goto done;
+
+    /* The size is read each time round: a fallback could change the list. */
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *r = PySequence_Fast_GET_ITEM(seq, i);
+        Py_INCREF(r);
+        Py_ssize_t line_start = o.len;
+        int rc = prefix_ok ? put_record(&o, pre.buf, pre.len, r) : 1;
+        if (rc == 1)
+            rc = put_fallback(&o, fallback, prefix, r);
+        Py_DECREF(r);
+        if (rc < 0)
+            goto done;
+        if (lines) {
+            PyObject *line = PyBytes_FromStringAndSize(o.buf + line_start, o.len - line_start);
+            if (line == NULL)
+                goto done;
+            rc = PyList_Append(out_lines, line);
+            Py_DECREF(line);
+            if (rc < 0)
+                goto done;
+            o.len = line_start;
+        }
+    }
+    if (lines) {
+        result = out_lines;
+        out_lines = NULL;
+    }
+    else
+        result = PyBytes_FromStringAndSize(o.buf, o.len);
+
+done:
+    Py_XDECREF(out_lines);
+    Py_XDECREF(seq);
+    PyMem_Free(o.buf);
+    PyMem_Free(pre.buf);
+    return result;
+}

@@ -1,0 +1,195 @@
+/* render_v2_jsonl: a records section -> JSON lines, fused: no Record is created, and the loop runs
+ * without the GIL (two readers decode on two cores). */
+
+#include "json_text.h"
+#include "records_walk.h"
+
+/* From a records section straight to its JSON lines: the bytes render_jsonl gives for the records
+ * decode_v2_records gives, without creating them. It walks the section as kfs_count_records does, and
+ * leaves to the Python path (returns RENDER_UNUSUAL) exactly what kfs_count_records leaves to it: the
+ * two agree on every line they take, and the decoder and renderer stay the oracle for the rest.
+ * No Python object is touched between Py_BEGIN_ALLOW_THREADS and Py_END_ALLOW_THREADS: memory
+ * comes from PyMem_RawRealloc, which needs no GIL. */
+
+/* A key, value or header value (n < 0: null) at p, n bytes (of `readable` that may be read), appended
+ * as render_bytes renders it. */
+static inline int
+rb_put_bytes(rawbuf *o, const uint8_t *p, int64_t n, Py_ssize_t readable)
+{
+    if (n < 0) {
+        if (rb_reserve(o, 4) < 0)
+            return -1;
+        memcpy(o->buf + o->len, "null", 4);
+        o->len += 4;
+        return 0;
+    }
+    if ((uint64_t)n > ((uint64_t)PY_SSIZE_T_MAX - 32) / 6 || rb_reserve(o, 6 * (size_t)n + 32) < 0)
+        return -1;
+    char *start = o->buf + o->len;
+    o->len += (size_t)(kfs_write_bytes(start, p, (Py_ssize_t)n, readable) - start);
+    return 0;
+}
+
+#define RB_LITERAL(o, s)                                  \
+    do {                                                  \
+        memcpy((o)->buf + (o)->len, (s), sizeof(s) - 1);  \
+        (o)->len += sizeof(s) - 1;                        \
+    } while (0)
+
+/* The lines of the records in payload[0:end] with first <= offset < stop, appended to out; with
+ * `marks`, each rendered record's offset and the end of its line in out, as two int64s. */
+int
+kfs_render_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset, int64_t base_timestamp,
+               int append_time, int64_t log_append_time, const char *prefix, size_t prefix_len, const char *tt,
+               size_t tt_len, int64_t first, int64_t stop, int64_t last, rawbuf *out, rawbuf *marks)
+{
+    records_walk w = records_walk_start(p, end, base_offset, base_timestamp, append_time, log_append_time, last);
+    record_view r;
+    header_view h;
+/* a value inside the section is followed by more of it: kfs_write_bytes may read it a word at a time */
+#define PUT_BYTES(at, len)                                                       \
+    do {                                                                         \
+        if (rb_put_bytes(out, (at), (len), end - ((at) - p)) < 0)                \
+            return RENDER_NO_MEMORY;                                             \
+    } while (0)
+#define RESERVE(k)                                   \
+    do {                                             \
+        if (rb_reserve(out, (k)) < 0)                \
+            return RENDER_NO_MEMORY;                 \
+    } while (0)
+
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (kfs_walk_record(&w, &r) < 0)
+            return RENDER_UNUSUAL;
+        /* a key that is not UTF-8 is decoded with replacement: the Python path renders it */
+        Py_ssize_t at = r.headers;
+        for (int64_t k = 0; k < r.n_headers; k++) {
+            walk_header(p, r.end, &at, &h); /* checked by walk_record */
+            if (!valid_utf8(h.key, (Py_ssize_t)h.key_len))
+                return RENDER_UNUSUAL;
+        }
+        if (r.offset < first || (r.offset >= stop && stop != INT64_MAX))
+            continue;
+
+        /* prefix, offset, ', "timestamp": ' ts ', "timestamp_type": "' tt '", "key": ' */
+        RESERVE(prefix_len + 20 + 15 + 20 + 21 + tt_len + 10);
+        memcpy(out->buf + out->len, prefix, prefix_len);
+        out->len += prefix_len;
+        out->len = (size_t)(write_int64(out->buf + out->len, r.offset) - out->buf);
+        RB_LITERAL(out, ", \"timestamp\": ");
+        out->len = (size_t)(write_int64(out->buf + out->len, r.timestamp) - out->buf);
+        RB_LITERAL(out, ", \"timestamp_type\": \"");
+        memcpy(out->buf + out->len, tt, tt_len);
+        out->len += tt_len;
+        RB_LITERAL(out, "\", \"key\": ");
+        PUT_BYTES(r.key, r.key_len);
+        RESERVE(11);
+        RB_LITERAL(out, ", \"value\": ");
+        PUT_BYTES(r.value, r.value_len);
+        RESERVE(14);
+        RB_LITERAL(out, ", \"headers\": [");
+        at = r.headers;
+        for (int64_t k = 0; k < r.n_headers; k++) {
+            walk_header(p, r.end, &at, &h);
+            RESERVE(3);
+            if (k)
+                RB_LITERAL(out, ", ");
+            RB_LITERAL(out, "[");
+            PUT_BYTES(h.key, h.key_len); /* valid UTF-8: the escaped string encode_basestring gives the str */
+            RESERVE(2);
+            RB_LITERAL(out, ", ");
+            PUT_BYTES(h.value, h.value_len);
+            RESERVE(1);
+            RB_LITERAL(out, "]");
+        }
+        RESERVE(3);
+        RB_LITERAL(out, "]}\n");
+        if (marks != NULL) {
+            if (rb_reserve(marks, 2 * sizeof(int64_t)) < 0)
+                return RENDER_NO_MEMORY;
+            int64_t pair[2] = {r.offset, (int64_t)out->len};
+            memcpy(marks->buf + marks->len, pair, sizeof(pair));
+            marks->len += sizeof(pair);
+        }
+    }
+    return walk_finished(&w) == WALK_OK ? RENDER_OK : RENDER_UNUSUAL;
+#undef RESERVE
+#undef PUT_BYTES
+}
+
+KFS_DOC(kfs_render_v2_jsonl_doc,
+"render_v2_jsonl(payload, count, base_offset, base_timestamp, timestamp_type, log_append_time, prefix,\n"
+"                first_offset, end_offset, lines=False, last_offset=2**63 - 1)\n"
+"    -> bytes | (bytes, bytes) | None\n"
+"\n"
+"render_jsonl(prefix, records) of the records of an uncompressed v2 records section (decode_v2_records'\n"
+"arguments) whose offsets are in [first_offset, end_offset) (2**63 - 1: no end), without creating them;\n"
+"with lines=True (marks, lines): marks packs, per line, the record's offset and the end of its line\n"
+"in lines as two native int64s (memoryview(marks).cast('q')). None when the payload must be decoded\n"
+"and rendered instead: malformed (the decoder raises) or unusual (the renderer decides), as\n"
+"count_jsonl. Decodes and renders without the GIL.");
+
+PyObject *
+kfs_render_v2_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"payload", "count", "base_offset", "base_timestamp", "timestamp_type",
+                             "log_append_time", "prefix", "first_offset", "end_offset", "lines", "last_offset",
+                             NULL};
+    Py_buffer buf;
+    Py_ssize_t count;
+    long long base_offset, base_timestamp, log_append_time, first, stop, last = INT64_MAX;
+    PyObject *timestamp_type, *prefix;
+    int lines = 0;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nLLULULL|pL:render_v2_jsonl", kwlist, &buf, &count,
+                                     &base_offset, &base_timestamp, &timestamp_type, &log_append_time, &prefix,
+                                     &first, &stop, &lines, &last))
+        return NULL;
+    PyObject *result = NULL;
+    rawbuf out = {NULL, 0, 0}, marks = {NULL, 0, 0};
+    Py_ssize_t prefix_len, tt_len;
+    const char *prefix_utf8 = PyUnicode_AsUTF8AndSize(prefix, &prefix_len);
+    const char *tt_utf8 = prefix_utf8 ? PyUnicode_AsUTF8AndSize(timestamp_type, &tt_len) : NULL;
+    if (tt_utf8 == NULL) {
+        /* not encodable (a lone surrogate): Python's .encode("utf-8") raises for it, on its path */
+        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+            PyErr_Clear();
+            result = Py_NewRef(Py_None);
+        }
+        goto done;
+    }
+    int append_time = strcmp(tt_utf8, "LogAppendTime") == 0;
+    int rc = RENDER_UNUSUAL;
+    if (count >= 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = kfs_render_records((const uint8_t *)buf.buf, buf.len, count, base_offset, base_timestamp, append_time,
+                            log_append_time, prefix_utf8, (size_t)prefix_len, tt_utf8, (size_t)tt_len, first, stop,
+                            last, &out, lines ? &marks : NULL);
+        Py_END_ALLOW_THREADS
+    }
+    if (rc == RENDER_NO_MEMORY) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rc == RENDER_UNUSUAL) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (!lines) {
+        result = PyBytes_FromStringAndSize(out.buf ? out.buf : "", (Py_ssize_t)out.len);
+        goto done;
+    }
+    /* Two objects per batch, not two per line: the cursor slices the lines it serves from `data`. */
+    PyObject *packed = PyBytes_FromStringAndSize(marks.buf ? marks.buf : "", (Py_ssize_t)marks.len);
+    PyObject *data = packed ? PyBytes_FromStringAndSize(out.buf ? out.buf : "", (Py_ssize_t)out.len) : NULL;
+    if (data != NULL)
+        result = PyTuple_Pack(2, packed, data);
+    Py_XDECREF(packed);
+    Py_XDECREF(data);
+
+done:
+    PyMem_RawFree(out.buf);
+    PyMem_RawFree(marks.buf);
+    PyBuffer_Release(&buf);
+    return result;
+}

@@ -1,0 +1,125 @@
+/* What the parts of kfs.record._speedups share: the state init() sets, the output buffer of the loops
+ * that run without the GIL, and the functions the module exports. The parts are one C file per job in
+ * kfs/record/csrc/ (module.c lists them), linked into the one extension module; names shared between
+ * files start with kfs_ and are hidden, so that the module exports PyInit__speedups alone. Small hot
+ * helpers shared between files are static inline in the headers: record_fields.h (varints),
+ * json_text.h (JSON string escaping), records_walk.h (a records section, record by record). */
+
+#ifndef KFS_SPEEDUPS_H
+#define KFS_SPEEDUPS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KFS_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- state set by init() (module.c) ---------------------------------------------------------- */
+
+/* kfs.record.types.Record and CorruptBatchError, handed in by kfs/record/speedups.py. */
+KFS_HIDDEN extern PyTypeObject *kfs_record_type;
+KFS_HIDDEN extern PyObject *kfs_corrupt_error;
+
+/* Record's six slots, in the order of Record.__slots__, and where each lives in the object: read
+ * from the member descriptors at init, so that the C code fills and reads them as the Python
+ * descriptors would. */
+enum { SLOT_OFFSET, SLOT_TIMESTAMP, SLOT_TIMESTAMP_TYPE, SLOT_KEY, SLOT_VALUE, SLOT_HEADERS, N_SLOTS };
+KFS_HIDDEN extern Py_ssize_t kfs_slot_offsets[N_SLOTS];
+
+#define SLOT(obj, i) (*(PyObject **)((char *)(obj) + kfs_slot_offsets[i]))
+
+/* 0, or -1 with RuntimeError set when init() has not been called. */
+KFS_HIDDEN int kfs_check_init(void);
+
+/* ---- the output of the loops that run without the GIL ---------------------------------------- */
+
+/* No Python object is touched between Py_BEGIN_ALLOW_THREADS and Py_END_ALLOW_THREADS: memory
+ * comes from PyMem_RawRealloc, which needs no GIL. */
+
+typedef struct {
+    char *buf;
+    size_t len;
+    size_t cap;
+} rawbuf;
+
+enum { RENDER_OK = 0, RENDER_UNUSUAL = -1, RENDER_NO_MEMORY = -2 };
+
+/* Room for `need` more bytes; -1 when memory runs out (the caller raises MemoryError with the GIL). */
+static inline int
+rb_reserve(rawbuf *o, size_t need)
+{
+    if (o->cap - o->len >= need)
+        return 0;
+    if (need > ((size_t)PY_SSIZE_T_MAX >> 1) - o->len)
+        return -1;
+    size_t cap = o->cap ? o->cap : (size_t)1 << 16;
+    while (cap - o->len < need)
+        cap *= 2;
+    char *b = PyMem_RawRealloc(o->buf, cap);
+    if (b == NULL)
+        return -1;
+    o->buf = b;
+    o->cap = cap;
+    return 0;
+}
+
+/* str(int) of an int64 at d (room for 20); returns the end. */
+static inline char *
+write_int64(char *d, int64_t v)
+{
+    char tmp[20];
+    int i = 20;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[--i] = '-';
+    memcpy(d, tmp + i, (size_t)(20 - i));
+    return d + (20 - i);
+}
+
+/* ---- the functions the module exports (module.c's method table names them) ------------------- */
+
+#define KFS_DOC(name, text) const char name[] = PyDoc_STR(text)
+
+/* decode_records.c */
+KFS_HIDDEN extern const char kfs_decode_v2_records_doc[];
+KFS_HIDDEN PyObject *kfs_decode_v2_records(PyObject *module, PyObject *args, PyObject *kwargs);
+/* render_jsonl.c */
+KFS_HIDDEN extern const char kfs_render_jsonl_doc[];
+KFS_HIDDEN PyObject *kfs_render_jsonl(PyObject *module, PyObject *args, PyObject *kwargs);
+/* count_jsonl.c */
+KFS_HIDDEN extern const char kfs_count_jsonl_doc[];
+KFS_HIDDEN PyObject *kfs_count_jsonl(PyObject *module, PyObject *args, PyObject *kwargs);
+/* render_v2_jsonl.c */
+KFS_HIDDEN extern const char kfs_render_v2_jsonl_doc[];
+KFS_HIDDEN PyObject *kfs_render_v2_jsonl(PyObject *module, PyObject *args, PyObject *kwargs);
+/* walk_v2_run.c */
+KFS_HIDDEN extern const char kfs_walk_v2_run_doc[];
+KFS_HIDDEN PyObject *kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs);
+/* render_v2_dump.c */
+KFS_HIDDEN extern const char kfs_render_v2_dump_doc[];
+KFS_HIDDEN PyObject *kfs_render_v2_dump(PyObject *module, PyObject *args, PyObject *kwargs);
+/* gather.c */
+KFS_HIDDEN extern const char kfs_gather_doc[];
+KFS_HIDDEN PyObject *kfs_gather(PyObject *module, PyObject *arg);
+
+/* ---- the batch checks walk_v2_run makes without the GIL -------------------------------------- */
+
+/* crc32c.c: CRC-32C of n bytes with SSE 4.2's crc32 instruction, when this machine has it. */
+KFS_HIDDEN uint32_t kfs_crc32c_hw(const uint8_t *p, size_t n);
+KFS_HIDDEN int kfs_have_hw_crc32c(void);
+
+/* lz4_frame.c: liblz4's LZ4_decompress_safe (NULL: no liblz4 here), loaded by kfs_load_lz4 (with the
+ * GIL), and Kafka's LZ4 frames decompressed with it. */
+typedef int (*lz4_decompress_fn)(const char *src, char *dst, int compressed_size, int dst_capacity);
+KFS_HIDDEN extern lz4_decompress_fn kfs_lz4_decompress_safe;
+KFS_HIDDEN void kfs_load_lz4(void);
+KFS_HIDDEN int64_t kfs_lz4_frame_into(const uint8_t *src, Py_ssize_t end, rawbuf *out);
+
+#endif /* KFS_SPEEDUPS_H */

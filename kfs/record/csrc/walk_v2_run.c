@@ -1,0 +1,239 @@
+/* walk_v2_run: many plain batches of a segment in one call, without the GIL. */
+
+#include "records_walk.h"
+
+/* The decoded views' hot path walked a segment a batch at a time in Python (header parse, offset
+ * checks, CRC call, generator layers: ~6 us a batch, more than rendering a 20-record batch). This
+ * walks a window of a segment file itself, taking batch after batch while each is *plain*: complete
+ * in the window, magic 2, uncompressed or lz4, not a control batch (nor transactional under
+ * read_committed), its offsets where the segment walk wants them, its CRC valid, and its records
+ * rendered (or counted) by kfs_render_records (kfs_count_records). At the first batch that is anything
+ * else it stops and hands that batch back to the Python walk, which raises what is wrong with it
+ * or renders what is unusual: it never decides an error itself, so the Python path stays the
+ * oracle for every batch it declines. kfs/views/plain_runs.py holds the list of what the Python
+ * walk checks (kfs/storage/segment.py _walk, partition.py _placed_batches, record_stream.py
+ * selected_batches, kfs/views/batch_lines.py fused_lines) next to the checks made here. */
+
+#define RUN_MAX_SEGMENT_BYTES INT64_C(2147483647) /* kfs/storage/segment.py MAX_SEGMENT_BYTES */
+#define RUN_MAX_RELATIVE_OFFSET INT64_C(2147483647)
+#define RUN_MAX_BATCH_ON_DISK ((INT64_C(64) << 20) + 61) /* MAX_BATCH_BYTES + HEADER_PROBE_SIZE */
+#define RUN_MAX_BATCH_RECORDS (1 << 20)
+#define RUN_MIN_LENGTH 49 /* RECORD_BATCH_OVERHEAD - LOG_OVERHEAD: the smallest v2 length field */
+
+static inline uint64_t
+load_be64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+}
+
+static inline uint32_t
+load_be32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return __builtin_bswap32(v);
+}
+
+typedef struct {
+    int64_t segment_base, max_last, first, stop;
+    int64_t previous_last;
+    int has_previous, read_committed, count_only;
+    size_t budget;
+    const char *prefix;
+    size_t prefix_len;
+} run_params;
+
+typedef struct {
+    Py_ssize_t used;      /* bytes of the window taken (whole batches) */
+    int64_t first_base;   /* the first taken batch's base offset */
+    int64_t last;         /* the last taken batch's last offset */
+    int64_t records;      /* records rendered or counted */
+    int64_t batches;      /* batches taken */
+} run_result;
+
+static int
+walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawbuf *marks, rawbuf *scratch,
+         run_result *res)
+{
+    Py_ssize_t p = 0;
+    int64_t previous = rp->previous_last;
+    int has_previous = rp->has_previous;
+    while (n - p >= 61) {
+        const uint8_t *b = w + p;
+        const int64_t base = (int64_t)load_be64(b);
+        const int32_t length = (int32_t)load_be32(b + 8);
+        if (length < RUN_MIN_LENGTH || b[16] != 2)
+            break;
+        const int64_t size = 12 + (int64_t)length;
+        if (size > n - p || size > RUN_MAX_BATCH_ON_DISK)
+            break;
+        const uint16_t attributes = (uint16_t)((b[21] << 8) | b[22]);
+        const int codec = attributes & 0x07;
+        if ((codec != 0 && !(codec == 3 && kfs_lz4_decompress_safe != NULL)) || (attributes & 0x20)
+            || ((attributes & 0x10) && rp->read_committed))
+            break; /* compressed but not lz4, a control batch, a transaction to check: the Python walk's */
+        int64_t last;
+        if (__builtin_add_overflow(base, (int64_t)(int32_t)load_be32(b + 23), &last))
+            break;
+        if (last < base || base < rp->segment_base || last - rp->segment_base > RUN_MAX_RELATIVE_OFFSET
+            || (has_previous && base <= previous) || last >= rp->max_last || base >= rp->stop)
+            break;
+        if (last < rp->first) { /* before the view: passed over unread, as selected_batches does */
+            previous = last;
+            has_previous = 1;
+            if (res->batches == 0)
+                res->first_base = base;
+            res->last = last;
+            res->batches++;
+            p += (Py_ssize_t)size;
+            res->used = p;
+            continue;
+        }
+        const int32_t count = (int32_t)load_be32(b + 57);
+        if (count <= 0 || count > RUN_MAX_BATCH_RECORDS)
+            break;
+        if (kfs_crc32c_hw(b + 21, (size_t)(size - 21)) != load_be32(b + 17))
+            break;
+        const int append_time = (attributes & 0x08) != 0;
+        const int64_t base_ts = (int64_t)load_be64(b + 27), max_ts = (int64_t)load_be64(b + 35);
+        const uint8_t *section = b + 61;
+        Py_ssize_t section_len = (Py_ssize_t)(size - 61);
+        if (codec == 3) {
+            const int64_t got = kfs_lz4_frame_into(section, section_len, scratch);
+            if (got == RENDER_NO_MEMORY)
+                return RENDER_NO_MEMORY;
+            if (got < 0)
+                break;
+            section = (const uint8_t *)scratch->buf;
+            section_len = (Py_ssize_t)got;
+        }
+        if (rp->count_only) {
+            const size_t tt_len = append_time ? 13 : 10;
+            const int64_t fixed_len = (int64_t)rp->prefix_len + 15 + 21 + (int64_t)tt_len + 10 + 11 + 14 + 3;
+            line_count lc = {0, 0, -1};
+            if (kfs_count_records(section, section_len, count, base, base_ts, append_time, max_ts, fixed_len,
+                              rp->first, rp->stop, last, &lc) < 0)
+                break;
+            if (lc.records) {
+                int64_t next = last + 1 < rp->stop ? last + 1 : rp->stop; /* (last < max_last: no overflow) */
+                if (rb_reserve(marks, 4 * sizeof(int64_t)) < 0)
+                    return RENDER_NO_MEMORY;
+                int64_t part[4] = {lc.first, next, lc.bytes, (int64_t)(p + size)};
+                memcpy(marks->buf + marks->len, part, sizeof(part));
+                marks->len += sizeof(part);
+                res->records += lc.records;
+            }
+        }
+        else {
+            const size_t out_len = out->len, marks_len = marks->len;
+            const char *tt = append_time ? "LogAppendTime" : "CreateTime";
+            int rc = kfs_render_records(section, section_len, count, base, base_ts, append_time, max_ts,
+                                    rp->prefix, rp->prefix_len, tt, strlen(tt), rp->first, rp->stop, last, out, marks);
+            if (rc == RENDER_NO_MEMORY)
+                return RENDER_NO_MEMORY;
+            if (rc != RENDER_OK) {
+                out->len = out_len; /* the batch is the Python walk's, whole */
+                marks->len = marks_len;
+                break;
+            }
+            res->records += (int64_t)((marks->len - marks_len) / (2 * sizeof(int64_t)));
+        }
+        previous = last;
+        has_previous = 1;
+        if (res->batches == 0)
+            res->first_base = base;
+        res->last = last;
+        res->batches++;
+        p += (Py_ssize_t)size;
+        res->used = p;
+        if (!rp->count_only && out->len >= rp->budget)
+            break;
+    }
+    return RENDER_OK;
+}
+
+KFS_DOC(kfs_walk_v2_run_doc,
+"walk_v2_run(window, segment_base, previous_last, max_last, first_offset, end_offset, prefix,\n"
+"            read_committed, count_only, budget) -> (used, first_base, last, records, marks, data) | None\n"
+"\n"
+"The plain batches at the start of `window` (bytes of a segment file from a batch boundary, no further\n"
+"than the walk's limit), taken one after another until one is not plain (see the comment above\n"
+"walk_run) or the lines reach `budget` bytes: `used` bytes of them, the first's base offset, the last's\n"
+"last offset, the records shown. Rendering (count_only false): marks and data as render_v2_jsonl's\n"
+"lines mode gives them, for every taken batch's lines in [first_offset, end_offset). Counting:\n"
+"marks packs (first offset, next offset, line bytes, where the batch ends in the window) as four\n"
+"int64s per batch with lines, data is\n"
+"None. previous_last: the last offset of the batch before the window's first (None: none). Batches\n"
+"wholly before first_offset are passed over unread. None when no batch was taken (the Python walk\n"
+"takes the first), or when this machine has no CRC-32C instruction. Runs without the GIL.");
+
+PyObject *
+kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"window", "segment_base", "previous_last", "max_last", "first_offset", "end_offset",
+                             "prefix", "read_committed", "count_only", "budget", NULL};
+    Py_buffer buf;
+    long long segment_base, max_last, first, stop;
+    PyObject *previous_obj, *prefix;
+    int read_committed, count_only;
+    Py_ssize_t budget;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*LOLLLUppn:walk_v2_run", kwlist, &buf, &segment_base,
+                                     &previous_obj, &max_last, &first, &stop, &prefix, &read_committed, &count_only,
+                                     &budget))
+        return NULL;
+    PyObject *result = NULL;
+    rawbuf out = {NULL, 0, 0}, marks = {NULL, 0, 0}, scratch = {NULL, 0, 0};
+    run_params rp = {segment_base, max_last, first, stop, 0, previous_obj != Py_None, read_committed, count_only,
+                     budget > 0 ? (size_t)budget : 0, NULL, 0};
+    if (rp.has_previous) {
+        rp.previous_last = PyLong_AsLongLong(previous_obj);
+        if (rp.previous_last == -1 && PyErr_Occurred())
+            goto done;
+    }
+    Py_ssize_t prefix_len;
+    rp.prefix = PyUnicode_AsUTF8AndSize(prefix, &prefix_len);
+    if (rp.prefix == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) { /* the Python path raises for it */
+            PyErr_Clear();
+            result = Py_NewRef(Py_None);
+        }
+        goto done;
+    }
+    rp.prefix_len = (size_t)prefix_len;
+    kfs_load_lz4();
+    if (!kfs_have_hw_crc32c() || kfs_check_init() < 0) {
+        if (!PyErr_Occurred())
+            result = Py_NewRef(Py_None);
+        goto done;
+    }
+    run_result res = {0, 0, 0, 0, 0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = walk_run((const uint8_t *)buf.buf, buf.len, &rp, &out, &marks, &scratch, &res);
+    Py_END_ALLOW_THREADS
+    if (rc == RENDER_NO_MEMORY) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (res.batches == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *packed = PyBytes_FromStringAndSize(marks.buf ? marks.buf : "", (Py_ssize_t)marks.len);
+    PyObject *data = NULL;
+    if (packed != NULL)
+        data = count_only ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize(out.buf ? out.buf : "", (Py_ssize_t)out.len);
+    if (data != NULL)
+        result = Py_BuildValue("nLLLOO", res.used, (long long)res.first_base, (long long)res.last,
+                               (long long)res.records, packed, data);
+    Py_XDECREF(packed);
+    Py_XDECREF(data);
+done:
+    PyMem_RawFree(out.buf);
+    PyMem_RawFree(marks.buf);
+    PyMem_RawFree(scratch.buf);
+    PyBuffer_Release(&buf);
+    return result;
+}
