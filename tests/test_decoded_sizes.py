@@ -198,6 +198,45 @@ def test_damage_is_one_unreadable_byte_between_the_data_around_it(tmp_path: Path
         cursor.read(len(before) - 10, 100, partial=False)  # a page-cache reader gets no short read
 
 
+def test_damage_a_reader_meets_first_stays_where_it_was_met(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch whose offsets go back (its base offset edited, outside the CRC), met by a reader before
+    any size was counted: the read stops before it, and every read there fails from then on, as
+    `kfs cat` ends there. (A read used to resume from the seek map: from the last line's offset, a
+    walk from the next index entry starts past the pair of batches that goes back, never sees it,
+    and went on with the records after it, the last line's record again first; found by the fuzz
+    partition target, input 11:9221.)"""
+    monkeypatch.setattr(runs, "MAP_INTERVAL", 1)  # a seek-map entry at every line
+    partition = tmp_path / "logdir" / "damaged-0"
+    partition.mkdir(parents=True)
+    records = [(i, 1_700_000_000_000 + i, b"k", b"value %d" % i, []) for i in range(45)]
+    first = write_segment(str(partition), 0, [[(data_batch(i, records[i:i + 5], 0, None), records[i:i + 5])]
+                                               for i in range(0, 40, 5)], 1)  # an index entry per batch
+    write_segment(str(partition), 40, [[(data_batch(40, records[40:45], 0, None), records[40:45])]], closed=False)
+    log_file = partition / f"{0:020d}.log"
+    data = bytearray(log_file.read_bytes())
+    struct.pack_into(">q", data, first.batches[3].position, 20)  # batch 3 holds 20..24; batch 4 starts at 20
+    log_file.write_bytes(bytes(data))
+    plog = LogDirs([str(partition.parent)]).partition("damaged-0")
+    assert (24, first.batches[4].position) in plog.floor_segment(0).offset_index_entries()  # batch 4 indexed
+    prefix = line_prefix("damaged", 0)
+    readable = []
+    with pytest.raises(CorruptLogError, match="offsets go backwards: 20 after 24"):
+        readable.extend(plog.records(0))
+    before = "".join(render_line(prefix, r) for r in readable).encode()
+    assert [r.offset for r in readable][-6:] == [14, 20, 21, 22, 23, 24]
+    cursor = DecodedLog(plog).view(0).cursor()
+    got, position = [], 0
+    while data := cursor.read(position, 100):
+        got.append(data)
+        position += len(data)
+        if position == len(before):
+            break
+    assert b"".join(got) == before
+    for _ in range(2):
+        with pytest.raises(DamagedLog):
+            cursor.read(len(before), 100)
+
+
 def test_the_size_cache_is_bounded_and_keeps_what_was_used_last(tmp_path: Path) -> None:
     cache = SizeCache(str(tmp_path / "cache"), max_bytes=0)
     saved = SavedMap(10, 5, array("q", [0] * 100), array("q", [0] * 100))

@@ -44,7 +44,7 @@ from typing import NamedTuple, TypeAlias
 
 from kfs.internal.lines import line_decoder
 from kfs.record import Record
-from kfs.storage import KfsError, LogSegment, PartitionLog, VanishedError
+from kfs.storage import CorruptLogError, KfsError, LogSegment, PartitionLog, VanishedError
 from kfs.views.batch_lines import BatchLines, line_lists
 from kfs.views.jsonl import line_prefix, render_line_list
 from kfs.views.line_lengths import counted_batches
@@ -460,9 +460,11 @@ class Cursor:
                 if served >= wanted:
                     exhausted = False
                     break
-        except Exception:
+        except Exception as e:
             if frontier and positions:  # what was rendered before the error is mapped correctly
                 run.commit(positions, offsets, position, False, end)
+            if frontier and isinstance(e, CorruptLogError):
+                run.end_in_damage(position, str(e), end)
             raise
         self._buf, self._buf_position = data, data_position
         if frontier or (exhausted and position == frontier_at):  # (the walk ended at the frontier)

@@ -110,6 +110,20 @@ class SegmentRun:
                 self.walked_to = max(self.walked_to, end)
 
 
+    def end_in_damage(self, position: int, error: str, end: int) -> bool:
+        """A reader rendering at the map's frontier met damage at `position`: the run ends there, as
+        when counting meets it. Where a walk meets damage depends on where it starts (offsets that go
+        back are seen only by a walk that crosses both batches), so what the first walk met is kept:
+        a read resumed from the seek map would start past it. False when the map is elsewhere by now."""
+        with self.lock:
+            if self.error is not None or self.length != position:
+                return False
+            self.error = error
+            self.mapped_to = end
+        log.error("%s: decoded views stop at this damage (a read there fails)", error)
+        return True
+
+
 class MappingProgress:
     """Progress of mapping one view's runs, in the daemon log once it takes over PROGRESS_AFTER."""
 

@@ -103,6 +103,8 @@ EDITS = {
     "base offset 2^32": lambda data, p: struct.pack_into(">q", data, p, 2**32),
     "base offset near 2^63": lambda data, p: struct.pack_into(">q", data, p, 2**63 - 5),
     "length 2^31-1": lambda data, p: struct.pack_into(">i", data, p + 8, 2**31 - 1),
+    # the batch's offsets moved past the next batch's first: they go back there
+    "base offset + 5": lambda data, p: struct.pack_into(">q", data, p, struct.unpack_from(">q", data, p)[0] + 5),
 }
 
 
@@ -125,6 +127,27 @@ def test_damage_outside_the_crc_is_the_same_error_for_cat_and_messages_jsonl(edi
                           timeout=120)
     assert done.returncode == 1 and done.stdout == cat[0], done.stderr
     assert len(done.stderr.decode().strip().splitlines()) >= 1 and b"Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("partition", ["orders-0", "audit.events-v2-3"])
+def test_offsets_that_go_back_stop_messages_jsonl_where_a_reader_met_them(partition: str, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Input 11:9221: the read after the one that met the damage resumed from the seek map's last
+    line, whose offset the edited batch holds: a walk from the index entry at or below it starts at
+    the next batch, past the two that go back, and `messages.jsonl` went on where `kfs cat` stops."""
+    from kfs.views import runs
+
+    monkeypatch.setattr(runs, "MAP_INTERVAL", 1)  # every line a seek-map entry: the resume is at the last one
+    logdir = _damaged_last_segment(tmp_path, partition, EDITS["base offset + 5"])
+    for path in t.paths():
+        t.use_path(path)
+        plog = t.open_partition(logdir, partition)
+        try:
+            cat, view = t._cat(plog), t._messages_jsonl(plog)
+        finally:
+            plog.close()
+        assert cat[1] == "CorruptLogError", (path, cat[1])
+        assert cat == view, (path, len(cat[0]), cat[1], len(view[0]), view[1])
 
 
 def test_an_index_entry_at_a_whole_batch_inside_a_record_value_is_not_trusted(tmp_path: Path) -> None:
