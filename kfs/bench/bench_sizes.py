@@ -1,8 +1,9 @@
 """What exact decoded sizes cost: the first stat of a never-seen partition, a second mount, and reads after.
 
-    python -m kfs.bench.bench_sizes [--records 1000000] [--big-mb 1024] [--dir /tmp]
+    python -m kfs.bench.bench_sizes [--records 1000000] [--big-mb 1024] [--per-batch 500] [--dir /tmp]
 
-Builds log dirs with `kfs.bench.bench_spark.write_log_dir` (v2 batches of 500 records from
+Builds log dirs with `kfs.bench.bench_spark.write_log_dir` (v2 batches of 500 records, or
+`--per-batch`: 1 is the worst case, what a producer with linger.ms=0 writes, from
 kafka-python's builder, 128 MiB segments), then with real mounts (`size_scan=no`, a fresh size
 cache) times:
   first stat      `os.stat(messages.jsonl)` on a fresh mount and an empty cache: every line counted
@@ -93,18 +94,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--big-mb", type=int, default=1024, help="size of the never-seen partition (0: skip)")
+    parser.add_argument("--per-batch", type=int, default=500, help="records per batch (1: the worst case)")
     parser.add_argument("--dir", default=None)
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="kfs-bench-sizes-", dir=args.dir))
     try:
         small = work / "small"
-        write_log_dir(str(small), args.records, 128 << 20)
+        write_log_dir(str(small), args.records, 128 << 20, args.per_batch)
         bench_counting(small, print)
         bench_mount(small, work, f"{args.records} records", print)
         if args.big_mb:
             big = work / "big"
             records = args.big_mb * (1 << 20) // 147  # 147 bytes of segment per record
-            write_log_dir(str(big), records, 128 << 20)
+            write_log_dir(str(big), records, 128 << 20, args.per_batch)
             bench_mount(big, work, f"{args.big_mb} MB", print)
     finally:
         shutil.rmtree(work, ignore_errors=True)

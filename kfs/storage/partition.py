@@ -424,13 +424,18 @@ class PartitionLog:
 
     def _read_start(self, start_offset: int) -> tuple[LogSegment, int] | None:
         """The segment and position a read from `start_offset` starts at; None for a read from the
-        log end, after checking that end (raises OffsetOutOfRange outside the log)."""
+        log end, after checking that end (raises OffsetOutOfRange outside the log). A start past the
+        log end checks it too: damage in the active segment ends the log early (a log start offset
+        checkpointed past what is left of it), and is the error to report, as a decoded view's run
+        meets it, not OffsetOutOfRange."""
         try:
             location = self.locate_offset(start_offset, with_record=False)
         except OffsetOutOfRange:
-            if start_offset == self.log_end_offset():
-                self._check_log_end(start_offset)
-                return None
+            log_end = self.log_end_offset()
+            if start_offset >= log_end:
+                self._check_log_end(log_end)
+                if start_offset == log_end:
+                    return None
             raise
         floor = self._segments.floor(location.segment_base_offset)
         assert floor is not None

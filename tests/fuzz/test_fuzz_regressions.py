@@ -150,6 +150,30 @@ def test_offsets_that_go_back_stop_messages_jsonl_where_a_reader_met_them(partit
         assert cat == view, (path, len(cat[0]), cat[1], len(view[0]), view[1])
 
 
+def test_a_log_start_past_a_damaged_log_end_is_the_damage(tmp_path: Path) -> None:
+    """Inputs 22:22955 and 22:24874: metrics_raw-0's log start offset is checkpointed at 5000000367;
+    with its last segment's file gone and its first renamed one past its first batch (5000000360 under
+    the name 5000000361), that segment's records end the log at its base offset, below the log start.
+    `messages.jsonl` met the damage; `kfs cat` said the log start was out of range. Both name the damage."""
+    partition = "metrics_raw-0"
+    logdir = t.copy_partition(partition, tmp_path)
+    pdir = logdir / partition
+    (pdir / f"{5000000866:020d}.log").unlink()
+    (pdir / f"{5000000360:020d}.log").rename(pdir / f"{5000000361:020d}.log")
+    for path in t.paths():
+        t.use_path(path)
+        plog = t.open_partition(logdir, partition)
+        try:
+            assert plog.log_start_offset() > plog.log_end_offset()
+            cat, view = t._cat(plog), t._messages_jsonl(plog)
+        finally:
+            plog.close()
+        assert cat == (b"", "CorruptLogError") and view == cat, (path, cat, view)
+    done = subprocess.run([sys.executable, "-m", "kfs.cli.main", "cat", str(logdir), partition], capture_output=True,
+                          timeout=120)
+    assert done.returncode == 1 and b"is below the segment's base offset" in done.stderr, done.stderr
+
+
 def test_an_index_entry_at_a_whole_batch_inside_a_record_value_is_not_trusted(tmp_path: Path) -> None:
     """A record's value may hold a complete batch, CRC and all (a topic of raw Kafka batches): an index
     entry pointing there passes the header, CRC and offset checks, but the batches after it do not
