@@ -99,14 +99,15 @@ def test_foreground_mount_stays_until_unmounted(tmp_path: Path) -> None:
 
 
 def _kfs_on_default_path() -> bool:
-    """mount(8) runs helpers with no PATH, so /bin/sh's default PATH must find `kfs`."""
-    return subprocess.run(["env", "-i", "/bin/sh", "-c", "command -v kfs"], capture_output=True).returncode == 0
+    """mount(8) runs helpers with no PATH, so /bin/sh's default PATH must find a `kfs` that runs (a
+    link left to a deleted virtual environment's `kfs` is found, and fails)."""
+    return subprocess.run(["env", "-i", "/bin/sh", "-c", "kfs --help"], capture_output=True).returncode == 0
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mount -t needs root")
 def test_mount_t_fuse_kfs(tmp_path: Path) -> None:
     if not _kfs_on_default_path():
-        pytest.skip("kfs is not on the default PATH (e.g. ln -s $(which kfs) /usr/local/bin/kfs)")
+        pytest.skip("no working kfs on the default PATH (e.g. ln -sf $(which kfs) /usr/local/bin/kfs)")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     done = subprocess.run(["mount", "-t", "fuse.kfs", "-o", f"allow_other,log={tmp_path / 'log'}", LOGDIRS[0],
