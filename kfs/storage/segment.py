@@ -18,58 +18,21 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
-from typing import TypeAlias
 
-from kfs.record import (
-    HEADER_PROBE_SIZE,
-    HEADER_SIZE_UP_TO_MAGIC,
-    LOG_OVERHEAD,
-    MAX_BATCH_BYTES,
-    BatchHeader,
-    CorruptBatchError,
-    PlainRun,
-    Record,
-    complete_legacy_header,
-    crc_is_valid,
-    decode_records,
-    parse_batch_header,
-    peek_size,
-)
+from kfs.record import BatchHeader, Record, crc_is_valid
+from kfs.storage.batch_walk import BatchFile
 from kfs.storage.errors import CorruptLogError, VanishedError
 from kfs.storage.index import OffsetIndex, TimeIndex
-from kfs.storage.log_file import LogFile
 from kfs.storage.txn_index import AbortedTxn, read_txn_index
 
 log = logging.getLogger("kfs")
-
-FIRST_WINDOW = 4096             # a walk's first read: a lookup's walk mostly ends within it
-HEADER_WINDOW = 64 * 1024      # the most read at a time when only headers are needed
-BODY_WINDOW = 4 * 1024 * 1024  # the most read at a time when whole batches are needed
-READ_AHEAD_FROM = 256 * 1024   # a body walk this far along is a stream: read its next window ahead
-_ZERO_OVERHEAD = bytes(LOG_OVERHEAD)
-# Offered (the window from a batch boundary to the walk's limit, its file position, the last offset
-# before it): whole plain batches taken at once, or None (kfs.views.plain_runs).
-WindowTaker: TypeAlias = Callable[[memoryview, int, "int | None"], "PlainRun | None"]
-# Positions in a segment are int32 (index entries, FileRecords): no batch can end past this, so a length
-# that says otherwise is damage, never a batch the broker is still writing.
-MAX_SEGMENT_BYTES = 2**31 - 1
-# Offsets in a segment are its base offset + an int32 delta (LogSegment's relative offsets).
-MAX_RELATIVE_OFFSET = 2**31 - 1
-# The largest batch read whole: the decompression limit plus a v2 header (kfs.record.compression).
-MAX_BATCH_ON_DISK = MAX_BATCH_BYTES + HEADER_PROBE_SIZE
-
-
-def _ahead(with_body: bool, window: int, left: int) -> int:
-    """What a body walk asks the kernel to read ahead: its next window, once the walk is long."""
-    return min(window, left) if with_body and window >= READ_AHEAD_FROM else 0
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
-class LogSegment(LogFile):
+class LogSegment(BatchFile):
     """A segment's files, opened lazily; thread-safe for concurrent readers."""
 
     def __init__(self, directory: str, base_offset: int, inode: int | None = None, log_path: str | None = None,
@@ -111,148 +74,6 @@ class LogSegment(LogFile):
         super().close()
         self.offset_index.close()
         self.time_index.close()
-
-    # ---- walking batches ------------------------------------------------------------------------
-
-    def headers(self, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
-        """Headers of the complete batches in [start, end), reading only header bytes."""
-        for header, _ in self._walk(start, end, with_body=False):
-            yield header
-
-    def batches(self, start: int = 0, end: int | None = None, take: WindowTaker | None = None
-                ) -> Iterator[tuple[BatchHeader, memoryview]]:
-        """Complete batches in [start, end) with their bytes (memoryviews of a few large preads);
-        `take`: offered the window at each batch first, it may take several plain ones at once
-        (yielded as one PlainRun; kfs.views.plain_runs)."""
-        yield from self._walk(start, end, with_body=True, take=take)  # type: ignore[misc]
-
-    def _walk(self, start: int, end: int | None, with_body: bool, take: WindowTaker | None = None
-              ) -> Iterator[tuple[BatchHeader, memoryview | None]]:
-        """Read what the walk needs, no more: a lookup ends after a batch or two, so the first read is
-        a page; each read that follows on from the last doubles, up to HEADER_WINDOW (headers only) or
-        BODY_WINDOW, so a long walk costs few preads. A header walk that jumps over a batch larger than
-        its window starts small again: it needs the next header, not the body it skipped."""
-        limit = self.file_size() if end is None else end
-        max_window = BODY_WINDOW if with_body else HEADER_WINDOW
-        window = FIRST_WINDOW
-        position = start
-        buf = memoryview(b"")
-        buf_start = start
-        previous_last: int | None = None
-        while position + LOG_OVERHEAD <= limit:
-            at = position - buf_start
-            buf_end = buf_start + len(buf)
-            if at < 0 or (at + HEADER_PROBE_SIZE > len(buf) and buf_end < limit):
-                if position > buf_end:
-                    window = FIRST_WINDOW  # jumped over a large batch's body
-                length = min(window, limit - position)
-                window = min(2 * window, max_window)
-                buf = memoryview(self.read(position, length, _ahead(with_body, window, limit - position - length)))
-                buf_start, at = position, 0
-            if at + LOG_OVERHEAD > len(buf):
-                return  # the file ended early (truncated under us)
-            if take is not None:
-                run = take(buf[at:limit - buf_start], position, previous_last)
-                if run is not None:  # whole plain batches, checked as below (kfs.views.plain_runs)
-                    previous_last = run.last_offset
-                    yield run, None
-                    position += run.size
-                    continue
-            if buf[at:at + LOG_OVERHEAD] == _ZERO_OVERHEAD:
-                return  # a preallocated log's zero tail: the end of the data
-            if position + HEADER_SIZE_UP_TO_MAGIC > limit:
-                return  # a length but no magic yet: a batch still being written (FileLogInputStream.nextBatch)
-            try:
-                size, _magic = peek_size(buf, at)
-                if position + size > MAX_SEGMENT_BYTES:
-                    raise CorruptBatchError(f"batch length {size - LOG_OVERHEAD} runs past {MAX_SEGMENT_BYTES} "
-                                            "bytes, the most a segment can hold", position)
-                if position + size > limit:
-                    known_end = self._tail[1]
-                    if position < known_end < position + size:
-                        # Not a tail being written: complete batches were found past this position
-                        # (from a checked index entry), so this length field is damaged.
-                        raise CorruptBatchError(f"batch length {size - LOG_OVERHEAD} runs past position "
-                                                f"{known_end}, where complete batches end", position)
-                    return  # a batch still being written (or cut short): not shown
-                if with_body and size > MAX_BATCH_ON_DISK:
-                    raise CorruptBatchError(f"a batch of {size} bytes, more than {MAX_BATCH_BYTES >> 20} MiB, "
-                                            "kfs's limit for one batch", position)
-                if with_body and at + size > len(buf):
-                    length = min(max(window, size), limit - position)
-                    window = min(2 * window, max_window)
-                    buf = memoryview(self.read(position, length, _ahead(with_body, window, limit - position - length)))
-                    buf_start, at = position, 0
-                    if len(buf) < size:
-                        return
-                header = parse_batch_header(buf, at, position)
-            except CorruptBatchError as e:
-                raise CorruptLogError(self.log_path, position, str(e)) from None
-            problem = self._offsets_problem(header, previous_last)
-            if problem is not None:
-                raise CorruptLogError(self.log_path, position, problem)
-            previous_last = header.last_offset
-            body = buf[at:at + size] if with_body else None
-            yield header, body
-            position += size
-
-    def _offsets_problem(self, header: BatchHeader, previous_last: int | None) -> str | None:
-        """Why a batch's offsets cannot be where it is, or None. The base offset is outside the CRC: a
-        damaged one would otherwise put records at the wrong offsets, or end a walk early."""
-        base, last = header.base_offset, header.last_offset
-        first = base if base >= 0 or header.magic == 2 else last  # a legacy compressed wrapper's base is
-        # known only inside it (its header says -1); a v2 batch's is in its header, whatever it says
-        if last < first:
-            return f"last offset {last} is below its base offset {base}"
-        if first < self.base_offset:
-            return f"offset {first} is below the segment's base offset {self.base_offset}"
-        if last - self.base_offset > MAX_RELATIVE_OFFSET:
-            return (f"offset {last} is past what the segment can hold (its base offset {self.base_offset} "
-                    "+ a 32-bit delta)")
-        if previous_last is not None and first <= previous_last:
-            return f"offsets go backwards: {first} after {previous_last}"
-        return None
-
-    def batch_at(self, position: int) -> tuple[BatchHeader, memoryview] | None:
-        """The complete batch starting at `position`, or None if there is none: a page, and the rest
-        of the batch if it is longer, never more."""
-        for found in self._walk(position, None, with_body=True):
-            return found  # type: ignore[return-value]
-        return None
-
-    def records_of(self, header: BatchHeader, body: memoryview) -> list[Record]:
-        """The batch's records, after checking its CRC (a consumer's check.crcs): a flipped bit is
-        an error naming the file and position, never a silently wrong value."""
-        if not crc_is_valid(body, header):
-            raise CorruptLogError(self.log_path, header.position, f"CRC mismatch (stored {header.crc})")
-        try:
-            records = decode_records(body, header)
-        except CorruptBatchError as e:
-            raise CorruptLogError(self.log_path, header.position, str(e)) from None
-        # Offset deltas are inside the CRC, but a batch Kafka wrote holds its records between its base
-        # and last offsets, in order (the decoders check the order): a record past them would be shown
-        # where no reader of the log looks for it. (A legacy wrapper's base is known only from its
-        # records: the segment's base bounds it.)
-        lowest = max(header.base_offset, self.base_offset)
-        if records and (records[0].offset < lowest or records[-1].offset > header.last_offset):
-            raise CorruptLogError(self.log_path, header.position,
-                                  f"records at offsets {records[0].offset} to {records[-1].offset}, outside the "
-                                  f"batch's offsets {lowest} to {header.last_offset}")
-        return records
-
-    def base_offset_of(self, header: BatchHeader, body: memoryview | None = None) -> int:
-        """A batch's base offset; a legacy compressed wrapper needs its body decompressed for it."""
-        if header.base_offset < 0:
-            if body is None:
-                found = self.batch_at(header.position)
-                if found is None:
-                    return header.last_offset
-                body = found[1]
-            try:
-                complete_legacy_header(header, body)
-            except CorruptBatchError as e:
-                raise CorruptLogError(self.log_path, header.position, str(e)) from None
-        return header.base_offset
 
     # ---- what the broker keeps in memory --------------------------------------------------------
 

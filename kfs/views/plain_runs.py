@@ -1,7 +1,7 @@
 """Many plain batches at a time: the decoded views' walk in one compiled call per window.
 
 Walking a segment a batch at a time in Python (header parse, offset checks, CRC call, the
-generator layers from LogSegment._walk up to line_lists) cost ~6 us a batch: more than rendering
+generator layers from BatchFile._walk up to line_lists) cost ~6 us a batch: more than rendering
 a 20-record batch, and all of it under the GIL. `walk_v2_run` (kfs/record/csrc/walk_v2_run.c) takes the
 window the segment walk has read and goes on from batch to batch itself, rendering (or counting)
 each one's lines without the GIL, while every batch is *plain*; the first that is not is handed
@@ -13,8 +13,8 @@ never differ from the Python walk's verdict:
 
 | the Python walk checks                                          | where                       |
 |-----------------------------------------------------------------|-----------------------------|
-| whole within the walk's limit, length >= 49, magic 2, not > 64 MiB | segment.py `_walk`, peek_size |
-| base >= the segment's base, last - base of segment <= 2^31 - 1,   | segment.py `_offsets_problem` |
+| whole within the walk's limit, length >= 49, magic 2, not > 64 MiB | batch_walk.py `_walk`, peek_size |
+| base >= the segment's base, last - base of segment <= 2^31 - 1,   | batch_walk.py `_offsets_problem` |
 | last >= base, base > the previous batch's last                   |                             |
 | last below the next segment's base (or the active one's log end) | partition.py `_placed_batches` |
 | a batch at or past the view's end ends it; one wholly before its | record_stream.py            |
