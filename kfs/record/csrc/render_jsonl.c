@@ -54,20 +54,12 @@ ob_put(outbuf *o, const char *s, Py_ssize_t n)
 
 #define OB_PUT_LITERAL(o, s) ob_put((o), (s), (Py_ssize_t)(sizeof(s) - 1))
 
-/* str(int) of an int64; needs 20 bytes reserved. */
+/* str(int) of an int64 (write_int64); needs 20 bytes reserved. */
 static void
 ob_put_int64(outbuf *o, int64_t v)
 {
-    char tmp[20];
-    int i = 20;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[--i] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        tmp[--i] = '-';
-    ob_put(o, tmp + i, 20 - i);
+    char *start = o->buf + o->len;
+    o->len += write_int64(start, v) - start;
 }
 /* render_bytes(): a JSON string when valid UTF-8, {"base64": "..."} when not, null for None. */
 static int

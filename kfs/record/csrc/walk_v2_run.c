@@ -53,6 +53,17 @@ typedef struct {
     int64_t batches;      /* batches taken */
 } run_result;
 
+/* A batch taken whole (rendered, counted, or passed over before the view): the run ends after it. */
+static inline void
+take_batch(run_result *res, int64_t base, int64_t last, Py_ssize_t end)
+{
+    if (res->batches == 0)
+        res->first_base = base;
+    res->last = last;
+    res->batches++;
+    res->used = end;
+}
+
 static int
 walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawbuf *marks, rawbuf *scratch,
          run_result *res)
@@ -83,12 +94,8 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
         if (last < rp->first) { /* before the view: passed over unread, as selected_batches does */
             previous = last;
             has_previous = 1;
-            if (res->batches == 0)
-                res->first_base = base;
-            res->last = last;
-            res->batches++;
             p += (Py_ssize_t)size;
-            res->used = p;
+            take_batch(res, base, last, p);
             continue;
         }
         const int32_t count = (int32_t)load_be32(b + 57);
@@ -142,12 +149,8 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
         }
         previous = last;
         has_previous = 1;
-        if (res->batches == 0)
-            res->first_base = base;
-        res->last = last;
-        res->batches++;
         p += (Py_ssize_t)size;
-        res->used = p;
+        take_batch(res, base, last, p);
         if (!rp->count_only && out->len >= rp->budget)
             break;
     }
