@@ -13,6 +13,7 @@ from conftest import GOLDEN_PARTITIONS, LOGDIRS, v2_batch, write_segment
 from kfs.record import BatchHeader, Record, speedups
 from kfs.storage import LogDirs, LogSegment, VanishedError
 from kfs.views import batch_lines, decoded, runs
+from kfs.views import cursor as cursor_module
 from kfs.views.decoded import DecodedLog
 
 
@@ -29,7 +30,8 @@ def _read_all(cursor: decoded.Cursor, chunk: int = 1 << 16) -> bytes:
 @pytest.fixture(autouse=True)
 def _small_map_interval(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runs, "MAP_INTERVAL", 2048)  # many map entries on small fixtures
-    monkeypatch.setattr(decoded, "RESUME_SLACK", 4096)
+    monkeypatch.setattr(cursor_module, "FORWARD_SLACK", 4096)
+    monkeypatch.setattr(cursor_module, "KEPT_BYTES", 3000)
 
 
 @pytest.mark.parametrize("partition", GOLDEN_PARTITIONS)
@@ -47,6 +49,35 @@ def test_random_reads_equal_the_sequential_stream(partition: str) -> None:
     for _ in range(30):
         position = rng.randrange(len(full))
         assert fresh.cursor().read(position, 300) == full[position:position + 300]
+
+
+@pytest.mark.parametrize("partition", ["orders-0", "payments-0", "audit.events-v2-3"])
+@pytest.mark.parametrize("request_size", [700, 4096])
+def test_requests_that_come_out_of_order_are_rendered_once(partition: str, request_size: int,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel's page-cache requests reach libfuse's threads in any order: the next one often
+    takes the cursor first. The cursor renders forward through the gap and keeps what it rendered,
+    so the late one is served from there: the same bytes, and a walk per segment, not per request."""
+    monkeypatch.setattr(cursor_module, "FORWARD_SLACK", 2 * request_size)  # as the mount's to its requests
+    monkeypatch.setattr(cursor_module, "KEPT_BYTES", 2 * request_size)
+    plog = LogDirs(LOGDIRS).partition(partition)
+    full = _read_all(DecodedLog(plog).view(None).cursor())
+    log = DecodedLog(plog)
+    walks = []
+    rendered = log.rendered
+    log.rendered = lambda *a, **k: (walks.append(a), rendered(*a, **k))[1]  # type: ignore[method-assign]
+    view = log.view(None)
+    cursor = view.cursor()
+    rng = random.Random(request_size)
+    position = pairs = 0
+    while position < len(full):  # a pair of requests, most often the second answered first
+        pair = [position, position + request_size]
+        for at in reversed(pair) if rng.random() < 0.7 else pair:
+            assert cursor.read(at, request_size) == full[at:at + request_size]
+        position, pairs = position + 2 * request_size, pairs + 1
+    runs = len(view.layout())
+    assert pairs > 4 * runs
+    assert len(walks) <= 3 * runs  # a walk per segment, and a few more where a pair straddles two
 
 
 @pytest.mark.parametrize("partition", ["orders-0", "audit.events-v2-3", "inventory-2"])

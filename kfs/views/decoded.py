@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -44,11 +44,12 @@ from typing import NamedTuple, TypeAlias
 
 from kfs.internal.lines import line_decoder
 from kfs.record import Record
-from kfs.storage import CorruptLogError, KfsError, LogSegment, PartitionLog, VanishedError
+from kfs.storage import KfsError, LogSegment, PartitionLog, VanishedError
 from kfs.views.batch_lines import BatchLines, line_lists
+from kfs.views.cursor import Cursor, Piece
 from kfs.views.jsonl import line_prefix, render_line_list
 from kfs.views.line_lengths import counted_batches
-from kfs.views.runs import MAP_INTERVAL, DamagedLog, MappingProgress, SegmentRun, count_into
+from kfs.views.runs import DamagedLog, MappingProgress, SegmentRun, count_into
 from kfs.views.size_cache import SizeCache, code_fingerprint
 
 __all__ = ["Cursor", "DamagedLog", "DecodedLog", "DecodedView", "Measure", "Piece", "SegmentRun"]
@@ -56,11 +57,9 @@ __all__ = ["Cursor", "DamagedLog", "DecodedLog", "DecodedView", "Measure", "Piec
 log = logging.getLogger("kfs")
 
 Pace: TypeAlias = Callable[[SegmentRun], None]
-Piece: TypeAlias = "bytes | memoryview"  # a part of a read's reply (a view of a rendered chunk)
 
 MAPPING_THREADS = min(4, os.cpu_count() or 1)  # segments of one view counted at once
 MAX_RUNS = 4096  # runs kept per decoded log (LRU); a run of a 1 GiB segment maps in ~1 MB
-RESUME_SLACK = 2 * MAP_INTERVAL  # a cursor this close behind a read skips forward instead of seeking
 MAX_SKIPS = 256  # view starts remembered per run
 
 
@@ -309,164 +308,3 @@ class DecodedView:
     def cursor(self, opened: Measure | None = None) -> Cursor:
         """A reader's cursor; `opened`: the measure the reader's size came from (see Cursor)."""
         return Cursor(self, opened)
-
-
-class Cursor:
-    """A reader's position in a view (one per open file): sequential reads continue the decoding
-    where the last one stopped; other reads seek through the run maps.
-
-    **The rule when segments change under a reader.** A decoded file is always the lines of the
-    partition's segments as they are now: every reader, and the kernel's page cache they share,
-    sees the same bytes at the same position, and st_size is their length. Appends (the active
-    segment growing, a roll) only add bytes at the end. Retention deleting a segment, the log
-    start moving, or the log cleaner swapping in a shorter segment changes the bytes *after* the
-    change: a reader that had read there, or whose kernel holds pages of the old bytes there (its
-    own readahead, or pages another reader cached), would go on with other lines at the same
-    positions (a line cut in two, records skipped or repeated). So each cursor remembers the
-    segment files (and the start) of the file as it was when opened, and as it was at each read
-    since; a read when one of them is gone or replaced is EIO, never bytes that do not continue
-    what the reader has. A read from position 0 starts over with the file as it is now, and so
-    does `tail -f` when it sees the size drop below what it read ("file truncated"). Kafka's
-    readers follow offsets, not byte positions, and go on: `kfs cat`, or `offset/<N>.jsonl`
-    reopened at the last offset read, do the same here.
-    """
-
-    def __init__(self, view: DecodedView, opened: Measure | None = None) -> None:
-        self.view = view
-        self.lock = threading.Lock()
-        self._run: SegmentRun | None = None
-        self._end = 0
-        self._chunks: Iterator[BatchLines] = iter(())
-        self._buf = b""  # the rendered batch the cursor is in ...
-        self._buf_position = 0  # ... and where it starts in the run
-        # The view's start and its runs' files (Measure.runs) as the reader has known them.
-        self._seen = (opened.start, opened.runs) if opened is not None else None
-
-    def read(self, position: int, size: int, partial: bool = True) -> bytes:
-        """Up to `size` bytes at `position`; fewer only at the end of the stream, or (`partial`)
-        before damage or a vanished segment: the read that starts there raises the error. Without
-        `partial` such a read raises at once (a page-cache reader takes a short read for the end)."""
-        return b"".join(self.read_pieces(position, size, partial))
-
-    def read_pieces(self, position: int, size: int, partial: bool = True) -> list[Piece]:
-        """`read`, in the pieces it is made of (for a reply that joins them without the GIL)."""
-        out: list[Piece] = []
-        with self.lock:
-            try:
-                self._read_into(out, position, size)
-            except Exception:
-                self._run = None  # start afresh: the next read meets the error again
-                if not out or not partial:
-                    raise
-        return out
-
-    def _read_into(self, out: list[Piece], position: int, wanted: int) -> None:
-        start = self.view.start
-        layout = self.view.layout(start)
-        runs = tuple((run.segment.base_offset, run.segment.inode, run.start) for run, _ in layout)
-        if self._seen is not None and position > 0:  # (a read from 0 starts over)
-            seen_start, seen = self._seen
-            changed = [seen_run for seen_run, now in zip(seen, runs + (None,) * len(seen), strict=False)
-                       if now != seen_run]
-            if changed:
-                path = os.path.join(self.view.log.plog.path, f"{changed[0][0]:020d}.log")
-                raise VanishedError(f"{path}: segment deleted or replaced while read, at position {position} of "
-                                    "this reader (the decoded file changed since it opened or last read it: "
-                                    "reopen it to read it as it is now)")
-            if seen_start != start:
-                raise VanishedError(f"{self.view.log.plog.name}: the log start moved from {seen_start} to {start} "
-                                    f"while read, at position {position} of this reader (reopen the file to read "
-                                    "it as it is now)")
-        self._seen = (start, runs)
-        self._walk(out, layout, position, position + self.view.skip(layout, start), wanted)
-
-    def _walk(self, out: list[Piece], layout: list[tuple[SegmentRun, int]], position: int, local: int,
-              wanted: int) -> None:
-        """Serve `wanted` bytes from `local` in the first run of `layout` on; `position` is the stream's."""
-        for run, end in layout:
-            if run.complete(end) and local >= run.length:
-                if run.error is not None:
-                    if local == run.length:
-                        raise DamagedLog(run.error)
-                    local -= 1
-                local -= run.length
-                continue
-            served = self._serve(run, end, local, wanted, out)
-            if served:
-                wanted -= served
-                position += served
-                local = 0
-                if wanted <= 0:
-                    return
-                continue
-            if not run.complete(end):
-                return  # (cannot happen: a run read to its end is complete)
-            local -= run.length  # the run ended before `local`: it is complete now
-
-    def _serve(self, run: SegmentRun, end: int, local: int, wanted: int, out: list[Piece]) -> int:
-        """Append up to `wanted` bytes of `run` from `local` to `out`; return how many.
-
-        Works a batch at a time: the batch's lines come as one bytes with their ends packed; the map
-        takes the starts it needs at the frontier, other reads only the batch's length.
-        """
-        log = self.view.log
-        buf_end = self._buf_position + len(self._buf)
-        if not (self._run is run and self._end == end and self._buf_position <= local
-                and local - buf_end <= RESUME_SLACK):
-            position, offset = run.entry_at_or_before(local)
-            self._run, self._end = run, end
-            self._chunks = log.rendered(offset, end, run.segment)
-            self._buf, self._buf_position = b"", position
-            buf_end = position
-        served = 0
-        if local < buf_end:  # the rest of the batch the last read stopped in
-            piece = memoryview(self._buf)[local - self._buf_position:local - self._buf_position + wanted]
-            out.append(piece)
-            served += len(piece)
-            local += len(piece)
-            if served >= wanted:
-                return served
-        position = buf_end
-        # Once the cursor reaches the map's frontier it maps what it renders (committed per read).
-        frontier_at, mapped_to = run.length, run.mapped_to
-        frontier = position == frontier_at
-        positions: list[int] = []
-        offsets: list[int] = []
-        data, data_position = self._buf, self._buf_position
-        exhausted = True
-        try:
-            for chunk in self._chunks:  # BatchLines: the starts are only made at the frontier
-                chunk_end = position + len(chunk.data)
-                if frontier:
-                    positions.append(position)
-                    positions += [position + e for e in chunk.ends[:-1]]
-                    offsets += chunk.offsets
-                elif position <= frontier_at < chunk_end or frontier_at == position:
-                    starts = [position, *(position + e for e in chunk.ends)]
-                    i = bisect_left(starts, frontier_at)
-                    if starts[i] == frontier_at and i < len(chunk.offsets) and chunk.offsets[i] >= mapped_to:
-                        frontier = True
-                        positions += starts[i:-1]
-                        offsets += chunk.offsets[i:]
-                data, data_position = chunk.data, position
-                position = chunk_end
-                if position <= local:
-                    continue  # before the read (after a seek to a map entry)
-                # (a view, not a copy: the reply is gathered from the pieces in one copy, kfs.fuse.zerocopy)
-                piece = memoryview(data)[local - data_position:local - data_position + wanted - served]
-                out.append(piece)
-                served += len(piece)
-                local += len(piece)
-                if served >= wanted:
-                    exhausted = False
-                    break
-        except Exception as e:
-            if frontier and positions:  # what was rendered before the error is mapped correctly
-                run.commit(positions, offsets, position, False, end)
-            if frontier and isinstance(e, CorruptLogError):
-                run.end_in_damage(position, str(e), end)
-            raise
-        self._buf, self._buf_position = data, data_position
-        if frontier or (exhausted and position == frontier_at):  # (the walk ended at the frontier)
-            run.commit(positions, offsets, position, exhausted, end)
-        return served

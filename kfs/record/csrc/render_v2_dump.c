@@ -310,7 +310,7 @@ kfs_render_v2_dump(PyObject *module, PyObject *args, PyObject *kwargs)
                                      &base_sequence, &previous, &batch, &position, &compression, &valid))
         return NULL;
     PyObject *result = NULL;
-    rawbuf out = {NULL, 0, 0}, gaps = {NULL, 0, 0};
+    rawbuf out = {NULL, 0, 0, 0}, gaps = {NULL, 0, 0, 0};
     Py_ssize_t tt_len, codec_len = 4;
     const char *codec_utf8 = "none";
     if (compression != NULL && (codec_utf8 = PyUnicode_AsUTF8AndSize(compression, &codec_len)) == NULL) {

@@ -146,7 +146,7 @@ kfs_render_v2_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
                                      &first, &stop, &lines, &last))
         return NULL;
     PyObject *result = NULL;
-    rawbuf out = {NULL, 0, 0}, marks = {NULL, 0, 0};
+    rawbuf out = {NULL, 0, 0, 0}, marks = {NULL, 0, 0, 0};
     Py_ssize_t prefix_len, tt_len;
     const char *prefix_utf8 = PyUnicode_AsUTF8AndSize(prefix, &prefix_len);
     const char *tt_utf8 = prefix_utf8 ? PyUnicode_AsUTF8AndSize(timestamp_type, &tt_len) : NULL;

@@ -37,12 +37,15 @@ KFS_HIDDEN int kfs_check_init(void);
 /* ---- the output of the loops that run without the GIL ---------------------------------------- */
 
 /* No Python object is touched between Py_BEGIN_ALLOW_THREADS and Py_END_ALLOW_THREADS: memory
- * comes from PyMem_RawRealloc, which needs no GIL. */
+ * comes from PyMem_RawRealloc, which needs no GIL. A buffer may start as the storage of a bytes
+ * object made with the GIL beforehand (`borrowed`), so the lines need no copy into one after: the
+ * bytes is only written, never resized, without the GIL; growing past it moves to raw memory. */
 
 typedef struct {
     char *buf;
     size_t len;
     size_t cap;
+    int borrowed; /* buf is a bytes object's storage: not ours to realloc or free */
 } rawbuf;
 
 enum { RENDER_OK = 0, RENDER_UNUSUAL = -1, RENDER_NO_MEMORY = -2 };
@@ -58,9 +61,12 @@ rb_reserve(rawbuf *o, size_t need)
     size_t cap = o->cap ? o->cap : (size_t)1 << 16;
     while (cap - o->len < need)
         cap *= 2;
-    char *b = PyMem_RawRealloc(o->buf, cap);
+    char *b = PyMem_RawRealloc(o->borrowed ? NULL : o->buf, cap);
     if (b == NULL)
         return -1;
+    if (o->borrowed && o->len)
+        memcpy(b, o->buf, o->len);
+    o->borrowed = 0;
     o->buf = b;
     o->cap = cap;
     return 0;

@@ -19,6 +19,10 @@
 #define RUN_MAX_BATCH_ON_DISK ((INT64_C(64) << 20) + 61) /* MAX_BATCH_BYTES + HEADER_PROBE_SIZE */
 #define RUN_MAX_BATCH_RECORDS (1 << 20)
 #define RUN_MIN_LENGTH 49 /* RECORD_BATCH_OVERHEAD - LOG_OVERHEAD: the smallest v2 length field */
+/* A lines walk stops once its budget is rendered, after the batch it is in: the bytes returned is
+ * made that big and a batch's lines more; a larger batch moves the lines to raw memory (one copy). */
+#define FILLED_SLACK ((Py_ssize_t)64 << 10)
+#define MAX_FILLED_BUDGET ((Py_ssize_t)16 << 20)
 
 static inline uint64_t
 load_be64(const uint8_t *p)
@@ -186,8 +190,8 @@ kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
                                      &previous_obj, &max_last, &first, &stop, &prefix, &read_committed, &count_only,
                                      &budget))
         return NULL;
-    PyObject *result = NULL;
-    rawbuf out = {NULL, 0, 0}, marks = {NULL, 0, 0}, scratch = {NULL, 0, 0};
+    PyObject *result = NULL, *lines = NULL;
+    rawbuf out = {NULL, 0, 0, 0}, marks = {NULL, 0, 0, 0}, scratch = {NULL, 0, 0, 0};
     run_params rp = {segment_base, max_last, first, stop, 0, previous_obj != Py_None, read_committed, count_only,
                      budget > 0 ? (size_t)budget : 0, NULL, 0};
     if (rp.has_previous) {
@@ -211,6 +215,14 @@ kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
             result = Py_NewRef(Py_None);
         goto done;
     }
+    if (!count_only && budget > 0 && budget <= MAX_FILLED_BUDGET) {
+        /* The lines go straight into the bytes returned: copying them into one after the walk
+         * held the GIL for a memcpy of every byte rendered, which two readers took turns at. */
+        lines = PyBytes_FromStringAndSize(NULL, budget + FILLED_SLACK);
+        if (lines == NULL)
+            goto done;
+        out = (rawbuf){PyBytes_AS_STRING(lines), 0, (size_t)(budget + FILLED_SLACK), 1};
+    }
     run_result res = {0, 0, 0, 0, 0};
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -226,15 +238,27 @@ kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     PyObject *packed = PyBytes_FromStringAndSize(marks.buf ? marks.buf : "", (Py_ssize_t)marks.len);
     PyObject *data = NULL;
-    if (packed != NULL)
-        data = count_only ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize(out.buf ? out.buf : "", (Py_ssize_t)out.len);
+    if (packed != NULL && count_only)
+        data = Py_NewRef(Py_None);
+    else if (packed != NULL && out.borrowed) { /* still in `lines`: cut it to what was written */
+        out.buf = NULL;
+        out.borrowed = 0;
+        if (_PyBytes_Resize(&lines, (Py_ssize_t)out.len) == 0) {
+            data = lines;
+            lines = NULL;
+        }
+    }
+    else if (packed != NULL)
+        data = PyBytes_FromStringAndSize(out.buf ? out.buf : "", (Py_ssize_t)out.len);
     if (data != NULL)
         result = Py_BuildValue("nLLLOO", res.used, (long long)res.first_base, (long long)res.last,
                                (long long)res.records, packed, data);
     Py_XDECREF(packed);
     Py_XDECREF(data);
 done:
-    PyMem_RawFree(out.buf);
+    if (!out.borrowed)
+        PyMem_RawFree(out.buf);
+    Py_XDECREF(lines);
     PyMem_RawFree(marks.buf);
     PyMem_RawFree(scratch.buf);
     PyBuffer_Release(&buf);
