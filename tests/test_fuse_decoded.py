@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from conftest import GOLDEN_PARTITIONS, LOGDIRS, v2_batch, write_segment
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kfs.record import BatchHeader, Record, speedups
 from kfs.storage import LogDirs, LogSegment, VanishedError
@@ -78,6 +80,31 @@ def test_requests_that_come_out_of_order_are_rendered_once(partition: str, reque
     runs = len(view.layout())
     assert pairs > 4 * runs
     assert len(walks) <= 3 * runs  # a walk per segment, and a few more where a pair straddles two
+
+
+_PAYMENTS_LINES: list[bytes] = []
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(-9000, 9000), st.integers(1, 6000)), min_size=1, max_size=60),
+       st.integers(0, 6000), st.integers(0, 9000))
+def test_reads_near_and_far_give_the_streams_bytes(moves: list[tuple[int, int]], forward: int, kept: int) -> None:
+    """Any sequence of reads, each near the last (behind it, into the kept chunks or before them;
+    ahead of it, within the forward slack or past it) or anywhere, with any slack and keep sizes:
+    the stream's bytes (oracle: one sequential read of the whole view)."""
+    plog = LogDirs(LOGDIRS).partition("payments-0")
+    if not _PAYMENTS_LINES:
+        _PAYMENTS_LINES.append(_read_all(DecodedLog(plog).view(None).cursor()))
+    full = _PAYMENTS_LINES[0]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cursor_module, "FORWARD_SLACK", forward)
+        patch.setattr(cursor_module, "KEPT_BYTES", kept)
+        cursor = DecodedLog(plog).view(None).cursor()
+        position = 0
+        for move, size in moves:
+            position = abs(move) * 31 % len(full) if abs(move) > 8000 else min(max(position + move, 0), len(full))
+            assert cursor.read(position, size) == full[position:position + size]
+            position += size
 
 
 @pytest.mark.parametrize("partition", ["orders-0", "audit.events-v2-3", "inventory-2"])

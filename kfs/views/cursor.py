@@ -198,9 +198,9 @@ class Cursor:
         self._at = position + len(data)
 
     def _forget_before(self, local: int) -> None:
-        """Forget the kept chunks that end at or before `local` (never the last: the cursor's)."""
+        """Forget the kept chunks that end at or before `local`."""
         drop = 0
-        while drop < len(self._kept) - 1 and self._kept[drop][0] + len(self._kept[drop][1]) <= local:
+        while drop < len(self._kept) and self._kept[drop][0] + len(self._kept[drop][1]) <= local:
             drop += 1
         if drop:
             del self._kept[:drop]
