@@ -85,8 +85,7 @@ class Cursor:
         return out
 
     def _read_into(self, out: list[Piece], position: int, wanted: int) -> None:
-        start = self.view.start
-        layout = self.view.layout(start)
+        start, layout = self.view.start_and_layout()
         runs = tuple((run.segment.base_offset, run.segment.inode, run.start) for run, _ in layout)
         if self._seen is not None and position > 0:  # (a read from 0 starts over)
             seen_start, seen = self._seen

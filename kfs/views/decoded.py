@@ -45,6 +45,7 @@ from typing import NamedTuple, TypeAlias
 from kfs.internal.lines import line_decoder
 from kfs.record import Record
 from kfs.storage import KfsError, LogSegment, PartitionLog, VanishedError
+from kfs.storage.log_file import one_lookup
 from kfs.views.batch_lines import BatchLines, line_lists
 from kfs.views.cursor import Cursor, Piece
 from kfs.views.jsonl import line_prefix, render_line_list
@@ -209,29 +210,38 @@ class DecodedView:
         """The runs of this view (whole segments, the first from the log start) and the offset each
         ends at (the next segment's base, or the log end); from the segment holding `start`, for a
         reader already there, whom the runs before do not concern."""
+        return self.start_and_layout(start)[1]
+
+    def start_and_layout(self, start: int | None = None) -> tuple[int, list[tuple[SegmentRun, int]]]:
+        """The view's start (`start` if given) and `layout(start)`, with each file's size and the
+        log start checkpoint taken once (one_lookup): a cursor asks for both at every read, under
+        its lock, and each stat and fstat let the GIL go to another thread and waited to get it back."""
         plog = self.log.plog
-        start = self.start if start is None else start
-        first = plog.floor_segment(start)
-        if first is None and not plog.segments():
-            return []  # a partition directory with no segment yet: an empty log
-        if first is None:
-            raise VanishedError(f"{plog.name}: the segment holding offset {start} is gone")
-        segments = [first]
-        following = plog.higher_segment(first.base_offset)
-        while following is not None:
-            segments.append(following)
-            following = plog.higher_segment(following.base_offset)
-        log_start, log_end = plog.log_start_offset(), plog.log_end_offset()
-        layout = []
-        for i, segment in enumerate(segments):
-            start = max(segment.base_offset, log_start)
-            end = segments[i + 1].base_offset if i + 1 < len(segments) else max(log_end, start)
-            run = self.log.run(segment, start, end)
-            if i + 1 == len(segments) and run.file_end > segment.valid_size():
-                self.log.forget(run)  # the active segment was truncated (a new leader): count afresh
-                run = self.log.run(segment, start, end)
-            layout.append((run, end))
-        return layout
+        with one_lookup():
+            log_start = plog.log_start_offset()
+            if start is None:
+                start = self._start if self._start is not None else log_start
+            first = plog.floor_segment(start)
+            if first is None and not plog.segments():
+                return start, []  # a partition directory with no segment yet: an empty log
+            if first is None:
+                raise VanishedError(f"{plog.name}: the segment holding offset {start} is gone")
+            segments = [first]
+            following = plog.higher_segment(first.base_offset)
+            while following is not None:
+                segments.append(following)
+                following = plog.higher_segment(following.base_offset)
+            log_end = plog.log_end_offset()
+            layout = []
+            for i, segment in enumerate(segments):
+                run_start = max(segment.base_offset, log_start)
+                end = segments[i + 1].base_offset if i + 1 < len(segments) else max(log_end, run_start)
+                run = self.log.run(segment, run_start, end)
+                if i + 1 == len(segments) and run.file_end > segment.valid_size():
+                    self.log.forget(run)  # the active segment was truncated (a new leader): count afresh
+                    run = self.log.run(segment, run_start, end)
+                layout.append((run, end))
+        return start, layout
 
     def mapped_layout(self, start: int | None = None, pace: Pace | None = None) -> list[tuple[SegmentRun, int]]:
         """The layout with every run mapped to its end: what a size needs (with progress in the log
