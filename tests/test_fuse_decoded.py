@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 
 from kfs.record import BatchHeader, Record, speedups
 from kfs.storage import LogDirs, LogSegment, VanishedError
-from kfs.views import batch_lines, decoded, runs
+from kfs.views import batch_lines, runs
 from kfs.views import cursor as cursor_module
 from kfs.views.decoded import DecodedLog
 
 
-def _read_all(cursor: decoded.Cursor, chunk: int = 1 << 16) -> bytes:
+def _read_all(cursor: cursor_module.Cursor, chunk: int = 1 << 16) -> bytes:
     out, position = [], 0
     while True:
         data = cursor.read(position, chunk)

@@ -28,7 +28,8 @@ from kfs.storage import (
     UnknownPartition,
     VanishedError,
 )
-from kfs.views.decoded import Cursor, Measure, Piece
+from kfs.views.cursor import Cursor, Piece
+from kfs.views.decoded import Measure
 
 WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 _NOT_FOUND = (UnknownPartition, OffsetOutOfRange, TimestampNotFound, NoRecordAtOffset, BadSpec)

@@ -266,7 +266,7 @@ class KfsTree:
         before the damage, then EIO.
 
         Except while the file's bytes changed other than at its end (retention, the cleaner: see
-        kfs.views.decoded.Cursor) under the kernel's feet: when the size the kernel may still
+        kfs.views.cursor.Cursor) under the kernel's feet: when the size the kernel may still
         trust (answered within KERNEL_TRUSTS_STAT) or a reader still open was measured over other
         segments than now, this open is direct_io. The kernel would otherwise end the file at the
         old size (records lost at the end, a line cut), or serve pages the other reader cached
