@@ -22,7 +22,6 @@ import json
 import os
 import random
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -87,30 +86,26 @@ def _log_bytes(partition: Path) -> int:
 # ---- timing ----------------------------------------------------------------------------------------------
 
 def timed(command: list[str] | str, pipe: bool = False, quiet: bool = False) -> float:
-    """Wall time of a command, its output to /dev/null (or read from a pipe: grep -c stops early on /dev/null)."""
-    start, cpu = time.perf_counter(), _children_cpu()
-    if pipe:
-        with subprocess.Popen(command, stdout=subprocess.PIPE, shell=isinstance(command, str)) as p:
-            assert p.stdout is not None
+    """Wall time of a command, its output to /dev/null (or read from a pipe: grep -c stops early on
+    /dev/null); LAST_CPU: its CPU seconds (user + system, its threads and the children it waited for),
+    from its own rusage: RUSAGE_CHILDREN would take in earlier mounts' daemons, which subprocess
+    reaps when it starts the next process."""
+    start = time.perf_counter()
+    with subprocess.Popen(command, stdout=subprocess.PIPE if pipe else subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL if quiet else None, shell=isinstance(command, str)) as p:
+        if p.stdout is not None:
             while p.stdout.read(1 << 20):
                 pass
-        code = p.returncode
-    else:
-        code = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if quiet else None,
-                              shell=isinstance(command, str)).returncode
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = code = os.waitstatus_to_exitcode(status)
     if code not in (0, 1):
         raise subprocess.CalledProcessError(code, command)
-    LAST_CPU[0] = _children_cpu() - cpu
+    LAST_CPU[0] = usage.ru_utime + usage.ru_stime
     return time.perf_counter() - start
 
 
-LAST_CPU = [0.0]  # CPU seconds (user + system) of the last timed command and its threads
+LAST_CPU = [0.0]  # CPU seconds (user + system) of the last timed command(s) and their threads
 CPU_FIGURES = ("java whole process", "kfs cat", "kfs dump --deep-iteration --print-data-log")
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def warm_pass(cp: str, files: list[str]) -> float:
@@ -150,9 +145,9 @@ def mounted(logdir: Path, work: Path, commands: list[list[str]], pipe: bool = Fa
     LAST_CORES: the cores they and the daemon kept busy meanwhile (CPU seconds over wall seconds)."""
     with fresh_mount(logdir, work) as mnt:
         resolved = [[arg.replace("{mnt}", str(mnt)) for arg in c] for c in commands]
-        cpu = _process_cpu(DAEMON[0]) + _children_cpu()
-        seconds = timed(resolved[0], pipe) if len(resolved) == 1 else together(resolved)
-        LAST_CORES[0] = (_process_cpu(DAEMON[0]) + _children_cpu() - cpu) / seconds
+        cpu = _process_cpu(DAEMON[0])
+        seconds = timed(resolved[0], pipe) if pipe else together(resolved)
+        LAST_CORES[0] = (_process_cpu(DAEMON[0]) - cpu + LAST_CPU[0]) / seconds
         return seconds
 
 
@@ -168,12 +163,22 @@ def _process_cpu(pid: int) -> float:
 
 
 def together(commands: list[list[str]]) -> float:
-    """Wall time of commands started at once, until the last ends."""
+    """Wall time of commands started at once, until the last ends; LAST_CPU: their CPU seconds,
+    from each one's own rusage (RUSAGE_CHILDREN would take in earlier mounts' daemons, which
+    subprocess reaps when it starts the next process)."""
     start = time.perf_counter()
     processes = [subprocess.Popen(c, stdout=subprocess.DEVNULL) for c in commands]
+    cpu = 0.0
     for p in processes:
-        p.wait()
-    return time.perf_counter() - start
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        cpu += usage.ru_utime + usage.ru_stime
+    seconds = time.perf_counter() - start
+    for p in processes:
+        if p.returncode:
+            raise subprocess.CalledProcessError(p.returncode, p.args)
+    LAST_CPU[0] = cpu
+    return seconds
 
 
 # ---- the table -------------------------------------------------------------------------------------------
