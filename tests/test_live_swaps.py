@@ -186,3 +186,18 @@ def test_a_record_in_a_segment_rolled_in_since_the_last_listing_is_found(tmp_pat
     write_numbered_segment(partition, 300, list(range(300, 400)))
     handle = tree.open("/live-0/offset/350.value")
     assert handle.read(100, 0) == b"value-350"
+
+
+def test_a_time_in_a_segment_rolled_in_since_the_last_listing_is_found(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for `time/<T>`: a time the broker has written a record at is never ENOENT (found by
+    the soak: `time/1700000009479: No such file or directory` at the log's newest time)."""
+    from kfs.storage import partition as partition_module
+
+    partition = _partition(tmp_path)
+    tree = KfsTree(LogDirs([str(tmp_path / "logdir")]))
+    tree.getattr("/live-0/time/1700000000250.value")  # listed
+    monkeypatch.setattr(partition_module, "REFRESH_INTERVAL", 1e9)  # not listed again by itself
+    write_numbered_segment(partition, 300, list(range(300, 400)))  # record o's timestamp is 1700000000000 + o
+    handle = tree.open("/live-0/time/1700000000350.value")
+    assert handle.read(100, 0) == b"value-350"
