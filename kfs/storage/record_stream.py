@@ -94,8 +94,9 @@ def selected_batches(batches: Batches, first_offset: int, end_offset: int | None
                 raise CorruptLogError(segment.log_path, header.position,
                                       f"offsets go backwards: {first} after {previous_last}")
         previous_last = header.last_offset
-        if end_offset is not None and header.last_offset >= 0 and segment.base_offset_of(header, body) >= end_offset:
-            return
+        if end_offset is not None and header.last_offset >= 0 \
+                and end_offset <= segment.base_offset_of(header, body) <= header.last_offset:
+            return  # (a wrapper whose records start past its last offset is damage: decoding it says so)
         if header.last_offset < first_offset or _hidden(header, control, aborted):
             continue
         yield segment, header, body

@@ -112,6 +112,22 @@ def legacy_records_below_the_segment(pdir: Path) -> None:
     path.write_bytes(remade + data[end:])
 
 
+def legacy_records_past_the_wrapper(pdir: Path) -> None:
+    """A segment's first batch, a legacy (v0) compressed wrapper at offset 0, re-made (CRC recomputed)
+    with its inner message at offset 100000, past the wrapper's offset and the log end (input
+    20261232:25358): the view took the wrapper's base offset, which only its records give, for a
+    batch past its end, and `messages.jsonl` ended there without an error where `kfs cat` stops."""
+    path = pdir / f"{0:020d}.log"
+    data = path.read_bytes()
+    wrapper, end = mut.parse_legacy(data, 0)
+    codec = mut.CODECS[wrapper["attributes"] & 7]
+    assert wrapper["offset"] == 0 and wrapper["magic"] == 0 and codec != "none"
+    inner, _ = mut.parse_legacy(mut.decompress(codec, wrapper["value"]), 0)
+    inner_set = mut.legacy_message(100000, 0, 0, -1, inner["key"], inner["value"])
+    remade = mut.legacy_message(0, 0, wrapper["attributes"], -1, wrapper["key"], mut.compress(codec, inner_set))
+    path.write_bytes(remade + data[end:])
+
+
 def legacy_wrapper_overlapping_the_batch_before(pdir: Path) -> None:
     """A legacy (v1) compressed wrapper's offset (outside the CRC) lowered by one: its inner offsets
     are relative to it, so its first record takes the offset of the batch before's last."""
@@ -158,6 +174,7 @@ CASES: dict[str, tuple[str, Callable[[Path], None]]] = {
     "legacy-overlap": ("legacy-0", legacy_wrapper_overlapping_the_batch_before),
     "record-out-of-order": ("web_clicks-1", record_out_of_order),
     "legacy-below-segment": ("legacy-0", legacy_records_below_the_segment),
+    "legacy-past-wrapper": ("legacy-0", legacy_records_past_the_wrapper),
     "last-segment-renamed": ("orders-0", last_segment_renamed_past_its_records),
     "only-segment-renamed": ("legacy-0", only_segment_renamed_past_its_records),
     "negative-base-offset": ("payments-0", negative_base_offset),
