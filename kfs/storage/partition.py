@@ -432,7 +432,8 @@ class PartitionLog:
         log end, after checking that end (raises OffsetOutOfRange outside the log). A start past the
         log end checks it too: damage in the active segment ends the log early (a log start offset
         checkpointed past what is left of it), and is the error to report, as a decoded view's run
-        meets it, not OffsetOutOfRange."""
+        meets it, not OffsetOutOfRange. Without damage, a read from such a log start reads nothing
+        (with a warning), as `messages.jsonl` is empty then."""
         try:
             location = self.locate_offset(start_offset, with_record=False)
         except OffsetOutOfRange:
@@ -440,6 +441,13 @@ class PartitionLog:
             if start_offset >= log_end:
                 self._check_log_end(log_end)
                 if start_offset == log_end:
+                    return None
+                if start_offset == self.log_start_offset():
+                    # The log start checkpointed past a log end the segments give with no damage (the
+                    # active segment ends in a batch being written): nothing from the log start, as
+                    # the decoded view shows it, and said.
+                    log.warning("%s: the log start offset %d (%s) is past the log end offset %d: "
+                                "no records to read", self.name, start_offset, self._checkpoints.path, log_end)
                     return None
             raise
         floor = self._segments.floor(location.segment_base_offset)

@@ -268,3 +268,29 @@ def test_read_committed_over_a_damaged_txnindex_follows_the_markers(damage: str,
     with mounted(tmp_path, [str(logdir)], expect_errors=True, isolation="read_committed") as mnt:
         lines = (mnt / "payments-0" / "messages.jsonl").read_bytes().splitlines()
     assert [json.loads(line)["offset"] for line in lines] == expected
+
+
+def test_a_log_start_past_an_undamaged_log_end_reads_nothing_and_says_so(tmp_path: Path) -> None:
+    """Input 20261233:15134: metrics_raw-0 with its last segment gone and its first cut to 49 bytes (a
+    batch being written: no damage), its log start checkpointed at 5000000367, past the log end
+    5000000360. `messages.jsonl` was empty and `kfs cat` said OffsetOutOfRange; both read nothing now,
+    and `kfs cat` says why."""
+    partition = "metrics_raw-0"
+    logdir = t.copy_partition(partition, tmp_path)
+    pdir = logdir / partition
+    (pdir / f"{5000000866:020d}.log").unlink()
+    first = pdir / f"{5000000360:020d}.log"
+    first.write_bytes(first.read_bytes()[:49])
+    for path in t.paths():
+        t.use_path(path)
+        plog = t.open_partition(logdir, partition)
+        try:
+            assert plog.log_start_offset() > plog.log_end_offset()
+            cat, view = t._cat(plog), t._messages_jsonl(plog)
+        finally:
+            plog.close()
+        assert cat == (b"", None) and view == cat, (path, cat, view)
+    done = subprocess.run([sys.executable, "-m", "kfs.cli.main", "cat", str(logdir), partition], capture_output=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout == b"", done.stderr
+    assert b"log start offset 5000000367" in done.stderr and b"past the log end offset 5000000360" in done.stderr
