@@ -7,9 +7,10 @@ followed each request where it pointed seeked forward for the first (a walk rest
 map) and back for the second (another restart), for two in three of a first `cat messages.jsonl`'s
 requests. A cursor renders forward through a gap of up to FORWARD_SLACK instead, and keeps the
 chunks it rendered from KEPT_BYTES before the last read on: the request that comes late is served
-from them, and every byte is rendered once. The kernel has two requests of a reader out at a time
-with kfs's 1 MiB readahead window (kfs.fuse.readahead), three at most seen; both bounds cover two
-requests behind the latest, so a reader's cursor holds up to ~3 MiB of lines while it reads.
+from them, and every byte is rendered once. With kfs's 1 MiB readahead window (kfs.fuse.readahead)
+the kernel has about two requests of a reader out at a time (2.1 on average in a first `cat`, by
+the time the daemon spends in them over the wall time); both bounds cover two requests behind the
+latest, so a reader's cursor holds up to ~3 MiB of lines while its file is open.
 """
 
 from __future__ import annotations
