@@ -82,6 +82,28 @@ def test_requests_that_come_out_of_order_are_rendered_once(partition: str, reque
     assert len(walks) <= 3 * runs  # a walk per segment, and a few more where a pair straddles two
 
 
+def test_a_file_left_open_unread_drops_its_kept_lines_and_reads_on() -> None:
+    """The mount's idle closer drops the lines an idle reader's cursor keeps (KfsOperations through
+    `forget_kept`); a read behind the cursor after that walks again, one after it goes on."""
+    from kfs.fuse.handles import DecodedHandle
+    from kfs.fuse.operations import KfsOperations
+    from kfs.fuse.tree import KfsTree
+
+    plog = LogDirs(LOGDIRS).partition("orders-0")
+    full = _read_all(DecodedLog(plog).view(None).cursor())
+    operations = KfsOperations(KfsTree(LogDirs(LOGDIRS)), size_scan=False)
+    handle = operations.tree.open("/orders-0/messages.jsonl")
+    assert isinstance(handle, DecodedHandle) and handle.cursor is not None
+    operations._handles[1] = handle
+    cursor = handle.cursor
+    assert cursor.read(8000, 4000) == full[8000:12000]  # rendered from a seek-map entry: lines kept
+    assert operations._forget_idle_lines(3600) == 0  # read a moment ago: kept
+    assert operations._forget_idle_lines(0) > 0  # an idle cursor's kept lines dropped
+    assert cursor.forget_kept(0) == 0  # (nothing left)
+    assert cursor.read(7000, 3000) == full[7000:10000]  # behind: a walk again
+    assert cursor.read(10000, 3000) == full[10000:13000]
+
+
 _PAYMENTS_LINES: list[bytes] = []
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kfs.fuse import binding
-from kfs.fuse.handles import Attr, Handle, TreeError
+from kfs.fuse.handles import Attr, DecodedHandle, Handle, TreeError
 from kfs.fuse.size_scan import start_size_scan
 from kfs.fuse.tree import KfsTree
 from kfs.storage.open_files import OPEN_FILES
@@ -250,9 +250,17 @@ class KfsOperations(binding.Operations):
             config.kernel_cache = 0  # keep_cache is decided per open
             config.direct_io = 0
         log.info("mounted %s (%s)", ", ".join(self.tree.logdirs.paths), binding.BINDING_NAME)
-        threading.Thread(target=_close_idle_files, name="kfs-idle-closer", daemon=True).start()
+        threading.Thread(target=_close_idle_files, args=(self._forget_idle_lines,), name="kfs-idle-closer",
+                         daemon=True).start()
         if self.size_scan:
             self._scan_stop = start_size_scan(self.tree)
+
+    def _forget_idle_lines(self, idle_seconds: float) -> int:
+        """Drop the lines the cursors of decoded files open but unread for `idle_seconds` keep."""
+        with self._lock:
+            handles = list(self._handles.values())
+        return sum(handle.cursor.forget_kept(idle_seconds) for handle in handles
+                   if isinstance(handle, DecodedHandle) and handle.cursor is not None)
 
     def destroy(self, path: str) -> None:
         if self._scan_stop is not None:
@@ -269,11 +277,14 @@ class KfsOperations(binding.Operations):
     symlink = truncate = unlink = utimens = write = setxattr = removexattr = _read_only
 
 
-def _close_idle_files() -> None:
+def _close_idle_files(forget_idle_lines: Callable[[float], int]) -> None:
     """Indexes and segment files are opened on first use; close them once idle, so a mount of
-    thousands of partitions holds few descriptors."""
+    thousands of partitions holds few descriptors. And the lines decoded files left open keep."""
     while True:
         time.sleep(IDLE_CHECK_SECONDS)
         closed = OPEN_FILES.close_idle(IDLE_CLOSE_SECONDS)
         if closed:
             log.debug("closed %d idle segment files and indexes", closed)
+        dropped = forget_idle_lines(IDLE_CLOSE_SECONDS)
+        if dropped:
+            log.debug("dropped %d bytes of lines kept by decoded files open but idle", dropped)

@@ -10,13 +10,15 @@ chunks it rendered from KEPT_BYTES before the last read on: the request that com
 from them, and every byte is rendered once. With kfs's 1 MiB readahead window (kfs.fuse.readahead)
 the kernel has about two requests of a reader out at a time (2.1 on average in a first `cat`, by
 the time the daemon spends in them over the wall time); both bounds cover two requests behind the
-latest, so a reader's cursor holds up to ~3 MiB of lines while its file is open.
+latest, so a reader's cursor holds up to ~3 MiB of lines while it reads; the mount's idle closer
+drops them from a file left open unread (`forget_kept`).
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, TypeAlias
@@ -64,6 +66,7 @@ class Cursor:
         self._at = 0  # where in the run the next chunk rendered starts
         # The chunks rendered last, (where each starts in the run, its lines), contiguous up to _at.
         self._kept: list[tuple[int, bytes]] = []
+        self._last_read = time.monotonic()
         # The view's start and its runs' files (Measure.runs) as the reader has known them.
         self._seen = (opened.start, opened.runs) if opened is not None else None
 
@@ -77,6 +80,7 @@ class Cursor:
         """`read`, in the pieces it is made of (for a reply that joins them without the GIL)."""
         out: list[Piece] = []
         with self.lock:
+            self._last_read = time.monotonic()
             try:
                 self._read_into(out, position, size)
             except Exception:
@@ -84,6 +88,19 @@ class Cursor:
                 if not out or not partial:
                     raise
         return out
+
+    def forget_kept(self, idle_seconds: float) -> int:
+        """Drop the kept lines of a cursor not read for `idle_seconds` (a file left open in `less`):
+        a later read behind the cursor walks again from the seek map. Never waits for a read in
+        progress. Returns how many bytes were dropped."""
+        if time.monotonic() - self._last_read < idle_seconds or not self.lock.acquire(blocking=False):
+            return 0
+        try:
+            dropped = sum(len(data) for _, data in self._kept)
+            self._kept = []
+            return dropped
+        finally:
+            self.lock.release()
 
     def _read_into(self, out: list[Piece], position: int, wanted: int) -> None:
         start, layout = self.view.start_and_layout()
