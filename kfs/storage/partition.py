@@ -204,21 +204,27 @@ class PartitionLog:
 
     def locate_time(self, target_ms: int) -> Location:
         """Kafka's ListOffsets: first segment whose largest timestamp >= T, then its indexes and a scan."""
-        for listing in ("as listed", "listed again"):
-            start = self.log_start_offset()
-            for segment in self.segments():
-                if self.largest_timestamp(segment) >= target_ms:
-                    found = segment.find_offset_by_timestamp(target_ms, start)
-                    if found is None:
-                        break
-                    entry, record, header = found
-                    return Location(segment.base_offset, entry, header.position, segment.base_offset_of(header),
-                                    header.last_offset, record.offset, record.timestamp, segment.file_id)
-            if listing == "as listed":
-                # A segment may have rolled in since the last listing (renewed every REFRESH_INTERVAL),
-                # as in locate_offset: a time the broker has written a record at is never ENOENT.
-                self.refresh(force=True)
-        raise TimestampNotFound(f"no record of {self.name} has a timestamp at or after {target_ms}")
+        found = self._time_in_listing(target_ms)
+        if found is None:
+            # A segment may have rolled in since the last listing (renewed every REFRESH_INTERVAL), as
+            # in locate_offset: a time the broker has written a record at is never ENOENT.
+            self.refresh(force=True)
+            found = self._time_in_listing(target_ms)
+        if found is None:
+            raise TimestampNotFound(f"no record of {self.name} has a timestamp at or after {target_ms}")
+        return found
+
+    def _time_in_listing(self, target_ms: int) -> Location | None:
+        start = self.log_start_offset()
+        for segment in self.segments():
+            if self.largest_timestamp(segment) >= target_ms:
+                found = segment.find_offset_by_timestamp(target_ms, start)
+                if found is None:
+                    return None
+                entry, record, header = found
+                return Location(segment.base_offset, entry, header.position, segment.base_offset_of(header),
+                                header.last_offset, record.offset, record.timestamp, segment.file_id)
+        return None
 
     def offset_for_time(self, target_ms: int) -> int:
         """ListOffsets' answer for T: the offset of the first record whose timestamp is >= T."""

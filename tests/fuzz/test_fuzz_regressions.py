@@ -150,6 +150,21 @@ def test_offsets_that_go_back_stop_messages_jsonl_where_a_reader_met_them(partit
         assert cat == view, (path, len(cat[0]), cat[1], len(view[0]), view[1])
 
 
+def _log_start_past_log_end_reads(logdir: Path, partition: str) -> list[tuple[str, tuple, tuple]]:
+    """(path, `kfs cat`'s, `messages.jsonl`'s) on the C and pure-Python paths, of a partition whose
+    log start is checkpointed past its log end."""
+    found = []
+    for path in t.paths():
+        t.use_path(path)
+        plog = t.open_partition(logdir, partition)
+        try:
+            assert plog.log_start_offset() > plog.log_end_offset()
+            found.append((path, t._cat(plog), t._messages_jsonl(plog)))
+        finally:
+            plog.close()
+    return found
+
+
 def test_a_log_start_past_a_damaged_log_end_is_the_damage(tmp_path: Path) -> None:
     """Inputs 22:22955 and 22:24874: metrics_raw-0's log start offset is checkpointed at 5000000367;
     with its last segment's file gone and its first renamed one past its first batch (5000000360 under
@@ -160,14 +175,7 @@ def test_a_log_start_past_a_damaged_log_end_is_the_damage(tmp_path: Path) -> Non
     pdir = logdir / partition
     (pdir / f"{5000000866:020d}.log").unlink()
     (pdir / f"{5000000360:020d}.log").rename(pdir / f"{5000000361:020d}.log")
-    for path in t.paths():
-        t.use_path(path)
-        plog = t.open_partition(logdir, partition)
-        try:
-            assert plog.log_start_offset() > plog.log_end_offset()
-            cat, view = t._cat(plog), t._messages_jsonl(plog)
-        finally:
-            plog.close()
+    for path, cat, view in _log_start_past_log_end_reads(logdir, partition):
         assert cat == (b"", "CorruptLogError") and view == cat, (path, cat, view)
     done = subprocess.run([sys.executable, "-m", "kfs.cli.main", "cat", str(logdir), partition], capture_output=True,
                           timeout=120)
@@ -281,14 +289,7 @@ def test_a_log_start_past_an_undamaged_log_end_reads_nothing_and_says_so(tmp_pat
     (pdir / f"{5000000866:020d}.log").unlink()
     first = pdir / f"{5000000360:020d}.log"
     first.write_bytes(first.read_bytes()[:49])
-    for path in t.paths():
-        t.use_path(path)
-        plog = t.open_partition(logdir, partition)
-        try:
-            assert plog.log_start_offset() > plog.log_end_offset()
-            cat, view = t._cat(plog), t._messages_jsonl(plog)
-        finally:
-            plog.close()
+    for path, cat, view in _log_start_past_log_end_reads(logdir, partition):
         assert cat == (b"", None) and view == cat, (path, cat, view)
     done = subprocess.run([sys.executable, "-m", "kfs.cli.main", "cat", str(logdir), partition], capture_output=True,
                           timeout=120)

@@ -98,34 +98,32 @@ def record_out_of_order(pdir: Path) -> None:
     path.write_bytes(data[:position] + edited + data[position + len(batch):])
 
 
-def legacy_records_below_the_segment(pdir: Path) -> None:
-    """A segment's first batch, a legacy (v0) compressed wrapper at offset 0, re-made (CRC recomputed)
-    with inner messages at offsets -7 and 0: its first record is below the segment."""
+def _first_wrapper_remade(pdir: Path, inner_offsets: tuple[int, ...]) -> None:
+    """The segment's first batch, a legacy (v0) compressed wrapper at offset 0, re-made (CRC
+    recomputed) with its first inner message at each of `inner_offsets`."""
     path = pdir / f"{0:020d}.log"
     data = path.read_bytes()
     wrapper, end = mut.parse_legacy(data, 0)
     codec = mut.CODECS[wrapper["attributes"] & 7]
     assert wrapper["offset"] == 0 and wrapper["magic"] == 0 and codec != "none"
     inner, _ = mut.parse_legacy(mut.decompress(codec, wrapper["value"]), 0)
-    inner_set = b"".join(mut.legacy_message(offset, 0, 0, -1, inner["key"], inner["value"]) for offset in (-7, 0))
+    inner_set = b"".join(mut.legacy_message(offset, 0, 0, -1, inner["key"], inner["value"]) for offset in inner_offsets)
     remade = mut.legacy_message(0, 0, wrapper["attributes"], -1, wrapper["key"], mut.compress(codec, inner_set))
     path.write_bytes(remade + data[end:])
+
+
+def legacy_records_below_the_segment(pdir: Path) -> None:
+    """A segment's first wrapper with inner messages at offsets -7 and 0: its first record is below
+    the segment."""
+    _first_wrapper_remade(pdir, (-7, 0))
 
 
 def legacy_records_past_the_wrapper(pdir: Path) -> None:
-    """A segment's first batch, a legacy (v0) compressed wrapper at offset 0, re-made (CRC recomputed)
-    with its inner message at offset 100000, past the wrapper's offset and the log end (input
-    20261232:25358): the view took the wrapper's base offset, which only its records give, for a
-    batch past its end, and `messages.jsonl` ended there without an error where `kfs cat` stops."""
-    path = pdir / f"{0:020d}.log"
-    data = path.read_bytes()
-    wrapper, end = mut.parse_legacy(data, 0)
-    codec = mut.CODECS[wrapper["attributes"] & 7]
-    assert wrapper["offset"] == 0 and wrapper["magic"] == 0 and codec != "none"
-    inner, _ = mut.parse_legacy(mut.decompress(codec, wrapper["value"]), 0)
-    inner_set = mut.legacy_message(100000, 0, 0, -1, inner["key"], inner["value"])
-    remade = mut.legacy_message(0, 0, wrapper["attributes"], -1, wrapper["key"], mut.compress(codec, inner_set))
-    path.write_bytes(remade + data[end:])
+    """A segment's first wrapper with its inner message at offset 100000, past the wrapper's offset
+    and the log end (input 20261232:25358): the view took the wrapper's base offset, which only its
+    records give, for a batch past its end, and `messages.jsonl` ended there without an error where
+    `kfs cat` stops."""
+    _first_wrapper_remade(pdir, (100000,))
 
 
 def legacy_wrapper_overlapping_the_batch_before(pdir: Path) -> None:
