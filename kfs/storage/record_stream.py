@@ -16,7 +16,7 @@ from kfs.storage.segment import LogSegment
 from kfs.storage.transactions import AbortedIndex
 
 if TYPE_CHECKING:
-    from kfs.storage.partition import PartitionLog
+    from kfs.storage.partition_reads import PartitionReads
 
 log = logging.getLogger("kfs")
 
@@ -135,7 +135,7 @@ def _first_offset_of(header: BatchHeader, first_offset: int) -> int:
     return max(first_offset, header.base_offset if header.base_offset >= 0 else header.last_offset)
 
 
-def record_lists_skipping_corrupt(plog: PartitionLog, segment: LogSegment, position: int, first_offset: int,
+def record_lists_skipping_corrupt(plog: PartitionReads, segment: LogSegment, position: int, first_offset: int,
                                   end_offset: int | None, *, control: bool, aborted: AbortedIndex | None
                                   ) -> Iterator[list[Record]]:
     """`record_lists_from`, going on after each corrupt batch: past it when its header reads (a
