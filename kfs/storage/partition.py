@@ -19,7 +19,7 @@ from kfs.storage.damage import SegmentDamage, closed_segment_damage
 from kfs.storage.errors import NoRecordAtOffset, OffsetOutOfRange, TimestampNotFound, UnknownPartition
 from kfs.storage.location import Location
 from kfs.storage.log_file import one_lookup
-from kfs.storage.partition_reads import PartitionReads, RunTaker, SelectedTaker
+from kfs.storage.partition_reads import PartitionReads
 from kfs.storage.record_stream import record_lists_from
 from kfs.storage.segment import LogSegment
 from kfs.storage.segments import LogSegments
@@ -27,8 +27,6 @@ from kfs.storage.specs import parse_time_spec, resolve_offset_spec
 from kfs.storage.transactions import AbortedIndex, collect_aborted
 
 log = logging.getLogger("kfs")
-
-__all__ = ["PartitionLog", "RunTaker", "SelectedTaker"]
 
 REFRESH_INTERVAL = 0.5  # seconds between directory listings of a partition
 

@@ -16,7 +16,7 @@ never differ from the Python walk's verdict:
 | whole within the walk's limit, length >= 49, magic 2, not > 64 MiB | batch_walk.py `_walk`, peek_size |
 | base >= the segment's base, last - base of segment <= 2^31 - 1,   | batch_walk.py `_offsets_problem` |
 | last >= base, base > the previous batch's last                   |                             |
-| last below the next segment's base (or the active one's log end) | partition.py `_placed_batches` |
+| last below the next segment's base (or the active one's log end) | partition_reads.py `_placed_batches` |
 | a batch at or past the view's end ends it; one wholly before its | record_stream.py            |
 | first is passed over; control batches and (read_committed)       | `selected_batches`          |
 | transactional ones are the Python walk's                          |                             |
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from kfs.record import PlainRun, speedups
 from kfs.storage import LogSegment
-from kfs.storage.partition import SelectedTaker
+from kfs.storage.partition_reads import SelectedTaker
 
 _walk_v2_run = speedups.walk_v2_run
 NO_END = (1 << 63) - 1

@@ -11,7 +11,7 @@
  * else it stops and hands that batch back to the Python walk, which raises what is wrong with it
  * or renders what is unusual: it never decides an error itself, so the Python path stays the
  * oracle for every batch it declines. kfs/views/plain_runs.py holds the list of what the Python
- * walk checks (kfs/storage/batch_walk.py _walk, partition.py _placed_batches, record_stream.py
+ * walk checks (kfs/storage/batch_walk.py _walk, partition_reads.py _placed_batches, record_stream.py
  * selected_batches, kfs/views/batch_lines.py fused_lines) next to the checks made here. */
 
 #define RUN_MAX_SEGMENT_BYTES INT64_C(2147483647) /* kfs/storage/batch_walk.py MAX_SEGMENT_BYTES */
