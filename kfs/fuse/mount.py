@@ -45,6 +45,8 @@ IGNORED_OPTIONS = frozenset({
 KFS_OPTIONS = frozenset({"isolation", "control", "decode", "log", "size_cache", "size_scan", "verbose", "debug",
                          "foreground", "readahead",
                          "nonempty"})
+#: libfuse options that would keep a file's cached pages across opens whatever changed under it.
+REFUSED_CACHE_OPTIONS = ("kernel_cache", "auto_cache")
 
 
 def parse_options(strings: list[str] | None) -> dict[str, Any]:
@@ -78,6 +80,11 @@ def check_options(options: dict[str, Any]) -> None:
     readahead = str(options.get("readahead", DEFAULT_READAHEAD_KIB))
     if not readahead.isdigit():
         raise MountError(f"readahead must be a size in KiB (0: the kernel's), not {readahead}.")
+    for name in REFUSED_CACHE_OPTIONS:
+        if options.get(name):
+            raise MountError(f"{name} is not supported: kfs decides at each open whether the pages the kernel "
+                             "cached are still the file's bytes (a segment grows, rolls, or is replaced by the "
+                             "log cleaner); -o direct_io keeps decoded files out of the page cache instead.")
 
 
 def default_log_path(mountpoint: str) -> str:
@@ -192,7 +199,7 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
     try:
         from kfs.fuse import binding
         from kfs.fuse.malloc import bound_heap
-        from kfs.fuse.operations import KfsOperations
+        from kfs.fuse.operations import CACHE_DEFAULTS, KfsOperations
         from kfs.fuse.tree import KfsTree
         from kfs.storage import LogDirs
         from kfs.views.size_cache import SizeCache, default_directory
@@ -201,7 +208,8 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
         tree = KfsTree(LogDirs(logdirs), isolation=options.get("isolation", "read_uncommitted"),
                        control=options.get("control", "hide"), decode=options.get("decode", "auto"),
                        cache=SizeCache(None if cache_dir == "none" else os.path.abspath(cache_dir)))
-        operations = KfsOperations(tree, size_scan=str(options.get("size_scan", "yes")) != "no")
+        operations = KfsOperations(tree, size_scan=str(options.get("size_scan", "yes")) != "no",
+                                   given=frozenset(name for name in CACHE_DEFAULTS if name in options))
         fuse_options = {k: v for k, v in options.items() if k not in KFS_OPTIONS}
         fuse_options.pop("ro", None)
         if fuse_options.get("allow_other"):

@@ -31,6 +31,11 @@ requests = logging.getLogger("kfs.requests")  # every call, when asked for (kfs 
 
 ATTR_TIMEOUT = 1.0  # seconds the kernel trusts a stat: a live partition's growth shows within this
 ENTRY_TIMEOUT = 1.0
+#: libfuse's cache options kfs sets unless the user gives them (`-o attr_timeout=30`, `-o direct_io`):
+#: given, libfuse's parse of them stands. direct_io sends every read to the daemon at the reader's
+#: own size and keeps no decoded page in the page cache (see the README on when that pays).
+CACHE_DEFAULTS: dict[str, float | int] = {"attr_timeout": ATTR_TIMEOUT, "entry_timeout": ENTRY_TIMEOUT,
+                                          "negative_timeout": 0.0, "direct_io": 0}
 IDLE_CHECK_SECONDS = 30.0
 IDLE_CLOSE_SECONDS = 60.0  # an index or segment file unused this long is closed (reopened on use)
 
@@ -114,9 +119,10 @@ class KfsOperations(binding.Operations):
 
     use_ns = binding.USE_NS
 
-    def __init__(self, tree: KfsTree, size_scan: bool = True) -> None:
+    def __init__(self, tree: KfsTree, size_scan: bool = True, given: frozenset[str] = frozenset()) -> None:
         self.tree = tree
         self.size_scan = size_scan
+        self.given = given  # the USER_CACHE_OPTIONS given with -o: libfuse keeps them as it parsed them
         self._scan_stop: threading.Event | None = None
         self._handles: dict[int, Handle] = {}
         self._next_fh = itertools.count(1)
@@ -244,11 +250,13 @@ class KfsOperations(binding.Operations):
             from kfs.fuse.zerocopy import FUSE_CAP_SPLICE_MOVE, FUSE_CAP_SPLICE_WRITE
             conn.want |= conn.capable & (FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE)
         if config is not None:
-            config.attr_timeout = ATTR_TIMEOUT
-            config.entry_timeout = ENTRY_TIMEOUT
-            config.negative_timeout = 0.0
-            config.kernel_cache = 0  # keep_cache is decided per open
-            config.direct_io = 0
+            for name, value in CACHE_DEFAULTS.items():
+                if name not in self.given:
+                    setattr(config, name, value)
+            config.kernel_cache = 0  # keep_cache is decided per open (kernel_cache is refused at mount)
+            log.info("attr_timeout %g s, entry_timeout %g s, negative_timeout %g s, direct_io %s",
+                     config.attr_timeout, config.entry_timeout, config.negative_timeout,
+                     "on" if config.direct_io else "off")
         log.info("mounted %s (%s)", ", ".join(self.tree.logdirs.paths), binding.BINDING_NAME)
         threading.Thread(target=_close_idle_files, args=(self._forget_idle_lines,), name="kfs-idle-closer",
                          daemon=True).start()
