@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from conftest import LOGDIRS, run_kfs
 from mounts import mounted, needs_fuse
 
 from kfs.fuse.mount import MountError, mount
@@ -94,3 +96,28 @@ def test_options_that_would_keep_stale_pages_are_refused(tmp_path: Path, name: s
         mount([str(Path(__file__).parent / "fixtures" / "kafka-written" / "logdirs" / "broker-a")],
               str(tmp_path / "m"), {name: True})
     assert not os.path.ismount(tmp_path / "m")
+
+
+def test_direct_io_serves_every_line_before_damage_then_fails(tmp_path: Path) -> None:
+    """A CRC mismatch in the middle of a segment: `kfs cat` prints the lines before the damaged batch
+    and fails; `cat` through a direct_io mount gets the same bytes, then EIO. Page-cached, the
+    kernel reads in pages, and the page holding the damage fails whole: a prefix of them."""
+    logdir = tmp_path / "logdir"
+    shutil.copytree(LOGDIRS[0], logdir)
+    segment = sorted((logdir / "orders-0").glob("*.log"))[0]
+    with open(segment, "r+b") as f:
+        f.seek(segment.stat().st_size // 2)
+        f.write(b"\xff\xff\xff\xff")
+    expected = run_kfs("cat", str(logdir), "orders-0")
+    assert expected.returncode != 0 and b"CRC mismatch" in expected.stderr
+    assert expected.stdout.count(b"\n") > 10  # (lines before the damage)
+
+    def cat_through(name: str, **options: object) -> subprocess.CompletedProcess:
+        with mounted(tmp_path, [str(logdir)], expect_errors=True, name=name, **options) as mountpoint:
+            return subprocess.run(["cat", str(mountpoint / "orders-0" / "messages.jsonl")], capture_output=True)
+
+    direct = cat_through("direct", direct_io=True)
+    cached = cat_through("cached")
+    assert direct.returncode != 0 and b"Input/output error" in direct.stderr
+    assert direct.stdout == expected.stdout
+    assert cached.returncode != 0 and direct.stdout.startswith(cached.stdout)

@@ -116,8 +116,8 @@ def warm_pass(cp: str, files: list[str]) -> float:
 
 
 @contextlib.contextmanager
-def fresh_mount(logdir: Path, work: Path) -> Iterator[Path]:
-    """A new kfs mount with an empty cache: nothing decoded or sized before."""
+def fresh_mount(logdir: Path, work: Path, options: dict[str, object] | None = None) -> Iterator[Path]:
+    """A new kfs mount with an empty cache: nothing decoded or sized before; `options`: -o's."""
     from kfs.fuse.mount import mount, unmount
 
     cache = Path(tempfile.mkdtemp(prefix="cache-", dir=work))
@@ -125,7 +125,7 @@ def fresh_mount(logdir: Path, work: Path) -> Iterator[Path]:
     saved = os.environ.get("XDG_CACHE_HOME")
     os.environ["XDG_CACHE_HOME"] = str(cache)
     try:
-        DAEMON[0] = mount([str(logdir)], str(mountpoint), {"log": str(work / "kfs-mount.log")}) or 0
+        DAEMON[0] = mount([str(logdir)], str(mountpoint), {"log": str(work / "kfs-mount.log"), **(options or {})}) or 0
     finally:
         if saved is None:
             os.environ.pop("XDG_CACHE_HOME", None)
@@ -140,10 +140,12 @@ def fresh_mount(logdir: Path, work: Path) -> Iterator[Path]:
             mountpoint.rmdir()
 
 
-def mounted(logdir: Path, work: Path, commands: list[list[str]], pipe: bool = False) -> float:
-    """Wall time of `commands` (started at once; `{mnt}` in an argument is the mount point) on a fresh mount;
-    LAST_CORES: the cores they and the daemon kept busy meanwhile (CPU seconds over wall seconds)."""
-    with fresh_mount(logdir, work) as mnt:
+def mounted(logdir: Path, work: Path, commands: list[list[str]], pipe: bool = False,
+            options: dict[str, object] | None = None) -> float:
+    """Wall time of `commands` (started at once; `{mnt}` in an argument is the mount point) on a fresh mount
+    with `options`; LAST_CORES: the cores they and the daemon kept busy meanwhile (CPU seconds over wall
+    seconds)."""
+    with fresh_mount(logdir, work, options) as mnt:
         resolved = [[arg.replace("{mnt}", str(mnt)) for arg in c] for c in commands]
         cpu = _process_cpu(DAEMON[0])
         seconds = timed(resolved[0], pipe) if pipe else together(resolved)
@@ -202,6 +204,12 @@ def measures(cp: str, logdirs: dict[str, Path], work: Path) -> dict[str, Callabl
         m[f"{name}: two partitions through one mount"] = partial(
             mounted, logdir, work, [["cat", f"{{mnt}}/{p}/messages.jsonl"] for p in (p0, p1)])
         m[f"{name}: two kfs cat processes"] = partial(together, [[*kfs, "cat", str(logdir), p] for p in (p0, p1)])
+        if name == "mixed":  # -o direct_io (opt-in): the reader's own reads, no page cache; README
+            direct: dict[str, object] = {"direct_io": True}
+            m[f"{name}: cat messages.jsonl (fresh mount, -o direct_io)"] = partial(
+                mounted, logdir, work, [["cat", f"{{mnt}}/{p0}/messages.jsonl"]], options=direct)
+            m[f"{name}: two partitions through one mount (-o direct_io)"] = partial(
+                mounted, logdir, work, [["cat", f"{{mnt}}/{p}/messages.jsonl"] for p in (p0, p1)], options=direct)
     return m
 
 
@@ -273,6 +281,10 @@ def table(best: dict[str, float]) -> list[tuple[str, float]]:
         rows.append((f"{name}: two partitions at once through one mount, throughput vs one reader",
                      2 * best[f"{name}: cat messages.jsonl (fresh mount)"]
                      / best[f"{name}: two partitions through one mount"]))
+        if f"{name}: two partitions through one mount (-o direct_io)" in best:
+            rows.append((f"{name}: two partitions at once through one -o direct_io mount, throughput vs one reader",
+                         2 * best[f"{name}: cat messages.jsonl (fresh mount, -o direct_io)"]
+                         / best[f"{name}: two partitions through one mount (-o direct_io)"]))
         rows.append((f"{name}: two kfs cat processes, throughput vs one",
                      2 * best[f"{name}: kfs cat"] / best[f"{name}: two kfs cat processes"]))
     rows.append((".value of a fresh record: kfs time / bindfs time (target <= 1.4)",

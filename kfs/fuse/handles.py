@@ -222,4 +222,7 @@ class DecodedHandle(Handle):
 
     def read_pieces(self, size: int, offset: int) -> list[Piece]:
         assert self.cursor is not None
-        return self.cursor.read_pieces(offset, size, partial=False)  # a short read would end the file
+        # Page-cached, a short read would be taken for the end of the file: a read that meets damage
+        # fails whole. direct_io, it is what it is: the bytes before the damage, then the read that
+        # starts there fails (as `kfs cat` stops), so no line before the damage is lost.
+        return self.cursor.read_pieces(offset, size, partial=self.direct_io)

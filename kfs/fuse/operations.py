@@ -122,7 +122,8 @@ class KfsOperations(binding.Operations):
     def __init__(self, tree: KfsTree, size_scan: bool = True, given: frozenset[str] = frozenset()) -> None:
         self.tree = tree
         self.size_scan = size_scan
-        self.given = given  # the USER_CACHE_OPTIONS given with -o: libfuse keeps them as it parsed them
+        self.given = given  # the CACHE_DEFAULTS given with -o: libfuse keeps them as it parsed them
+        self.all_direct_io = "direct_io" in given
         self._scan_stop: threading.Event | None = None
         self._handles: dict[int, Handle] = {}
         self._next_fh = itertools.count(1)
@@ -186,6 +187,8 @@ class KfsOperations(binding.Operations):
         if fi.flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND | os.O_CREAT):
             raise binding.FuseOSError(errno.EROFS)
         handle = self.tree.open(path)
+        if self.all_direct_io:  # -o direct_io: libfuse makes every open direct_io; the handle knows it
+            handle.direct_io, handle.keep_cache = True, False
         with self._lock:
             fh = next(self._next_fh)
             self._handles[fh] = handle
