@@ -35,6 +35,7 @@ from pathlib import Path
 from kfs.bench import soak_records as R
 from kfs.bench.soak_check import Oracle, checksum_problems
 from kfs.bench.soak_readers import Readers
+from kfs.fuse.mount import parse_options
 
 SAMPLE_EVERY = 3.0  # seconds between RSS/descriptor samples
 PROGRESS_EVERY = 10.0
@@ -141,7 +142,8 @@ def _final_reads(mountpoint: Path, logdir: Path, oracle: Oracle) -> list[str]:
 
 
 def run(minutes: float, workdir: Path, seed: int, rate_kb: float, segment_kb: int, keep_segments: int,
-        clean_every: float, settle: float, keep: bool = False) -> dict:
+        clean_every: float, settle: float, keep: bool = False, options: dict | None = None) -> dict:
+    """`options`: the mount's -o options (e.g. {"direct_io": True})."""
     from kfs.fuse.mount import mount, unmount
 
     logdir, mountpoint, manifest = workdir / "logdir", workdir / "mnt", workdir / "manifest.jsonl"
@@ -156,7 +158,7 @@ def run(minutes: float, workdir: Path, seed: int, rate_kb: float, segment_kb: in
         if writer.poll() is not None:
             raise SystemExit("the writer failed to start (does this Python have the test extra?)")
         time.sleep(0.05)
-    pid = mount([str(logdir)], str(mountpoint), {"log": str(daemon_log)})
+    pid = mount([str(logdir)], str(mountpoint), {"log": str(daemon_log), **(options or {})})
     assert pid is not None
     oracle = Oracle(str(manifest))
     sampler = Sampler(pid, str(logdir))
@@ -299,12 +301,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds to wait at the end for idle descriptors to close (default: 100, 2 when short)")
     parser.add_argument("--json", help="write the report here as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the log dir, manifest and daemon log")
+    parser.add_argument("-o", dest="options", action="append", help="mount options, as kfs mount -o takes them")
     args = parser.parse_args(argv)
     settle = args.settle if args.settle is not None else (100 if args.minutes >= 2 else 2)
     workdir = Path(tempfile.mkdtemp(prefix="kfs-soak-"))
     try:
         report = run(args.minutes, workdir, args.seed, args.rate_kb, args.segment_kb, args.keep_segments,
-                     args.clean_every, settle, args.keep)
+                     args.clean_every, settle, args.keep, parse_options(args.options))
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

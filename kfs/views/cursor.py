@@ -103,9 +103,8 @@ class Cursor:
             self.lock.release()
 
     def _read_into(self, out: list[Piece], position: int, wanted: int) -> None:
-        start, layout = self.view.start_and_layout()
-        runs = tuple((run.segment.base_offset, run.segment.inode, run.start) for run, _ in layout)
-        if self._seen is not None and position > 0:  # (a read from 0 starts over)
+        start, layout, runs = self.view.start_layout_and_files()
+        if self._seen is not None and position > 0 and self._seen != (start, runs):  # (a read from 0 starts over)
             seen_start, seen = self._seen
             changed = [seen_run for seen_run, now in zip(seen, runs + (None,) * len(seen), strict=False)
                        if now != seen_run]
