@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import struct
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -127,6 +129,49 @@ def test_reads_near_and_far_give_the_streams_bytes(moves: list[tuple[int, int]],
             position = abs(move) * 31 % len(full) if abs(move) > 8000 else min(max(position + move, 0), len(full))
             assert cursor.read(position, size) == full[position:position + size]
             position += size
+
+
+_MANY_SEGMENTS: list[tuple[Path, bytes]] = []
+
+
+def _many_segments() -> tuple[Path, bytes]:
+    """payments-0's batches one to a segment file (241 segments, no indexes) in a log dir of their own,
+    and the stream of payments-0 as written (its segments copied whole to another log dir: the lines
+    of a partition do not depend on where its segments begin)."""
+    if not _MANY_SEGMENTS:
+        source = Path(LOGDIRS[1]) / "payments-0"
+        root = Path(tempfile.mkdtemp(prefix="kfs-many-segments-"))
+        shutil.copytree(source, root / "whole" / "payments-0")
+        split = root / "split" / "payments-0"
+        split.mkdir(parents=True)
+        for segment in sorted(source.glob("*.log")):
+            data, position = segment.read_bytes(), 0
+            while position + 12 <= len(data):
+                base, length = struct.unpack_from(">qi", data, position)
+                (split / f"{base:020d}.log").write_bytes(data[position:position + 12 + length])
+                position += 12 + length
+        whole = DecodedLog(LogDirs([str(root / "whole")]).partition("payments-0"))
+        _MANY_SEGMENTS.append((root / "split", _read_all(whole.view(None).cursor())))
+    return _MANY_SEGMENTS[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 9000)), min_size=1, max_size=40))
+def test_reads_over_many_segments_give_the_streams_bytes(moves: list[tuple[int, int]]) -> None:
+    """One reader over 241 segments, reading on from where it was (most moves) or anywhere: the
+    stream's bytes. Its cursor starts a read past the runs an earlier read passed over whole
+    (Cursor._walk), and its view keeps the layout between reads (start_layout_and_files)."""
+    logdir, full = _many_segments()
+    plog = LogDirs([str(logdir)]).partition("payments-0")
+    assert len(plog.segments()) == 241
+    cursor = DecodedLog(plog).view(None).cursor()
+    assert _read_all(DecodedLog(plog).view(None).cursor(), 4096) == full
+    position = 0
+    for jump, size in moves:
+        if jump % 3 == 0:
+            position = jump % (len(full) + 1)
+        assert cursor.read(position, size) == full[position:position + size]
+        position = min(position + size, len(full))
 
 
 @pytest.mark.parametrize("partition", ["orders-0", "audit.events-v2-3", "inventory-2"])

@@ -80,6 +80,10 @@ class PartitionLog(PartitionReads):
         self.refresh()
         return self._segments.generation
 
+    def listing_seen(self) -> int:
+        """`listing` as last refreshed (no directory scan): enough to notice that it changed."""
+        return self._segments.generation
+
     def higher_segment(self, base_offset: int) -> LogSegment | None:
         return self._segments.higher(base_offset)
 

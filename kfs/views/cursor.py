@@ -67,6 +67,8 @@ class Cursor:
         # The chunks rendered last, (where each starts in the run, its lines), contiguous up to _at.
         self._kept: list[tuple[int, bytes]] = []
         self._last_read = time.monotonic()
+        # (the view's RunFiles, the run a read began serving at, what `local` passed over to get there)
+        self._skip_hint: tuple[object, int, int] | None = None
         # The view's start and its runs' files (Measure.runs) as the reader has known them.
         self._seen = (opened.start, opened.runs) if opened is not None else None
 
@@ -118,21 +120,38 @@ class Cursor:
                                     f"while read, at position {position} of this reader (reopen the file to read "
                                     "it as it is now)")
         self._seen = (start, runs)
-        self._walk(out, layout, position, position + self.view.skip(layout, start), wanted)
+        self._walk(out, layout, position, position + self.view.skip(layout, start), wanted, runs)
 
     def _walk(self, out: list[Piece], layout: list[tuple[SegmentRun, int]], position: int, local: int,
-              wanted: int) -> None:
-        """Serve `wanted` bytes from `local` in the first run of `layout` on; `position` is the stream's."""
-        for run, end in layout:
+              wanted: int, runs: object = None) -> None:
+        """Serve `wanted` bytes from `local` in the first run of `layout` on; `position` is the stream's.
+
+        `runs`: the view's RunFiles, the same object while its layout is kept (DecodedView.
+        start_layout_and_files). The runs a read passed over whole are complete and stay so; the
+        next read at or past the same point starts where it began serving (a walk over every
+        segment before it at each read cost 1,973 segments' reads a tenth of their time)."""
+        first, skipped = 0, 0
+        hint = self._skip_hint
+        if runs is not None and hint is not None and hint[0] is runs and local >= hint[2]:
+            first, skipped = hint[1], hint[2]
+            local -= skipped
+        serving = False  # (once a read serves, `local` restarts at 0 and no longer counts what it passed)
+        for i in range(first, len(layout)):
+            run, end = layout[i]
             if run.complete(end) and local >= run.length:
                 if run.error is not None:
                     if local == run.length:
                         raise DamagedLog(run.error)
                     local -= 1
+                    skipped += 1
                 local -= run.length
+                skipped += run.length
                 continue
+            if not serving and runs is not None:
+                self._skip_hint = (runs, i, skipped)
             served = self._serve(run, end, local, wanted, out)
             if served:
+                serving = True
                 wanted -= served
                 position += served
                 local = 0
@@ -142,6 +161,7 @@ class Cursor:
             if not run.complete(end):
                 return  # (cannot happen: a run read to its end is complete)
             local -= run.length  # the run ended before `local`: it is complete now
+            skipped += run.length
 
     def _serve(self, run: SegmentRun, end: int, local: int, wanted: int, out: list[Piece]) -> int:
         """Append up to `wanted` bytes of `run` from `local` to `out`; return how many.
