@@ -84,3 +84,29 @@ def test_concurrent_first_looks_at_a_segment_agree_on_its_end(many_segments) -> 
         for thread in threads:
             thread.join()
         assert set(seen) == {want}
+
+
+def test_the_least_recently_used_are_closed_first() -> None:
+    """Past the limit, the items used longest ago are evicted, as many as it takes to be within it
+    (an OrderedDict popped from its front: no copy of the whole table at each use)."""
+    from kfs.storage.open_files import OpenFiles
+
+    evicted: list[str] = []
+
+    class Item:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def evict(self) -> None:
+            evicted.append(self.name)
+
+    files = OpenFiles(limit=2)
+    a, b, c, d = Item("a"), Item("b"), Item("c"), Item("d")
+    files.touch(a)
+    files.touch(b)
+    files.touch(a)  # used again: b is now the least recently used
+    files.touch(c)
+    assert evicted == ["b"] and len(files) == 2
+    files.limit = 0
+    files.touch(d)
+    assert evicted == ["b", "a", "c", "d"] and len(files) == 0
