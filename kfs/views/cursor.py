@@ -28,7 +28,7 @@ from kfs.views.batch_lines import BatchLines
 from kfs.views.runs import DamagedLog, SegmentRun
 
 if TYPE_CHECKING:
-    from kfs.views.decoded import DecodedView, Measure
+    from kfs.views.decoded import DecodedView, Measure, RunFiles
 
 Piece: TypeAlias = "bytes | memoryview"  # a part of a read's reply (a view of a rendered chunk)
 
@@ -68,7 +68,7 @@ class Cursor:
         self._kept: list[tuple[int, bytes]] = []
         self._last_read = time.monotonic()
         # (the view's RunFiles, the run a read began serving at, what `local` passed over to get there)
-        self._skip_hint: tuple[object, int, int] | None = None
+        self._skip_hint: tuple[RunFiles, int, int] | None = None
         # The view's start and its runs' files (Measure.runs) as the reader has known them.
         self._seen = (opened.start, opened.runs) if opened is not None else None
 
@@ -123,7 +123,7 @@ class Cursor:
         self._walk(out, layout, position, position + self.view.skip(layout, start), wanted, runs)
 
     def _walk(self, out: list[Piece], layout: list[tuple[SegmentRun, int]], position: int, local: int,
-              wanted: int, runs: object = None) -> None:
+              wanted: int, runs: RunFiles | None = None) -> None:
         """Serve `wanted` bytes from `local` in the first run of `layout` on; `position` is the stream's.
 
         `runs`: the view's RunFiles, the same object while its layout is kept (DecodedView.
