@@ -38,6 +38,18 @@ LOG_SETTINGS = settings(max_examples=int(os.environ.get("KFS_HYPOTHESIS_EXAMPLES
                         suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _walk_marks_every_few_batches():
+    """Segments whose offset index is missing, empty or unusable are looked up from the marks their
+    tail walk left (kfs.storage.segment.WalkMarks); marks every 100 bytes put several in each
+    drawn segment, so the oracle checks lookups from them too."""
+    from kfs.storage import segment
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(segment, "MARK_BYTES", 100)
+        yield
+
+
 @dataclass
 class Layout:
     """What a drawn example is: segments of appends of batches of records, and how to damage the indexes."""

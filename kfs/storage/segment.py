@@ -18,6 +18,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from array import array
+from bisect import bisect_right
 
 from kfs.record import BatchHeader, Record, crc_is_valid
 from kfs.storage.batch_walk import BatchFile
@@ -54,6 +56,9 @@ class LogSegment(BatchFile):
         # batch, last offset + 1 of it, largest batch max timestamp seen past the time index).
         self._tail = (-1, 0, base_offset, -1)
         self._tail_lock = threading.RLock()
+        # Without a usable offset index, the tail walk from position 0 leaves marks behind: (last
+        # offset, position) of a batch every MARK_BYTES, up to `walked to` (WalkMarks).
+        self._marks: WalkMarks | None = None
         self._warned_index = False
 
     def __repr__(self) -> str:
@@ -92,15 +97,23 @@ class LogSegment(BatchFile):
                 return self._tail
             start = valid_end
             from_entry = False
+            marks = self._marks
             if start == 0 or size < valid_end:
                 start, next_offset, tail_max = 0, self.base_offset, -1
+                marks = None
                 entry = self._checked_index_entry(None)
                 if entry is not None:
                     start, from_entry = entry[1], True
                 valid_end = start
+            if not from_entry and (start == 0 or (marks is not None and marks.to == start)):
+                marks = WalkMarks.extending(marks)  # (a walk with no index to start it: remember where it went)
+            else:
+                marks = None
             try:
                 try:
                     for header in self.headers(start, size):
+                        if marks is not None:
+                            marks.passing(header)
                         valid_end = header.next_position
                         next_offset = max(next_offset, header.last_offset + 1)
                         tail_max = max(tail_max, header.max_timestamp)
@@ -110,7 +123,9 @@ class LogSegment(BatchFile):
                     # The walk began at the last index entry and met garbage: the entry may be what
                     # is wrong (a batch inside a record's bytes); the whole segment decides.
                     start, valid_end, next_offset, tail_max = 0, 0, self.base_offset, -1
+                    marks = WalkMarks.extending(None)
                     for header in self.headers(0, size):
+                        marks.passing(header)
                         valid_end = header.next_position
                         next_offset = max(next_offset, header.last_offset + 1)
                         tail_max = max(tail_max, header.max_timestamp)
@@ -119,6 +134,7 @@ class LogSegment(BatchFile):
                 # error (EIO, or an error line with on_corrupt=skip) instead of a silently shorter log.
                 log.warning("%s; the segment's end is taken as its file size", e)
                 valid_end = size
+            self._marks = marks  # (published whole: up to the last complete batch walked, damage or not)
             self._tail = (size, valid_end, next_offset, tail_max)
             return self._tail
 
@@ -295,11 +311,18 @@ class LogSegment(BatchFile):
                          ) -> tuple[tuple[int, int] | None, BatchHeader] | None:
         """`LogSegment.translateOffset`: (index entry used, first batch whose last offset >= target)."""
         entry = self._checked_index_entry(target)
-        start = max(entry[1] if entry else 0, starting_position)
-        for header in self.headers(start, self.valid_size()):
+        end = self.valid_size()
+        start = max(entry[1] if entry else 0, starting_position, self._marked_position(target, end))
+        for header in self.headers(start, end):
             if header.last_offset >= target:
                 return entry, header
         return None
+
+    def _marked_position(self, target: int, end: int) -> int:
+        """Where a walk left a mark at or below `target` (0 without marks): a batch whose last offset
+        is at most `target` starts there, so the batch holding it does there or later."""
+        marks = self._marks
+        return marks.position_at_or_below(target, end) if marks is not None else 0
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int
                                  ) -> tuple[tuple[int, int] | None, Record, BatchHeader] | None:
@@ -325,3 +348,45 @@ class LogSegment(BatchFile):
                     if record.timestamp >= timestamp and record.offset >= starting_offset:
                         return entry, record, header
         return None
+
+
+MARK_BYTES = 128 * 1024  # a walk mark every this many bytes: a lookup then walks at most this far
+
+
+class WalkMarks:
+    """Where a walk over a segment without a usable offset index went: the last offset and position
+    of a batch every MARK_BYTES, in two int64 arrays (16 bytes a mark: 128 KiB per GiB), valid up to
+    `to` (the end of the complete batches walked). Kafka rebuilds a missing index by scanning the
+    log at recovery; these are the same scan's result, kept so that each lookup on such a segment
+    walks from a nearby mark instead of from position 0 (a 130 MB segment: 87 ms per lookup)."""
+
+    def __init__(self) -> None:
+        self.offsets = array("q")
+        self.positions = array("q")
+        self.to = 0
+        self._next_at = 0
+
+    @classmethod
+    def extending(cls, marks: WalkMarks | None) -> WalkMarks:
+        """New marks, or a copy of `marks` to go on from (readers keep the ones published)."""
+        copy = cls()
+        if marks is not None:
+            copy.offsets, copy.positions = array("q", marks.offsets), array("q", marks.positions)
+            copy.to, copy._next_at = marks.to, marks._next_at
+        return copy
+
+    def passing(self, header: BatchHeader) -> None:
+        """The walk passes a complete batch (in position order)."""
+        if header.position >= self._next_at and -(1 << 63) <= header.last_offset < (1 << 63):
+            self.offsets.append(header.last_offset)
+            self.positions.append(header.position)
+            self._next_at = header.position + MARK_BYTES
+        self.to = header.next_position
+
+    def position_at_or_below(self, target: int, end: int) -> int:
+        """The position of the last mark whose batch's last offset is <= target and which lies
+        within [0, end) (0 if none)."""
+        i = bisect_right(self.offsets, target) - 1
+        while i >= 0 and self.positions[i] >= min(end, self.to):
+            i -= 1
+        return self.positions[i] if i >= 0 else 0

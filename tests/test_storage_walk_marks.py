@@ -1,0 +1,76 @@
+"""A segment without its `.index` (a backup copied without it): the first walk over it leaves marks
+(kfs.storage.segment.WalkMarks) and later lookups walk from the nearest one, while the segment
+grows, is truncated (a new leader) and grows again. The answers are a fresh reader's, which walks
+from the segment's start; tests/test_storage_properties.py checks the same against brute force."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import v2_batch
+
+from kfs.storage import LogDirs, NoRecordAtOffset, OffsetOutOfRange
+from kfs.storage import segment as segment_module
+
+T0 = 1_600_000_000_000
+
+
+def _batches(first: int = 0, pad: int = 0) -> list[bytes]:
+    """60 batches from batch `first` on: offsets 4b..4b+2 (a gap of one after each batch); values
+    `pad` bytes longer than "value-N", so the batches after a truncation start elsewhere."""
+    return [v2_batch(b * 4, [(b * 4 + j, T0 + b * 4 + j, b"k", _value(b * 4 + j, pad), []) for j in range(3)])
+            for b in range(first, first + 60)]
+
+
+def _value(offset: int, pad: int) -> bytes:
+    return b"value-%d" % offset + b"+" * pad
+
+
+def test_lookups_walk_from_marks_as_the_segment_grows_and_is_truncated(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(segment_module, "MARK_BYTES", 256)
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    batches, rewritten = _batches(), _batches(25, pad=37)
+    log = directory / f"{0:020d}.log"
+    plog = None
+    # grow, grow, truncate, grow with other batches (a new leader's): the same file, its reader kept
+    for kept, content in ((12, batches[:12]), (60, batches), (25, batches[:25]), (60, batches[:25] + rewritten[:35])):
+        log.write_bytes(b"".join(content))
+        plog = plog or LogDirs([str(tmp_path)]).partition("t-0")
+        plog.refresh(force=True)
+        fresh = LogDirs([str(tmp_path)]).partition("t-0")
+        assert plog.log_end_offset() == fresh.log_end_offset() == 4 * (kept - 1) + 3
+        marks = plog.floor_segment(0)._marks
+        assert marks is not None and len(marks.positions) > kept // 4  # a mark every couple of batches
+        for n in range(plog.log_end_offset() + 2):
+            if n >= plog.log_end_offset():
+                with pytest.raises(OffsetOutOfRange):
+                    plog.locate_offset(n)
+                continue
+            assert plog.locate_offset(n).as_dict() == fresh.locate_offset(n).as_dict(), (kept, n)
+            if n % 4 == 3:
+                with pytest.raises(NoRecordAtOffset):
+                    plog.record_at(n)
+            else:
+                assert plog.record_at(n).value == _value(n, 37 if content is not batches and n >= 100 else 0)
+        fresh.close()
+    assert plog is not None
+    plog.close()
+
+
+def test_a_segment_with_its_index_leaves_no_marks(tmp_path: Path) -> None:
+    """An index to start from: the tail walk starts at its last entry, and no marks are kept."""
+    from conftest import write_segment
+
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    records = [[(v2_batch(b * 4, [(b * 4 + j, T0, b"k", b"v", []) for j in range(3)]),
+                 [(b * 4 + j, T0, b"k", b"v", []) for j in range(3)])] for b in range(60)]
+    write_segment(str(directory), 0, records, index_interval_bytes=256)
+    plog = LogDirs([str(tmp_path)]).partition("t-0")
+    assert plog.log_end_offset() == 4 * 59 + 3
+    assert plog.floor_segment(0)._marks is None
+    assert plog.locate_offset(101).offset == 101
+    plog.close()
