@@ -7,7 +7,8 @@ about a second, so the campaign does it for every K-th partition input (`--mount
 
 They agree when `kfs cat` exits 0 and `cat` gives the same bytes (and `st_size` is their length),
 or when `kfs cat` exits 1 after N bytes and `cat` fails with EIO after every page before the one
-holding byte N, and the size covers that byte. A traceback or an error in the daemon log other than
+holding byte N (through a `-o direct_io` mount: after all N bytes), and the size covers that byte.
+Each input is read through both mounts. A traceback or an error in the daemon log other than
 the damage, or a daemon that dies, is a finding too.
 """
 
@@ -47,12 +48,22 @@ def run_mount_input(partition: str, logdir: Path, scratch: Path) -> None:
     if b"Traceback" in expected.stderr or expected.returncode not in (0, 1):
         raise Failure("exception", f"{partition}: kfs cat exit {expected.returncode}: "
                                    f"{expected.stderr.decode(errors='replace')[-400:]}")
+    for direct_io in (False, True):
+        _check_through_mount(partition, logdir, scratch, env, expected, direct_io)
+
+
+def _check_through_mount(partition: str, logdir: Path, scratch: Path, env: dict[str, str],
+                         expected: subprocess.CompletedProcess, direct_io: bool) -> None:
+    """`cat` through a fresh mount (`-o direct_io` or page-cached) against `kfs cat`'s `expected`.
+    Page-cached, the page holding the damage fails whole; through direct_io every byte before it
+    comes (a short read), as `kfs cat` prints it."""
     mountpoint = scratch / "mnt"
     log_path = scratch / "mount.log"
     shutil.rmtree(mountpoint, ignore_errors=True)
     mountpoint.mkdir()
     log_path.unlink(missing_ok=True)
-    done = _kfs("mount", str(logdir), str(mountpoint), "-o", f"size_cache=none,log={log_path}", env=env, timeout=60)
+    options = f"size_cache=none,log={log_path}" + (",direct_io" if direct_io else "")
+    done = _kfs("mount", str(logdir), str(mountpoint), "-o", options, env=env, timeout=60)
     if done.returncode != 0:
         raise Failure("mount-disagreement", f"{partition}: kfs mount failed: {done.stderr.decode(errors='replace')}")
     try:
@@ -62,23 +73,25 @@ def run_mount_input(partition: str, logdir: Path, scratch: Path) -> None:
     finally:
         _unmount(mountpoint)
     want = expected.stdout
+    mode = "-o direct_io" if direct_io else "page-cached"
     problem = None
     if expected.returncode == 0:
         if got.returncode != 0 or got.stdout != want or size != len(want):
-            problem = (f"kfs cat {len(want)} bytes, exit 0; cat through the mount {len(got.stdout)} bytes, exit "
-                       f"{got.returncode} ({got.stderr.decode(errors='replace').strip()}); st_size {size}")
+            problem = (f"kfs cat {len(want)} bytes, exit 0; cat through the mount ({mode}) {len(got.stdout)} bytes, "
+                       f"exit {got.returncode} ({got.stderr.decode(errors='replace').strip()}); st_size {size}")
     else:
         at = len(want)
+        least = at if direct_io else at - at % PAGE
         if got.returncode == 0 or b"Input/output error" not in got.stderr or not want.startswith(got.stdout) \
-                or len(got.stdout) < at - at % PAGE or size <= at:
+                or len(got.stdout) < least or size <= at:
             problem = (f"kfs cat {at} bytes, then: {expected.stderr.decode(errors='replace').strip()[-300:]}; "
-                       f"cat through the mount {len(got.stdout)} bytes, exit {got.returncode} "
+                       f"cat through the mount ({mode}) {len(got.stdout)} bytes, exit {got.returncode} "
                        f"({got.stderr.decode(errors='replace').strip()}); st_size {size}")
     if problem:
         raise Failure("mount-disagreement", f"{partition}: {problem}")
     text = log_path.read_text(errors="replace") if log_path.exists() else ""
     if "Traceback" in text or " CRITICAL " in text:
-        raise Failure("exception", f"{partition}: the daemon logged a traceback: {text[-600:]}")
+        raise Failure("exception", f"{partition}: the daemon logged a traceback ({mode}): {text[-600:]}")
 
 
 def _unmount(mountpoint: Path) -> None:
