@@ -105,10 +105,10 @@ class LogSegment(BatchFile):
                 if entry is not None:
                     start, from_entry = entry[1], True
                 valid_end = start
-            if not from_entry and (start == 0 or (marks is not None and marks.to == start)):
-                marks = WalkMarks.extending(marks)  # (a walk with no index to start it: remember where it went)
-            else:
-                marks = None
+            if not from_entry and start == 0:
+                marks = WalkMarks()  # (a walk with no index to start it: remember where it went)
+            elif marks is None or marks.to != start:
+                marks = None  # (marks go on only from where they stopped)
             try:
                 try:
                     for header in self.headers(start, size):
@@ -123,7 +123,7 @@ class LogSegment(BatchFile):
                     # The walk began at the last index entry and met garbage: the entry may be what
                     # is wrong (a batch inside a record's bytes); the whole segment decides.
                     start, valid_end, next_offset, tail_max = 0, 0, self.base_offset, -1
-                    marks = WalkMarks.extending(None)
+                    marks = WalkMarks()
                     for header in self.headers(0, size):
                         marks.passing(header)
                         valid_end = header.next_position
@@ -134,7 +134,7 @@ class LogSegment(BatchFile):
                 # error (EIO, or an error line with on_corrupt=skip) instead of a silently shorter log.
                 log.warning("%s; the segment's end is taken as its file size", e)
                 valid_end = size
-            self._marks = marks  # (published whole: up to the last complete batch walked, damage or not)
+            self._marks = marks  # (up to the last complete batch walked, damage or not)
             self._tail = (size, valid_end, next_offset, tail_max)
             return self._tail
 
@@ -366,17 +366,10 @@ class WalkMarks:
         self.to = 0
         self._next_at = 0
 
-    @classmethod
-    def extending(cls, marks: WalkMarks | None) -> WalkMarks:
-        """New marks, or a copy of `marks` to go on from (readers keep the ones published)."""
-        copy = cls()
-        if marks is not None:
-            copy.offsets, copy.positions = array("q", marks.offsets), array("q", marks.positions)
-            copy.to, copy._next_at = marks.to, marks._next_at
-        return copy
-
     def passing(self, header: BatchHeader) -> None:
-        """The walk passes a complete batch (in position order)."""
+        """The walk passes a complete batch (in position order). A growing segment's walk goes on
+        appending to the marks readers already use: a reader may see an offset whose position is
+        not there yet, or a mark at or past `to`, and passes over both (position_at_or_below)."""
         if header.position >= self._next_at and -(1 << 63) <= header.last_offset < (1 << 63):
             self.offsets.append(header.last_offset)
             self.positions.append(header.position)
@@ -386,7 +379,7 @@ class WalkMarks:
     def position_at_or_below(self, target: int, end: int) -> int:
         """The position of the last mark whose batch's last offset is <= target and which lies
         within [0, end) (0 if none)."""
-        i = bisect_right(self.offsets, target) - 1
+        i = min(bisect_right(self.offsets, target), len(self.positions)) - 1
         while i >= 0 and self.positions[i] >= min(end, self.to):
             i -= 1
         return self.positions[i] if i >= 0 else 0

@@ -123,7 +123,7 @@ class Cursor:
         self._walk(out, layout, position, position + self.view.skip(layout, start), wanted, runs)
 
     def _walk(self, out: list[Piece], layout: list[tuple[SegmentRun, int]], position: int, local: int,
-              wanted: int, runs: RunFiles | None = None) -> None:
+              wanted: int, runs: RunFiles) -> None:
         """Serve `wanted` bytes from `local` in the first run of `layout` on; `position` is the stream's.
 
         `runs`: the view's RunFiles, the same object while its layout is kept (DecodedView.
@@ -132,7 +132,7 @@ class Cursor:
         segment before it at each read cost 1,973 segments' reads a tenth of their time)."""
         first, skipped = 0, 0
         hint = self._skip_hint
-        if runs is not None and hint is not None and hint[0] is runs and local >= hint[2]:
+        if hint is not None and hint[0] is runs and local >= hint[2]:
             first, skipped = hint[1], hint[2]
             local -= skipped
         serving = False  # (once a read serves, `local` restarts at 0 and no longer counts what it passed)
@@ -147,7 +147,7 @@ class Cursor:
                 local -= run.length
                 skipped += run.length
                 continue
-            if not serving and runs is not None:
+            if not serving:
                 self._skip_hint = (runs, i, skipped)
             served = self._serve(run, end, local, wanted, out)
             if served:

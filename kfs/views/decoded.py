@@ -61,6 +61,12 @@ log = logging.getLogger("kfs")
 Pace: TypeAlias = Callable[[SegmentRun], None]
 RunFiles: TypeAlias = "tuple[tuple[int, int | None, int], ...]"  # each run's (segment base offset, inode, start)
 
+
+def run_files(layout: list[tuple[SegmentRun, int]]) -> RunFiles:
+    """Each run's (segment base offset, inode, start): the files a layout was made of."""
+    return tuple((run.segment.base_offset, run.segment.inode, run.start) for run, _ in layout)
+
+
 MAPPING_THREADS = min(4, os.cpu_count() or 1)  # segments of one view counted at once
 MAX_RUNS = 4096  # runs kept per decoded log (LRU); a run of a 1 GiB segment maps in ~1 MB
 MAX_SKIPS = 256  # view starts remembered per run
@@ -265,7 +271,7 @@ class DecodedView:
             layout = [(self.log.run(segment, max(segment.base_offset, log_start), following.base_offset),
                        following.base_offset) for segment, following in pairwise(segments)]
             layout.append(self._last_run(segments[-1], max(segments[-1].base_offset, log_start)))
-            files = tuple((run.segment.base_offset, run.segment.inode, run.start) for run, _ in layout)
+            files = run_files(layout)
             if plog.listing() == listing:  # (not a listing that changed while this one was made)
                 self._kept_layout = (key, layout, files)
         return start, list(layout), files
@@ -337,7 +343,7 @@ class DecodedView:
         start = self.start
         layout = self.mapped_layout(start, pace)
         return Measure(sum(run.span() for run, _ in layout) - self.skip(layout, start), start,
-                       tuple((run.segment.base_offset, run.segment.inode, run.start) for run, _ in layout))
+                       run_files(layout))
 
     def damaged(self) -> bool:
         """Whether the view (as mapped) holds damage: reads there fail."""
