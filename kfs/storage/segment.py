@@ -332,8 +332,12 @@ class LogSegment(BatchFile):
         below the target. The scan starts no later than the batch of the last entry strictly below
         the target: only that entry says no record before it reaches the target, which a damaged
         index could otherwise get wrong. Control records count here, as in Kafka: a lookup may land
-        on a transaction marker.
+        on a transaction marker. Most lookups are answered by `_timed_record` in one walk; this
+        path is for the rest (an entry at T itself, the last interval, no index, damage).
         """
+        quick = self._timed_record(timestamp, starting_offset)
+        if quick is not None:
+            return quick
         hint = self._checked_time_entry(self._safe_index(lambda: self.time_index.lookup(timestamp)))
         hint_offset = hint[0][1] if hint else self.base_offset
         entry = self._checked_index_entry(max(hint_offset, starting_offset))
@@ -347,6 +351,60 @@ class LogSegment(BatchFile):
                 for record in self.records_of(header, body):
                     if record.timestamp >= timestamp and record.offset >= starting_offset:
                         return entry, record, header
+        return None
+
+    def _timed_record(self, timestamp: int, starting_offset: int
+                      ) -> tuple[tuple[int, int], Record, BatchHeader] | None:
+        """`find_offset_by_timestamp` in one walk, for the plain case: the time index entry below the
+        target (T', O) lies inside the offset index, between two entries, and O >= starting_offset.
+
+        The general path checks the time entry (a walk to O's batch, itself checking the offset
+        entry below O with a walk to the next entry), checks the offset entry again, then scans from
+        it: three or four walks over the same bytes. Here one body walk from the offset entry's
+        position does all of it: the entry's batch is whole with its CRC, starts at or below the
+        entry's offset, and the walk lands exactly on the next entry's position; the batch holding O
+        has max timestamp T' and starts at or below O; and the first record at or past T from the
+        entry's position is the answer, as the general path's scan from there finds it.
+
+        None when any check fails or the case is not this one: the general path then says what is
+        wrong and scans as before."""
+        hint = self._safe_index(lambda: self.time_index.lookup(timestamp))
+        if hint is None or not self._safe_index(self.time_index.is_ordered):
+            return None
+        hint_timestamp, hint_offset = hint
+        if hint_timestamp >= timestamp or hint_offset < starting_offset or hint_offset < self.base_offset:
+            return None  # an entry at T itself: the general path also looks below it
+        pair = self._safe_index(lambda: self.offset_index.lookup_with_next(hint_offset))
+        if pair is None or pair[0] is None or pair[1] is None:
+            return None
+        entry, (_, following) = pair
+        offset, position = entry
+        limit = self.valid_size()
+        if offset < self.base_offset or not 0 <= position < following < limit:
+            return None
+        hint_checked = landed = False
+        found: tuple[Record, BatchHeader] | None = None
+        try:
+            for header, body in self._walk(position, limit, with_body=True):
+                assert body is not None
+                if header.position == position and not (crc_is_valid(body, header)
+                                                         and self.base_offset_of(header, body) <= offset):
+                    return None
+                if not landed:
+                    if header.position > following:
+                        return None  # stepped over the next entry's position: not a batch start
+                    landed = header.position == following
+                if not hint_checked and header.last_offset >= hint_offset:
+                    if header.max_timestamp != hint_timestamp or self._first_offset(header) > hint_offset:
+                        return None
+                    hint_checked = True
+                if found is None and header.max_timestamp >= timestamp:
+                    found = next(((record, header) for record in self.records_of(header, body)
+                                  if record.timestamp >= timestamp and record.offset >= starting_offset), None)
+                if found is not None and landed and hint_checked:
+                    return entry, found[0], found[1]
+        except (CorruptLogError, VanishedError):
+            return None
         return None
 
 
