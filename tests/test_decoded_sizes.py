@@ -58,12 +58,14 @@ def _small_map_interval(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def check_views(plog: PartitionLog, starts: list[int], isolation: str, control: str, cache_dir: str) -> None:
     """Every view's size, counted, then read back from the cache, equals its rendered length."""
-    counted = DecodedLog(plog, isolation, control, SizeCache(cache_dir))
+    saving = SizeCache(cache_dir)
+    counted = DecodedLog(plog, isolation, control, saving)
     for start in starts:
         expected = rendered(plog, start, isolation, control)
         view = counted.view(start)
         assert view.size() == len(expected), (plog.name, start, isolation, control)
         assert read_all(view) == expected
+    assert saving.flush(10)  # the writer thread has written every map
     cache = SizeCache(cache_dir)
     cached = DecodedLog(plog, isolation, control, cache)
     for start in starts:
@@ -238,11 +240,12 @@ def test_damage_a_reader_meets_first_stays_where_it_was_met(tmp_path: Path, monk
 
 
 def test_the_size_cache_is_bounded_and_keeps_what_was_used_last(tmp_path: Path) -> None:
-    cache = SizeCache(str(tmp_path / "cache"), max_bytes=0)
+    cache = SizeCache(str(tmp_path / "cache"))
     saved = SavedMap(10, 5, array("q", [0] * 100), array("q", [0] * 100))
     keys = [{"segment": i} for i in range(4)]
     for key in keys:
         cache.save(key, saved)
+    assert cache.flush(10)
     entries = sorted((tmp_path / "cache").glob("*/*"))
     entry_size = entries[0].stat().st_size
     for i, path in enumerate(entries):  # distinct ages, oldest first in key order below
@@ -254,3 +257,28 @@ def test_the_size_cache_is_bounded_and_keeps_what_was_used_last(tmp_path: Path) 
     assert cache.prune() == 2
     assert cache.load(used) is not None and cache.hits == 2
     assert sum(cache.load(k) is not None for k in keys) == 2
+
+
+def test_a_save_past_the_bound_prunes_the_least_recently_used(tmp_path: Path) -> None:
+    """The store is counted once, then added to: the save that takes it past its bound prunes it
+    to PRUNE_TO of the bound, oldest first; saves below the bound list nothing."""
+    cache = SizeCache(str(tmp_path / "cache"))
+    saved = SavedMap(10, 5, array("q", [0] * 100), array("q", [0] * 100))
+    cache.save({"segment": 0}, saved)
+    assert cache.flush(10)
+    entry_size = next((tmp_path / "cache").glob("*/*")).stat().st_size
+    cache.max_bytes = 10 * entry_size + 5  # {"segment": 10} is a byte longer
+    for i in range(1, 10):
+        cache.save({"segment": i}, saved)
+        assert cache.flush(10)
+        path = Path(cache._path({"segment": i})[0])
+        os.utime(path, ns=(time.time_ns(), time.time_ns() - (100 - i) * 10**9))  # older than what follows
+    os.utime(cache._path({"segment": 0})[0], ns=(time.time_ns(), time.time_ns() - 200 * 10**9))
+    assert len(list((tmp_path / "cache").glob("*/*"))) == 10  # at the bound, not past it
+    cache.save({"segment": 10}, saved)
+    assert cache.flush(10)
+    left = {p.name for p in (tmp_path / "cache").glob("*/*")}
+    assert len(left) == 9  # 11 entries, pruned to 0.9 of 10 entries' bytes
+    assert Path(cache._path({"segment": 0})[0]).name not in left  # the oldest went
+    assert Path(cache._path({"segment": 10})[0]).name in left
+    assert not list((tmp_path / "cache").glob("*/.tmp-*"))

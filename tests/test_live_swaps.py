@@ -78,6 +78,7 @@ def test_a_map_counted_in_the_old_file_is_never_kept_for_the_cleaned_one(tmp_pat
     run = log.run(old, 0, 100)
     _swap_in_cleaned(tmp_path, partition)
     log.map_run(run, 100)
+    assert cache.flush(10)
 
     monkeypatch.setattr(partition_module, "REFRESH_INTERVAL", 0.5)
     fresh = LogDirs([str(tmp_path / "logdir")]).partition("live-0")

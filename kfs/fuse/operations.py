@@ -38,6 +38,7 @@ CACHE_DEFAULTS: dict[str, float | int] = {"attr_timeout": ATTR_TIMEOUT, "entry_t
                                           "negative_timeout": 0.0, "direct_io": 0}
 IDLE_CHECK_SECONDS = 30.0
 IDLE_CLOSE_SECONDS = 60.0  # an index or segment file unused this long is closed (reopened on use)
+CACHE_FLUSH_SECONDS = 10.0  # unmounting waits this long at most for decoded sizes still being kept
 
 
 _WORKER = threading.local()
@@ -280,6 +281,8 @@ class KfsOperations(binding.Operations):
             handles, self._handles = list(self._handles.values()), {}
         for handle in handles:
             handle.release()
+        if not self.tree.cache.flush(CACHE_FLUSH_SECONDS):
+            log.warning("unmounting before every decoded size was kept; the next mount computes the rest")
         self.tree.logdirs.close()
 
     # ---- read-only ------------------------------------------------------------------------------

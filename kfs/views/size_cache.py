@@ -20,8 +20,9 @@ import json
 import logging
 import os
 import sys
-import tempfile
+import threading
 from array import array
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ log = logging.getLogger("kfs")
 
 MAGIC = b"kfs-decoded-map 1\n"
 MAX_BYTES = 1 << 30  # the store's bound: ~1000 maps of 1 GiB segments, or far more smaller ones
+PRUNE_TO = 0.9  # a save that finds the store past its bound prunes it to this share of it
+MAX_QUEUED_BYTES = 64 << 20  # entries waiting for the writer thread; past it a save writes its own
 _fingerprint: str | None = None
 
 
@@ -81,6 +84,14 @@ class SizeCache:
         self.max_bytes = max_bytes
         self._warned = False
         self.hits = self.misses = self.stores = 0  # for the daemon log (and the tests)
+        self._made: set[str] = set()  # entry directories known to exist
+        self._stored: int | None = None  # the store's bytes as last counted, plus what was saved since
+        self._token = f"{os.getpid()}-{os.urandom(4).hex()}"  # this store's temporary names: no other writer's
+        # Entries waiting for the writer thread, and their bytes (see save)
+        self._queue: deque[tuple[str, bytes]] = deque()
+        self._queued_bytes = 0
+        self._changed = threading.Condition()
+        self._writer: threading.Thread | None = None
 
     @classmethod
     def default(cls) -> SizeCache:
@@ -123,32 +134,88 @@ class SizeCache:
         if sys.byteorder != "little":
             positions.byteswap()
             offsets.byteswap()
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+        data = MAGIC + header + b"\n" + positions.tobytes() + offsets.tobytes()
+        with self._changed:
+            if self._queued_bytes + len(data) <= MAX_QUEUED_BYTES:
+                self._queue.append((path, data))
+                self._queued_bytes += len(data)
+                if self._writer is None:
+                    self._writer = threading.Thread(target=self._write_queued, name="kfs-size-cache", daemon=True)
+                    self._writer.start()
+                self._changed.notify_all()
+                return
+        self._store(path, data)  # the writer is that far behind: this caller waits for its own
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every entry saved so far is written; False if `timeout` passed first."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not self._queue, timeout)
+
+    def _write_queued(self) -> None:
+        """The writer thread: entries are written in the order saved. A count's caller (a `stat`)
+        does not wait for them: creating a file here costs 0.15-0.25 ms (ext4, an entry directory
+        each), as much as counting a 64 KiB segment, and a first `stat` of 1,973 such segments
+        took 1.1-1.4 s with the writes in it against 0.55 s without. An entry not written yet is
+        a miss for a load, as before it was saved; one not written when the daemon is killed is
+        computed again by the next mount."""
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: bool(self._queue))
+                path, data = self._queue[0]
             try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(MAGIC + header + b"\n" + positions.tobytes() + offsets.tobytes())
-                os.replace(tmp, path)
-                self.stores += 1
-                if self.stores % 256 == 0:
-                    self.prune()
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+                self._store(path, data)
+            finally:
+                with self._changed:
+                    self._queue.popleft()
+                    self._queued_bytes -= len(data)
+                    self._changed.notify_all()
+
+    def _store(self, path: str, data: bytes) -> None:
+        try:
+            self._write(path, data)
+            self.stores += 1
+            self._stored = None if self._stored is None else self._stored + len(data)
+            if self._stored is None or self._stored > self.max_bytes:
+                self.prune(PRUNE_TO * self.max_bytes)
         except OSError as e:
             if not self._warned:
                 log.warning("cannot keep decoded sizes in %s (%s); every mount will compute them",
                             self.directory, e.strerror or e)
                 self._warned = True
 
+    def _write(self, path: str, data: bytes) -> None:
+        """`data` at `path`, atomically: written under a name of this store and thread, renamed.
 
-    def prune(self) -> int:
-        """Remove the least recently used entries while the store holds more than `max_bytes`;
-        returns how many were removed."""
+        A first count of a partition of 1,973 small segments saved 1,973 maps: with a directory
+        made, a random name drawn and a Python file object each time (and the whole store listed
+        every 256 saves to bound it), saving took longer than counting (0.6 s of 1.15 s)."""
+        directory = os.path.dirname(path)
+        if directory not in self._made:
+            os.makedirs(directory, exist_ok=True)
+            self._made.add(directory)
+        tmp = os.path.join(directory, f".tmp-{self._token}-{threading.get_ident()}")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, 0o600)  # this store's and thread's own name: no one else writes it
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def prune(self, target: float | None = None) -> int:
+        """Remove the least recently used entries while the store holds more than `target` bytes
+        (`max_bytes` if not given); returns how many were removed. A save prunes only when the
+        store may be past `max_bytes` (counted once, then added to), and then to PRUNE_TO of it."""
         if self.directory is None:
             return 0
+        bound = self.max_bytes if target is None else target
         entries = []
         for path in Path(self.directory).glob("*/*"):
             try:
@@ -159,12 +226,13 @@ class SizeCache:
         total = sum(size for _, size, _ in entries)
         removed = 0
         for _, size, path in sorted(entries):
-            if total <= self.max_bytes:
+            if total <= bound:
                 break
             with contextlib.suppress(OSError):
                 path.unlink()
                 total -= size
                 removed += 1
+        self._stored = total
         return removed
 
 
