@@ -74,3 +74,53 @@ def test_a_segment_with_its_index_leaves_no_marks(tmp_path: Path) -> None:
     assert plog.floor_segment(0)._marks is None
     assert plog.locate_offset(101).offset == 101
     plog.close()
+
+
+def test_time_lookups_start_from_marks_and_answer_as_a_brute_force_scan(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """No `.timeindex` either: each mark keeps the largest timestamp before it, so a lookup for T
+    scans from the last mark before which no record reaches T (timestamps go back and forth here),
+    and the segment's largest timestamp is the tail walk's. Every target from below the first
+    timestamp to past the last gets the brute-force answer, never scanning from the start."""
+    import random
+
+    from kfs.storage import TimestampNotFound
+    from kfs.storage import log_file as log_file_module
+
+    monkeypatch.setattr(segment_module, "MARK_BYTES", 256)
+    rng = random.Random(7)
+    stamps = {o: T0 + o * 10 + rng.randint(-40, 40) for o in range(240)}
+    records = [(o, stamps[o]) for o in range(240) if o % 4 != 3]
+    batches = [v2_batch(b * 4, [(o, t, b"k", b"v%d" % o, []) for o, t in records[b * 3:b * 3 + 3]])
+               for b in range(60)]
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    (directory / f"{0:020d}.log").write_bytes(b"".join(batches))
+    plog = LogDirs([str(tmp_path)]).partition("t-0")
+    segment = plog.floor_segment(0)
+    assert plog.largest_timestamp(segment) == max(t for _, t in records)
+    assert segment._marks is not None and len(segment._marks.positions) > 10
+
+    reads: list[int] = []
+    real_read = log_file_module.LogFile._read
+
+    def counted_read(self, position: int, length: int, ahead: int) -> bytes:
+        reads.append(position)
+        return real_read(self, position, length, ahead)
+
+    monkeypatch.setattr(log_file_module.LogFile, "_read", counted_read)
+    low, high = min(t for _, t in records), max(t for _, t in records)
+    for target in range(low - 2, high + 3):
+        expected = next(((o, t) for o, t in records if t >= target), None)
+        if expected is None:
+            with pytest.raises(TimestampNotFound):
+                plog.locate_time(target)
+            continue
+        found = plog.locate_time(target)
+        assert (found.offset, found.timestamp) == expected, target
+    late = [target for target in range(low, high) if target > low + (high - low) // 2]
+    reads.clear()
+    for target in late:
+        plog.locate_time(target)
+    assert min(reads) >= 0.3 * segment.valid_size()  # none scanned from position 0
+    plog.close()

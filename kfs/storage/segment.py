@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 from kfs.record import BatchHeader, Record, crc_is_valid
 from kfs.storage.batch_walk import BatchFile
@@ -153,9 +153,12 @@ class LogSegment(BatchFile):
         T, so only the batches from that one on are read. An index that is out of order, or whose
         last entry the log does not confirm, is ignored, and every batch header is read instead.
         """
-        valid_end = self.valid_size()
+        _, valid_end, _, tail_largest = self._refresh_tail()
+        marks = self._marks
         checked = self._checked_time_entry(self._safe_index(self.time_index.last_entry))
         if checked is None:
+            if marks is not None and marks.to == valid_end:
+                return tail_largest  # the tail walk went over every batch (from position 0)
             return max((h.max_timestamp for h in self.headers(0, valid_end)), default=-1)
         (timestamp, _), header = checked
         return max(timestamp, max((h.max_timestamp for h in self.headers(header.position, valid_end)), default=-1))
@@ -342,6 +345,13 @@ class LogSegment(BatchFile):
         hint_offset = hint[0][1] if hint else self.base_offset
         entry = self._checked_index_entry(max(hint_offset, starting_offset))
         start = entry[1] if entry else 0
+        if hint is None:
+            # No time index to say where to start (a segment copied without its indexes): the walk
+            # marks (left by the tail walk, which valid_size makes first) know, from the log, the
+            # batches before which no record reaches the target.
+            end = self.valid_size()
+            if self._marks is not None:
+                start = max(start, self._marks.position_before_time(timestamp, end))
         if hint is not None and hint[0][0] >= timestamp:
             below = self._checked_time_entry(self._safe_index(lambda: self.time_index.lookup(timestamp - 1)))
             below_entry = self._checked_index_entry(max(below[0][1], starting_offset)) if below else None
@@ -421,18 +431,32 @@ class WalkMarks:
     def __init__(self) -> None:
         self.offsets = array("q")
         self.positions = array("q")
+        self.times_before = array("q")  # the largest timestamp of the batches before each mark's
         self.to = 0
         self._next_at = 0
+        self._largest_time = -1
 
     def passing(self, header: BatchHeader) -> None:
         """The walk passes a complete batch (in position order). A growing segment's walk goes on
         appending to the marks readers already use: a reader may see an offset whose position is
         not there yet, or a mark at or past `to`, and passes over both (position_at_or_below)."""
         if header.position >= self._next_at and -(1 << 63) <= header.last_offset < (1 << 63):
+            self.times_before.append(self._largest_time)
             self.offsets.append(header.last_offset)
             self.positions.append(header.position)
             self._next_at = header.position + MARK_BYTES
+        if -(1 << 63) <= header.max_timestamp < (1 << 63):
+            self._largest_time = max(self._largest_time, header.max_timestamp)
         self.to = header.next_position
+
+    def position_before_time(self, timestamp: int, end: int) -> int:
+        """The position of the last mark before which no batch has a timestamp at or past
+        `timestamp`, within [0, end) (0 if none): the time index's promise, from the log itself."""
+        known = min(len(self.times_before), len(self.positions))
+        i = bisect_left(self.times_before, timestamp, 0, known) - 1
+        while i >= 0 and self.positions[i] >= min(end, self.to):
+            i -= 1
+        return self.positions[i] if i >= 0 else 0
 
     def position_at_or_below(self, target: int, end: int) -> int:
         """The position of the last mark whose batch's last offset is <= target and which lies
