@@ -33,6 +33,10 @@ from kfs.storage.errors import CorruptLogError
 from kfs.storage.log_file import LogFile
 
 FIRST_WINDOW = 4096             # a walk's first read: a lookup's walk mostly ends within it
+# A decoded view's walk (one with a WindowTaker) reads whole segments: its first read is this much,
+# where doubling from a page cost a partition of 1,973 segments of 64 KiB six preads and eight
+# compiled calls a segment (a read of its lines 0.47 s, against 0.23 s in one segment).
+STREAM_FIRST_WINDOW = 256 * 1024
 HEADER_WINDOW = 64 * 1024      # the most read at a time when only headers are needed
 BODY_WINDOW = 4 * 1024 * 1024  # the most read at a time when whole batches are needed
 READ_AHEAD_FROM = 256 * 1024   # a body walk this far along is a stream: read its next window ahead
@@ -81,7 +85,7 @@ class BatchFile(LogFile):
         its window starts small again: it needs the next header, not the body it skipped."""
         limit = self.file_size() if end is None else end
         max_window = BODY_WINDOW if with_body else HEADER_WINDOW
-        window = FIRST_WINDOW
+        window = FIRST_WINDOW if take is None else STREAM_FIRST_WINDOW
         position = start
         buf = memoryview(b"")
         buf_start = start
