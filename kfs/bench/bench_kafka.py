@@ -213,6 +213,19 @@ def measures(cp: str, logdirs: dict[str, Path], work: Path) -> dict[str, Callabl
     return m
 
 
+def warm(logdir: Path) -> None:
+    """Read a log dir's files into the page cache before a figure that reads them: every figure here
+    compares work on data in memory (the JVM's and bindfs's too). This machine's memory manager pages
+    out file pages idle for ~30 s (DAMON `pageout`), so a log read a phase earlier may be on disk
+    again; `.value` lookups then read it from disk while the small files they are compared with were
+    just written (py-spy of the daemon: a third of each lookup in `pread`)."""
+    for path in sorted(logdir.rglob("*")):
+        if path.is_file():
+            with path.open("rb") as f:
+                while f.read(1 << 20):
+                    pass
+
+
 def value_measures(logdir: Path, work: Path, records: int
                    ) -> tuple[dict[str, Callable[[], float]], dict[str, Path]]:
     """`cat offset/N.value` of a record never read before, against `cat` of as many small files read
@@ -344,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                         bindfs(logdirs["mixed"] / "bench.mixed-0", work / "bindfs-part"))
                     timed(["cat", str(state["kfs"] / "bench.mixed-0" / "offset" / "earliest")])  # warm both
                     timed(["cat", *_segments(state["bindfs_part"])])
+                warm(logdirs[name.split(":")[0] if name.split(":")[0] in logdirs else "mixed"])
                 samples[name].append(run())
                 if name.endswith(CPU_FIGURES):
                     cpu_samples.setdefault(name, []).append(LAST_CPU[0])
