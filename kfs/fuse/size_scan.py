@@ -55,7 +55,7 @@ def scan_sizes(tree: KfsTree, stop: threading.Event) -> None:
             last_report = now
             log.info("size scan: %d partitions mapped (%.1f s)", done, now - began)
     cache = tree.cache
-    cache.flush()
+    cache.flush(60)  # the maps the scan made, kept by the cache's writer thread
     cache.prune()
     log.info("size scan: the decoded sizes of %d partitions are known (%.1f s, %.1f s of it paused for reads; size "
              "cache %s: %d segment maps found, %d computed and kept)", done, time.monotonic() - began,

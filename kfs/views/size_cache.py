@@ -164,6 +164,8 @@ class SizeCache:
                 path, data = self._queue[0]
             try:
                 self._store(path, data)
+            except Exception:  # never let the writer die with entries queued: flush would wait on them
+                log.exception("size cache: keeping %s failed", path)
             finally:
                 with self._changed:
                     self._queue.popleft()
