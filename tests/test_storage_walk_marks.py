@@ -124,3 +124,68 @@ def test_time_lookups_start_from_marks_and_answer_as_a_brute_force_scan(tmp_path
         plog.locate_time(target)
     assert min(reads) >= 0.3 * segment.valid_size()  # none scanned from position 0
     plog.close()
+
+
+def test_time_lookups_without_a_timeindex_make_marks_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A segment with its `.index` but no `.timeindex` (Kafka 0.10.0 wrote timestamps and no time
+    index; a backup may keep one file and not the other): the first time lookup walks its batch
+    headers once and keeps marks, which later lookups start from and which grow with the segment.
+    Every target gets the brute-force answer, before and after the segment grows."""
+    import random
+
+    from conftest import write_segment
+
+    from kfs.storage import TimestampNotFound
+    from kfs.storage import log_file as log_file_module
+
+    monkeypatch.setattr(segment_module, "MARK_BYTES", 256)
+    rng = random.Random(11)
+    stamps = {o: T0 + o * 10 + rng.randint(-40, 40) for o in range(480)}
+    records = [(o, stamps[o]) for o in range(480) if o % 4 != 3]
+
+    def appends(first_batch: int, last_batch: int) -> list:
+        out = []
+        for b in range(first_batch, last_batch):
+            batch_records = [(o, t, b"k", b"v%d" % o, []) for o, t in records[b * 3:b * 3 + 3]]
+            out.append([(v2_batch(b * 4, batch_records), batch_records)])
+        return out
+
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    write_segment(str(directory), 0, appends(0, 60), index_interval_bytes=256, closed=False)
+    (directory / f"{0:020d}.timeindex").unlink()
+    plog = LogDirs([str(tmp_path)]).partition("t-0")
+    segment = plog.floor_segment(0)
+    assert plog.log_end_offset() == 239 and segment._marks is None  # the index starts the tail walk
+
+    reads: list[int] = []
+    real_read = log_file_module.LogFile._read
+
+    def counted_read(self, position: int, length: int, ahead: int) -> bytes:
+        reads.append(position)
+        return real_read(self, position, length, ahead)
+
+    monkeypatch.setattr(log_file_module.LogFile, "_read", counted_read)
+    for batches in (60, 120):
+        if batches == 120:  # the segment grows (a live one): its marks go on with it
+            log = directory / f"{0:020d}.log"
+            log.write_bytes(log.read_bytes() + b"".join(data for append in appends(60, 120) for data, _ in append))
+            plog.refresh(force=True)
+            assert plog.log_end_offset() == 479
+        written = records[:batches * 3]
+        assert plog.largest_timestamp(segment) == max(t for _, t in written)
+        assert segment._marks is not None
+        low, high = min(t for _, t in written), max(t for _, t in written)
+        for target in range(low - 2, high + 3):
+            expected = next(((o, t) for o, t in written if t >= target), None)
+            if expected is None:
+                with pytest.raises(TimestampNotFound):
+                    plog.locate_time(target)
+                continue
+            found = plog.locate_time(target)
+            assert (found.offset, found.timestamp) == expected, (batches, target)
+        reads.clear()
+        for target in range(low + (high - low) // 2, high):
+            plog.locate_time(target)
+        assert min(reads) >= 0.3 * segment.valid_size()  # no scan from position 0 once the marks are made
+    plog.close()

@@ -153,12 +153,12 @@ class LogSegment(BatchFile):
         T, so only the batches from that one on are read. An index that is out of order, or whose
         last entry the log does not confirm, is ignored, and every batch header is read instead.
         """
-        _, valid_end, _, tail_largest = self._refresh_tail()
-        marks = self._marks
+        valid_end = self.valid_size()
         checked = self._checked_time_entry(self._safe_index(self.time_index.last_entry))
         if checked is None:
-            if marks is not None and marks.to == valid_end:
-                return tail_largest  # the tail walk went over every batch (from position 0)
+            marks = self._marks_from_start()
+            if marks is not None and marks.to >= valid_end:
+                return marks.largest_time  # every batch walked once (a live segment's: since, in place)
             return max((h.max_timestamp for h in self.headers(0, valid_end)), default=-1)
         (timestamp, _), header = checked
         return max(timestamp, max((h.max_timestamp for h in self.headers(header.position, valid_end)), default=-1))
@@ -341,17 +341,18 @@ class LogSegment(BatchFile):
         quick = self._timed_record(timestamp, starting_offset)
         if quick is not None:
             return quick
-        hint = self._checked_time_entry(self._safe_index(lambda: self.time_index.lookup(timestamp)))
+        indexed = self._safe_index(lambda: self.time_index.lookup(timestamp))
+        hint = self._checked_time_entry(indexed)
         hint_offset = hint[0][1] if hint else self.base_offset
         entry = self._checked_index_entry(max(hint_offset, starting_offset))
         start = entry[1] if entry else 0
-        if hint is None:
-            # No time index to say where to start (a segment copied without its indexes): the walk
-            # marks (left by the tail walk, which valid_size makes first) know, from the log, the
-            # batches before which no record reaches the target.
-            end = self.valid_size()
-            if self._marks is not None:
-                start = max(start, self._marks.position_before_time(timestamp, end))
+        if hint is None and (indexed is not None or not self._safe_index(self.time_index.entry_count)):
+            # No time index to say where to start (none, or one the log does not confirm; not a
+            # target below its first entry, whose record is near the start anyway): the walk marks
+            # know, from the log, the batches before which no record reaches the target.
+            marks = self._marks_from_start()
+            if marks is not None:
+                start = max(start, marks.position_before_time(timestamp, self.valid_size()))
         if hint is not None and hint[0][0] >= timestamp:
             below = self._checked_time_entry(self._safe_index(lambda: self.time_index.lookup(timestamp - 1)))
             below_entry = self._checked_index_entry(max(below[0][1], starting_offset)) if below else None
@@ -362,6 +363,27 @@ class LogSegment(BatchFile):
                     if record.timestamp >= timestamp and record.offset >= starting_offset:
                         return entry, record, header
         return None
+
+    def _marks_from_start(self) -> WalkMarks | None:
+        """Marks over every batch of the segment, for time lookups no time index can start: the tail
+        walk's when it walked from position 0 (no usable offset index), else made now by one walk
+        of the batch headers from 0, as Kafka rebuilds a missing index at recovery, and kept as the
+        tail walk's are (grown in place with the segment, dropped when it is truncated). None when
+        the walk meets damage (the lookup's own scan then reports it)."""
+        valid_end = self.valid_size()
+        marks = self._marks
+        if marks is not None:
+            return marks
+        made = WalkMarks()
+        try:
+            for header in self.headers(0, valid_end):
+                made.passing(header)
+        except CorruptLogError:
+            return None
+        with self._tail_lock:
+            if self._marks is None and self._tail[1] == made.to:  # the segment is as walked: keep them
+                self._marks = made
+        return made
 
     def _timed_record(self, timestamp: int, starting_offset: int
                       ) -> tuple[tuple[int, int], Record, BatchHeader] | None:
@@ -448,6 +470,11 @@ class WalkMarks:
         if -(1 << 63) <= header.max_timestamp < (1 << 63):
             self._largest_time = max(self._largest_time, header.max_timestamp)
         self.to = header.next_position
+
+    @property
+    def largest_time(self) -> int:
+        """The largest timestamp of the batches walked (up to `to`)."""
+        return self._largest_time
 
     def position_before_time(self, timestamp: int, end: int) -> int:
         """The position of the last mark before which no batch has a timestamp at or past
