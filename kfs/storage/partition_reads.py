@@ -71,9 +71,14 @@ class PartitionReads:
         name now. A decoded run is one segment's lines; after a cleaner swap the name holds another
         file, whose batches at the run's positions and offsets are other records. A retired segment
         (deleted or replaced) raises VanishedError."""
-        found = segment.translate_offset(start_offset)
-        if found is not None:
-            yield from self._placed_batches(segment, found[1].position, take)
+        if start_offset <= segment.base_offset:
+            # From the segment's first batch (every batch's offsets are at or past the base): no index
+            # lookup, which cost a decoded view ~45 us and a pread per segment (1,973 of them: 0.09 s)
+            yield from self._placed_batches(segment, 0, take)
+        else:
+            found = segment.translate_offset(start_offset)
+            if found is not None:
+                yield from self._placed_batches(segment, found[1].position, take)
         self.raise_if_damaged(segment)
 
     def _check_log_end(self, log_end: int) -> None:
