@@ -282,3 +282,22 @@ def test_a_save_past_the_bound_prunes_the_least_recently_used(tmp_path: Path) ->
     assert Path(cache._path({"segment": 0})[0]).name not in left  # the oldest went
     assert Path(cache._path({"segment": 10})[0]).name in left
     assert not list((tmp_path / "cache").glob("*/.tmp-*"))
+
+
+def test_a_store_that_cannot_be_written_warns_once_and_sizes_stay_exact(tmp_path: Path, caplog) -> None:
+    """The cache's directory is a file (a read-only or full disk fails the same way): the writer
+    thread meets the error, says so once, and goes on; every view still has its exact size, and
+    flush returns (nothing is left queued behind a dead writer)."""
+    import logging
+
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_bytes(b"")
+    cache = SizeCache(str(blocker / "cache"))
+    plog = LogDirs(LOGDIRS).partition("orders-0")
+    with caplog.at_level(logging.WARNING, logger="kfs"):
+        counted = DecodedLog(plog, cache=cache)
+        for start in (plog.log_start_offset(), plog.log_start_offset() + 100):
+            assert counted.view(start).size() == len(rendered(plog, start, "read_uncommitted", "hide"))
+        assert cache.flush(10)
+    assert caplog.text.count("cannot keep decoded sizes") == 1
+    assert cache.stores == 0 and cache.misses > 0
