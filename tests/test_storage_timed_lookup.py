@@ -1,6 +1,8 @@
 """A `time/<T>` lookup walks once (LogSegment._timed_record) where the indexes are plain: it answers
 as Kafka's ListOffsets does on Kafka-written logs, most lookups take it, and a time index entry
-the log does not confirm sends the lookup to the general path, which still answers right.
+the log does not confirm sends the lookup to the general path, which still answers right. And a
+whole batch hidden in a record's value, which an offset index entry points at, is never taken for
+the log, by offset or by time (the walks' check that they land on the next entry's position).
 
 (The random logs of test_storage_properties check `locate_time` at every record's timestamp, one
 below and one above, against a brute-force oracle, with missing, empty, torn and short indexes.)"""
@@ -15,13 +17,13 @@ import struct
 import pytest
 from conftest import GOLDEN, GOLDEN_PARTITIONS, LOGDIRS, offset_index_bytes, read_jsonl, time_index_bytes, v2_batch
 
-from kfs.storage import LogDirs, TimestampNotFound
+from kfs.storage import LogDirs, PartitionLog, TimestampNotFound
 from kfs.storage.segment import LogSegment
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "kafka-written")
 
 
-def _answers(plog, targets) -> list:
+def _answers(plog: PartitionLog, targets: list[int]) -> list[dict | None]:
     out = []
     for target in targets:
         try:
@@ -35,12 +37,12 @@ def _without_entry(answer: dict | None) -> dict | None:
     return None if answer is None else {k: v for k, v in answer.items() if k != "index_entry"}
 
 
-def _counting(monkeypatch) -> list[int]:
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """[calls, answers] of the one-walk path from here on."""
     counts = [0, 0]
     original = LogSegment._timed_record
 
-    def counted(self, timestamp, starting_offset):
+    def counted(self: LogSegment, timestamp: int, starting_offset: int) -> object:
         found = original(self, timestamp, starting_offset)
         counts[0] += 1
         counts[1] += found is not None
