@@ -188,4 +188,31 @@ def test_time_lookups_without_a_timeindex_make_marks_once(tmp_path: Path, monkey
         for target in range(low + (high - low) // 2, high):
             plog.locate_time(target)
         assert min(reads) >= 0.3 * segment.valid_size()  # no scan from position 0 once the marks are made
+
+    # Truncated (a new leader; its index with it) and grown again with other batches, whose
+    # timestamps go down: the marks of the old bytes are dropped, and the answers are the new log's.
+    import struct
+
+    log = directory / f"{0:020d}.log"
+    kept = sum(len(data) for append in appends(0, 40) for data, _ in append)
+    other = [(o, T0 + 10_000 - o * 7) for o in range(160, 400) if o % 4 != 3]
+    rewritten = [v2_batch(b * 4, [(o, t, b"k", b"w%d" % o, []) for o, t in other[(b - 40) * 3:(b - 40) * 3 + 3]])
+                 for b in range(40, 100)]
+    log.write_bytes(log.read_bytes()[:kept] + b"".join(rewritten))
+    index = directory / f"{0:020d}.index"
+    data = index.read_bytes()
+    index.write_bytes(b"".join(data[i:i + 8] for i in range(0, len(data), 8)
+                               if struct.unpack_from(">ii", data, i)[1] < kept))
+    plog.refresh(force=True)
+    assert plog.log_end_offset() == 399
+    written = records[:120] + other
+    assert plog.largest_timestamp(segment) == max(t for _, t in written)
+    for target in range(min(t for _, t in written) - 2, max(t for _, t in written) + 3, 3):
+        expected = next(((o, t) for o, t in written if t >= target), None)
+        if expected is None:
+            with pytest.raises(TimestampNotFound):
+                plog.locate_time(target)
+            continue
+        found = plog.locate_time(target)
+        assert (found.offset, found.timestamp) == expected, ("truncated", target)
     plog.close()

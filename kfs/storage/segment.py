@@ -59,6 +59,7 @@ class LogSegment(BatchFile):
         # Without a usable offset index, the tail walk from position 0 leaves marks behind: (last
         # offset, position) of a batch every MARK_BYTES, up to `walked to` (WalkMarks).
         self._marks: WalkMarks | None = None
+        self._truncations = 0  # times the tail walk found the file shorter than it was
         self._warned_index = False
 
     def __repr__(self) -> str:
@@ -98,6 +99,8 @@ class LogSegment(BatchFile):
             start = valid_end
             from_entry = False
             marks = self._marks
+            if size < valid_end:
+                self._truncations += 1
             if start == 0 or size < valid_end:
                 start, next_offset, tail_max = 0, self.base_offset, -1
                 marks = None
@@ -370,6 +373,7 @@ class LogSegment(BatchFile):
         of the batch headers from 0, as Kafka rebuilds a missing index at recovery, and kept as the
         tail walk's are (grown in place with the segment, dropped when it is truncated). None when
         the walk meets damage (the lookup's own scan then reports it)."""
+        truncations = self._truncations
         valid_end = self.valid_size()
         marks = self._marks
         if marks is not None:
@@ -378,11 +382,15 @@ class LogSegment(BatchFile):
         try:
             for header in self.headers(0, valid_end):
                 made.passing(header)
+            with self._tail_lock:
+                end = self._tail[1]
+                if self._marks is None and self._truncations == truncations and made.to <= end:
+                    for header in self.headers(made.to, end):  # what the segment grew by meanwhile
+                        made.passing(header)
+                    if made.to == end:  # the segment is as walked, only longer: keep them
+                        self._marks = made
         except CorruptLogError:
             return None
-        with self._tail_lock:
-            if self._marks is None and self._tail[1] == made.to:  # the segment is as walked: keep them
-                self._marks = made
         return made
 
     def _timed_record(self, timestamp: int, starting_offset: int
