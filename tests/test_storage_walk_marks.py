@@ -5,12 +5,16 @@ from the segment's start; tests/test_storage_properties.py checks the same again
 
 from __future__ import annotations
 
+import random
+import struct
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
-from conftest import v2_batch
+from conftest import v2_batch, write_segment
 
-from kfs.storage import LogDirs, NoRecordAtOffset, OffsetOutOfRange
+from kfs.storage import LogDirs, NoRecordAtOffset, OffsetOutOfRange, PartitionLog, TimestampNotFound
+from kfs.storage import log_file as log_file_module
 from kfs.storage import segment as segment_module
 
 T0 = 1_600_000_000_000
@@ -25,6 +29,31 @@ def _batches(first: int = 0, pad: int = 0) -> list[bytes]:
 
 def _value(offset: int, pad: int) -> bytes:
     return b"value-%d" % offset + b"+" * pad
+
+
+def _read_positions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The position of every `.log` read from here on."""
+    reads: list[int] = []
+    real_read = log_file_module.LogFile._read
+
+    def counted_read(self: log_file_module.LogFile, position: int, length: int, ahead: int) -> bytes:
+        reads.append(position)
+        return real_read(self, position, length, ahead)
+
+    monkeypatch.setattr(log_file_module.LogFile, "_read", counted_read)
+    return reads
+
+
+def _answer_as_brute_force(plog: PartitionLog, written: list[tuple[int, int]], targets: Iterable[int]) -> None:
+    """Each time lookup finds the first record (offset order) whose timestamp reaches its target."""
+    for target in targets:
+        expected = next(((o, t) for o, t in written if t >= target), None)
+        if expected is None:
+            with pytest.raises(TimestampNotFound):
+                plog.locate_time(target)
+            continue
+        found = plog.locate_time(target)
+        assert (found.offset, found.timestamp) == expected, target
 
 
 def test_lookups_walk_from_marks_as_the_segment_grows_and_is_truncated(tmp_path: Path,
@@ -62,8 +91,6 @@ def test_lookups_walk_from_marks_as_the_segment_grows_and_is_truncated(tmp_path:
 
 def test_a_segment_with_its_index_leaves_no_marks(tmp_path: Path) -> None:
     """An index to start from: the tail walk starts at its last entry, and no marks are kept."""
-    from conftest import write_segment
-
     directory = tmp_path / "t-0"
     directory.mkdir()
     records = [[(v2_batch(b * 4, [(b * 4 + j, T0, b"k", b"v", []) for j in range(3)]),
@@ -82,11 +109,6 @@ def test_time_lookups_start_from_marks_and_answer_as_a_brute_force_scan(tmp_path
     scans from the last mark before which no record reaches T (timestamps go back and forth here),
     and the segment's largest timestamp is the tail walk's. Every target from below the first
     timestamp to past the last gets the brute-force answer, never scanning from the start."""
-    import random
-
-    from kfs.storage import TimestampNotFound
-    from kfs.storage import log_file as log_file_module
-
     monkeypatch.setattr(segment_module, "MARK_BYTES", 256)
     rng = random.Random(7)
     stamps = {o: T0 + o * 10 + rng.randint(-40, 40) for o in range(240)}
@@ -101,23 +123,9 @@ def test_time_lookups_start_from_marks_and_answer_as_a_brute_force_scan(tmp_path
     assert plog.largest_timestamp(segment) == max(t for _, t in records)
     assert segment._marks is not None and len(segment._marks.positions) > 10
 
-    reads: list[int] = []
-    real_read = log_file_module.LogFile._read
-
-    def counted_read(self, position: int, length: int, ahead: int) -> bytes:
-        reads.append(position)
-        return real_read(self, position, length, ahead)
-
-    monkeypatch.setattr(log_file_module.LogFile, "_read", counted_read)
+    reads = _read_positions(monkeypatch)
     low, high = min(t for _, t in records), max(t for _, t in records)
-    for target in range(low - 2, high + 3):
-        expected = next(((o, t) for o, t in records if t >= target), None)
-        if expected is None:
-            with pytest.raises(TimestampNotFound):
-                plog.locate_time(target)
-            continue
-        found = plog.locate_time(target)
-        assert (found.offset, found.timestamp) == expected, target
+    _answer_as_brute_force(plog, records, range(low - 2, high + 3))
     late = [target for target in range(low, high) if target > low + (high - low) // 2]
     reads.clear()
     for target in late:
@@ -131,13 +139,6 @@ def test_time_lookups_without_a_timeindex_make_marks_once(tmp_path: Path, monkey
     index; a backup may keep one file and not the other): the first time lookup walks its batch
     headers once and keeps marks, which later lookups start from and which grow with the segment.
     Every target gets the brute-force answer, before and after the segment grows."""
-    import random
-
-    from conftest import write_segment
-
-    from kfs.storage import TimestampNotFound
-    from kfs.storage import log_file as log_file_module
-
     monkeypatch.setattr(segment_module, "MARK_BYTES", 256)
     rng = random.Random(11)
     stamps = {o: T0 + o * 10 + rng.randint(-40, 40) for o in range(480)}
@@ -158,14 +159,7 @@ def test_time_lookups_without_a_timeindex_make_marks_once(tmp_path: Path, monkey
     segment = plog.floor_segment(0)
     assert plog.log_end_offset() == 239 and segment._marks is None  # the index starts the tail walk
 
-    reads: list[int] = []
-    real_read = log_file_module.LogFile._read
-
-    def counted_read(self, position: int, length: int, ahead: int) -> bytes:
-        reads.append(position)
-        return real_read(self, position, length, ahead)
-
-    monkeypatch.setattr(log_file_module.LogFile, "_read", counted_read)
+    reads = _read_positions(monkeypatch)
     for batches in (60, 120):
         if batches == 120:  # the segment grows (a live one): its marks go on with it
             log = directory / f"{0:020d}.log"
@@ -176,14 +170,7 @@ def test_time_lookups_without_a_timeindex_make_marks_once(tmp_path: Path, monkey
         assert plog.largest_timestamp(segment) == max(t for _, t in written)
         assert segment._marks is not None
         low, high = min(t for _, t in written), max(t for _, t in written)
-        for target in range(low - 2, high + 3):
-            expected = next(((o, t) for o, t in written if t >= target), None)
-            if expected is None:
-                with pytest.raises(TimestampNotFound):
-                    plog.locate_time(target)
-                continue
-            found = plog.locate_time(target)
-            assert (found.offset, found.timestamp) == expected, (batches, target)
+        _answer_as_brute_force(plog, written, range(low - 2, high + 3))
         reads.clear()
         for target in range(low + (high - low) // 2, high):
             plog.locate_time(target)
@@ -191,8 +178,6 @@ def test_time_lookups_without_a_timeindex_make_marks_once(tmp_path: Path, monkey
 
     # Truncated (a new leader; its index with it) and grown again with other batches, whose
     # timestamps go down: the marks of the old bytes are dropped, and the answers are the new log's.
-    import struct
-
     log = directory / f"{0:020d}.log"
     kept = sum(len(data) for append in appends(0, 40) for data, _ in append)
     other = [(o, T0 + 10_000 - o * 7) for o in range(160, 400) if o % 4 != 3]
@@ -207,12 +192,5 @@ def test_time_lookups_without_a_timeindex_make_marks_once(tmp_path: Path, monkey
     assert plog.log_end_offset() == 399
     written = records[:120] + other
     assert plog.largest_timestamp(segment) == max(t for _, t in written)
-    for target in range(min(t for _, t in written) - 2, max(t for _, t in written) + 3, 3):
-        expected = next(((o, t) for o, t in written if t >= target), None)
-        if expected is None:
-            with pytest.raises(TimestampNotFound):
-                plog.locate_time(target)
-            continue
-        found = plog.locate_time(target)
-        assert (found.offset, found.timestamp) == expected, ("truncated", target)
+    _answer_as_brute_force(plog, written, range(min(t for _, t in written) - 2, max(t for _, t in written) + 3, 3))
     plog.close()

@@ -20,6 +20,7 @@ import os
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 
 from kfs.record import BatchHeader, Record, crc_is_valid
 from kfs.storage.batch_walk import BatchFile
@@ -289,29 +290,52 @@ class LogSegment(BatchFile):
 
         None when any check fails or the interval is not a plain one (the last entry, no index):
         the caller then takes the general path, which says what is wrong."""
-        pair = self._safe_index(lambda: self.offset_index.lookup_with_next(target))
-        if pair is None or pair[0] is None or pair[1] is None:
+        interval = self._plain_interval(target)
+        if interval is None:
             return None
-        (offset, position), (_, end) = pair
-        limit = self.valid_size()
-        if offset < self.base_offset or not 0 <= position < end < limit:
-            return None
+        entry, end, limit = interval
         found: tuple[BatchHeader, memoryview] | None = None
         try:
-            for header, body in self._walk(position, limit, with_body=True):
-                assert body is not None
-                if header.position == position and not (crc_is_valid(body, header)
-                                                         and self.base_offset_of(header, body) <= offset):
-                    return None
-                if header.position > end:
-                    return None  # the walk stepped over the next entry's position: not a batch start
+            for header, body in self._interval_batches(entry, end, limit):
                 if found is None and header.last_offset >= target:
                     found = header, body
                 if header.position == end:
                     return found
-        except (CorruptLogError, VanishedError):
+        except (CorruptLogError, VanishedError, _NotPlain):
             return None
         return None
+
+    def _plain_interval(self, target: int) -> tuple[tuple[int, int], int, int] | None:
+        """The offset index entry at or below `target`, the next entry's position and the end of the
+        complete batches, when the entry lies inside the index (not the last) and in the segment."""
+        pair = self._safe_index(lambda: self.offset_index.lookup_with_next(target))
+        if pair is None or pair[0] is None or pair[1] is None:
+            return None
+        entry, (_, end) = pair
+        offset, position = entry
+        limit = self.valid_size()
+        if offset < self.base_offset or not 0 <= position < end < limit:
+            return None
+        return entry, end, limit
+
+    def _interval_batches(self, entry: tuple[int, int], end: int, limit: int
+                          ) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """The batches from an index entry's position on, checked as the one walks need them (the
+        one-walk lookups' shared part): the entry's batch is whole, its CRC holds and it does not
+        start past the entry's offset, and the walk lands exactly on `end`, the next entry's
+        position; _NotPlain when either fails (a batch inside another one's bytes)."""
+        offset, position = entry
+        landed = False
+        for header, body in self._walk(position, limit, with_body=True):
+            assert body is not None
+            if header.position == position and not (crc_is_valid(body, header)
+                                                     and self.base_offset_of(header, body) <= offset):
+                raise _NotPlain
+            if not landed:
+                if header.position > end:
+                    raise _NotPlain  # the walk stepped over the next entry's position: not a batch start
+                landed = header.position == end
+            yield header, body
 
     def translate_offset(self, target: int, starting_position: int = 0
                          ) -> tuple[tuple[int, int] | None, BatchHeader] | None:
@@ -414,26 +438,14 @@ class LogSegment(BatchFile):
         hint_timestamp, hint_offset = hint
         if hint_timestamp >= timestamp or hint_offset < starting_offset or hint_offset < self.base_offset:
             return None  # an entry at T itself: the general path also looks below it
-        pair = self._safe_index(lambda: self.offset_index.lookup_with_next(hint_offset))
-        if pair is None or pair[0] is None or pair[1] is None:
+        interval = self._plain_interval(hint_offset)
+        if interval is None:
             return None
-        entry, (_, following) = pair
-        offset, position = entry
-        limit = self.valid_size()
-        if offset < self.base_offset or not 0 <= position < following < limit:
-            return None
-        hint_checked = landed = False
+        entry, following, limit = interval
+        hint_checked = False
         found: tuple[Record, BatchHeader] | None = None
         try:
-            for header, body in self._walk(position, limit, with_body=True):
-                assert body is not None
-                if header.position == position and not (crc_is_valid(body, header)
-                                                         and self.base_offset_of(header, body) <= offset):
-                    return None
-                if not landed:
-                    if header.position > following:
-                        return None  # stepped over the next entry's position: not a batch start
-                    landed = header.position == following
+            for header, body in self._interval_batches(entry, following, limit):
                 if not hint_checked and header.last_offset >= hint_offset:
                     if header.max_timestamp != hint_timestamp or self._first_offset(header) > hint_offset:
                         return None
@@ -441,11 +453,15 @@ class LogSegment(BatchFile):
                 if found is None and header.max_timestamp >= timestamp:
                     found = next(((record, header) for record in self.records_of(header, body)
                                   if record.timestamp >= timestamp and record.offset >= starting_offset), None)
-                if found is not None and landed and hint_checked:
+                if found is not None and hint_checked and header.position >= following:
                     return entry, found[0], found[1]
-        except (CorruptLogError, VanishedError):
+        except (CorruptLogError, VanishedError, _NotPlain):
             return None
         return None
+
+
+class _NotPlain(Exception):
+    """An index interval a one-walk lookup cannot take: the general path says what is wrong."""
 
 
 MARK_BYTES = 128 * 1024  # a walk mark every this many bytes: a lookup then walks at most this far
