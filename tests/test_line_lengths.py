@@ -43,3 +43,43 @@ def test_a_malformed_payload_is_left_to_the_decoder() -> None:
     for cut in range(len(payload)):
         assert speedups.count_jsonl(payload[:cut], 1, 0, 0, "CreateTime", 0, "{", 0, 10) is None
     assert speedups.count_jsonl(payload + b"\x00", 1, 0, 0, "CreateTime", 0, "{", 0, 10) is None
+
+
+def _one_record_count(key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> None:
+    """count_jsonl of a one-record batch equals the length render_jsonl gives it."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    builder.append(0, timestamp=1_700_000_000_000, key=key, value=value, headers=headers)
+    batch = bytes(builder.build())
+    header = parse_batch_header(batch, 0, 0)
+    prefix = line_prefix("orders", 0)
+    rendered = render_line_list(prefix, default_batch.decode_records(batch, header))
+    payload = default_batch.records_payload(batch, header)
+    counted = speedups.count_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
+                                   header.timestamp_type, header.max_timestamp, prefix, 0, 1)
+    assert counted == (sum(map(len, rendered)), 1, 0)
+
+
+# The counter takes 16 bytes at a time: quotes summed per byte position (every 255 blocks), control
+# characters from the table, a non-ASCII byte anywhere sends the whole value to the UTF-8 pass, and the
+# last block of a key or value is read whole and masked when the payload goes on after it.
+_SPECIAL = [b'"', b"\\", b"\n", b"\x00", b"\x1f", b"\x7f", "é".encode(), b"\xff", b"a"]
+
+
+@pytest.mark.parametrize("length", [0, 1, 15, 16, 17, 31, 32, 255 * 16 - 1, 255 * 16, 255 * 16 + 1, 600 * 16 + 7])
+def test_long_runs_of_quotes_count_as_rendered(length: int) -> None:
+    """Every byte a '"' (past 255 blocks, where a per-position count of one byte would wrap)."""
+    _one_record_count(b'"' * length, b"\\" * length, [("h", b'"' * length)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(length=st.integers(0, 80), at=st.integers(0, 79), special=st.sampled_from(_SPECIAL),
+       after=st.sampled_from(_SPECIAL), base=st.sampled_from([b"x", b'"', b"ab\"cd"]))
+def test_one_special_byte_anywhere_in_a_block_counts_as_rendered(length: int, at: int, special: bytes,
+                                                                  after: bytes, base: bytes) -> None:
+    """One special byte at any position of any block, and special bytes right after the key and value in
+    the payload (read with the last block, masked off)."""
+    plain = (base * (length // len(base) + 1))[:length]
+    value = plain[:at] + special + plain[at:] if at <= length else plain
+    _one_record_count(value[:length] + after * 3, value, [("k", after * 20), ("k2", value)])
+    _one_record_count(plain, plain + after, [])

@@ -1,7 +1,7 @@
 """The compiled hot loops (kfs/record/csrc/) when built, else None: callers keep their Python loop.
 
 `pip install` compiles the C files of `kfs/record/csrc/` when a C compiler is there (pyproject.toml marks the
-extension optional, so an install without one still succeeds). Seven functions, each the twin of the
+extension optional, so an install without one still succeeds). Eight functions, each the twin of the
 Python code that stays the reference and the fallback:
 
 - `decode_v2_records`, the loop of `default_batch.decode_records`;
@@ -16,7 +16,9 @@ Python code that stays the reference and the fallback:
   libfuse (kfs/fuse/zerocopy.py);
 - `walk_v2_run`, the segment walk, the batch checks and `render_v2_jsonl` (or `count_jsonl`) of many
   plain batches in one call without the GIL; it declines every batch that is not plain, to the
-  Python walk (kfs/views/plain_runs.py).
+  Python walk (kfs/views/plain_runs.py);
+- `crc32c`, the CRC-32C `walk_v2_run` checks each batch with (crc32c.crc32c's value), exposed so
+  tests hold the two to the same value (None without SSE 4.2).
 
 Set KFS_PURE_PYTHON=1 to ignore the extension (to compare, or to rule it out).
 """
@@ -35,6 +37,7 @@ render_v2_jsonl: Callable[..., bytes | tuple[bytes, bytes] | None] | None = None
 render_v2_dump: Callable[..., tuple[str, int, bytes] | None] | None = None
 gather: Callable[[Sequence[bytes | memoryview]], int] | None = None
 walk_v2_run: Callable[..., tuple[int, int, int, int, bytes, bytes | None] | None] | None = None
+crc32c: Callable[[bytes | memoryview], int | None] | None = None
 
 if not os.environ.get("KFS_PURE_PYTHON"):
     try:
@@ -52,3 +55,4 @@ if not os.environ.get("KFS_PURE_PYTHON"):
         gather = _speedups.gather
         walk_v2_run = getattr(_speedups, "walk_v2_run", None)
         render_v2_dump = getattr(_speedups, "render_v2_dump", None)  # (a build older than this code: Python's)
+        crc32c = getattr(_speedups, "crc32c", None)

@@ -40,15 +40,15 @@ kfs_count_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t ba
         if (kfs_walk_record(&w, &r) < 0)
             return -1;
         int64_t len = fixed_len + int64_len(r.offset) + int64_len(r.timestamp);
-        len += r.key_len < 0 ? 4 : kfs_bytes_len(r.key, (Py_ssize_t)r.key_len);
-        len += r.value_len < 0 ? 4 : kfs_bytes_len(r.value, (Py_ssize_t)r.value_len);
+        len += r.key_len < 0 ? 4 : kfs_bytes_len(r.key, (Py_ssize_t)r.key_len, end - (r.key - p));
+        len += r.value_len < 0 ? 4 : kfs_bytes_len(r.value, (Py_ssize_t)r.value_len, end - (r.value - p));
         Py_ssize_t at = r.headers;
         for (int64_t k = 0; k < r.n_headers; k++) {
             walk_header(p, r.end, &at, &h); /* checked by walk_record */
             if (!valid_utf8(h.key, (Py_ssize_t)h.key_len))
                 return -1; /* decoded with replacement: the Python renderer renders it */
-            len += (k ? 2 : 0) + 1 + kfs_bytes_len(h.key, (Py_ssize_t)h.key_len) + 2 + 1; /* [key, value] */
-            len += h.value_len < 0 ? 4 : kfs_bytes_len(h.value, (Py_ssize_t)h.value_len);
+            len += (k ? 2 : 0) + 1 + kfs_bytes_len(h.key, (Py_ssize_t)h.key_len, end - (h.key - p)) + 2 + 1; /* [key, value] */
+            len += h.value_len < 0 ? 4 : kfs_bytes_len(h.value, (Py_ssize_t)h.value_len, end - (h.value - p));
         }
         if (r.offset >= first && r.offset < stop) {
             if (out->records == 0)

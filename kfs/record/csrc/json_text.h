@@ -89,7 +89,8 @@ valid_utf8(const uint8_t *s, Py_ssize_t n)
  * renderer calls it without the GIL. */
 KFS_HIDDEN char *kfs_write_bytes(char *const start, const uint8_t *s, const Py_ssize_t n, const Py_ssize_t readable);
 
-/* The length kfs_write_bytes gives n bytes (not null): a JSON string when valid UTF-8, else base64. */
-KFS_HIDDEN int64_t kfs_bytes_len(const uint8_t *s, Py_ssize_t n);
+/* The length kfs_write_bytes gives n bytes (not null): a JSON string when valid UTF-8, else base64.
+ * `readable` (>= n): how many bytes at s may be read (as kfs_write_bytes'). */
+KFS_HIDDEN int64_t kfs_bytes_len(const uint8_t *s, Py_ssize_t n, Py_ssize_t readable);
 
 #endif /* KFS_JSON_TEXT_H */

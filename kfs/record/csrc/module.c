@@ -12,6 +12,7 @@
  *                      (their CRCs in crc32c.c, their lz4 frames in lz4_frame.c)
  *   render_v2_dump.c   render_v2_dump: the record lines of `kfs dump --deep-iteration --print-data-log`
  *   gather.c           gather: a read reply copied into malloc'd memory without the GIL
+ *   crc32c.c           crc32c: a batch's CRC-32C, three lanes at a time (what walk_v2_run checks)
  *   json_text.c        the JSON escaping all the renderers share (json_text.h)
  *   records_walk.c     one record of a records section, checked (records_walk.h)
  *   module.c           init(), the method table, the module
@@ -110,6 +111,7 @@ static PyMethodDef speedups_methods[] = {
     {"render_v2_dump", (PyCFunction)(void (*)(void))kfs_render_v2_dump, METH_VARARGS | METH_KEYWORDS,
      kfs_render_v2_dump_doc},
     {"gather", kfs_gather, METH_O, kfs_gather_doc},
+    {"crc32c", kfs_crc32c, METH_O, kfs_crc32c_doc},
     {"walk_v2_run", (PyCFunction)(void (*)(void))kfs_walk_v2_run, METH_VARARGS | METH_KEYWORDS, kfs_walk_v2_run_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -126,5 +128,6 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     kfs_init_json_tables();
+    kfs_init_crc32c();
     return PyModule_Create(&speedups_module);
 }

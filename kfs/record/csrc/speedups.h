@@ -114,12 +114,16 @@ KFS_HIDDEN PyObject *kfs_render_v2_dump(PyObject *module, PyObject *args, PyObje
 /* gather.c */
 KFS_HIDDEN extern const char kfs_gather_doc[];
 KFS_HIDDEN PyObject *kfs_gather(PyObject *module, PyObject *arg);
+/* crc32c.c */
+KFS_HIDDEN extern const char kfs_crc32c_doc[];
+KFS_HIDDEN PyObject *kfs_crc32c(PyObject *module, PyObject *arg);
 
 /* ---- the batch checks walk_v2_run makes without the GIL -------------------------------------- */
 
 /* crc32c.c: CRC-32C of n bytes with SSE 4.2's crc32 instruction, when this machine has it. */
 KFS_HIDDEN uint32_t kfs_crc32c_hw(const uint8_t *p, size_t n);
 KFS_HIDDEN int kfs_have_hw_crc32c(void);
+KFS_HIDDEN void kfs_init_crc32c(void); /* the three-lane tables, once, at import */
 
 /* lz4_frame.c: liblz4's LZ4_decompress_safe (NULL: no liblz4 here), loaded by kfs_load_lz4 (with the
  * GIL), and Kafka's LZ4 frames decompressed with it. */
