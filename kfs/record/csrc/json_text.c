@@ -212,9 +212,7 @@ sum_bytes(__m128i v)
     const __m128i sums = _mm_sad_epu8(v, _mm_setzero_si128()); /* two 64-bit sums of 8 bytes each */
     return (uint64_t)_mm_cvtsi128_si64(sums) + (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums));
 }
-#endif
 
-#if defined(__SSE2__)
 /* 16 bytes of 0xFF, then 16 of 0: loaded at 16 - m, the mask of a block's first m bytes. */
 static const uint8_t first_bytes_mask[32] = {
     0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
