@@ -73,3 +73,37 @@ def test_a_truncated_closed_segment_is_eio_after_the_data_before_it(tmp_path: Pa
         assert len((mnt / "legacy-0" / "messages.jsonl").read_bytes()) > 0  # other partitions keep working
     errors = "\n".join(daemon_errors(tmp_path / "mnt.log"))
     assert str(segment) in errors and str(victim["position"]) in errors
+
+
+@pytest.mark.parametrize("segment_base", [661, 1518])  # a closed segment, and the live one
+def test_a_hole_of_zeros_where_batches_were_is_damage_not_the_log_end(tmp_path: Path, segment_base: int) -> None:
+    """The first batches of a segment zeroed in place (a sparse copy, a crash that lost the start of a
+    file): zeros end a log only as a preallocated file's tail, after its last batch. Here complete
+    batches follow them (the index knows them), so `kfs cat` and the mount stop at the hole with an
+    error, after every record before it; the batches past it were silently dropped before."""
+    logdir = _copy(tmp_path)
+    batches = _batches(segment_base)
+    hole_end = batches[2]["position"]
+    segment = logdir / "orders-0" / f"{segment_base:020d}.log"
+    with segment.open("r+b") as f:
+        f.write(bytes(hole_end))
+    records = read_jsonl(GOLDEN / "orders-0" / "records.jsonl")
+    before = [r for r in records if r["offset"] < segment_base]
+    healthy = run_kfs("cat", LOGDIRS[0], "orders-0").stdout.splitlines(keepends=True)
+    before_bytes = b"".join(healthy[:len(before)])
+
+    done = run_kfs("cat", str(logdir), "orders-0")
+    assert done.returncode != 0 and done.stdout == before_bytes
+    assert str(segment).encode() in done.stderr and b"position 0: zeroed bytes" in done.stderr
+
+    with mounted(tmp_path, [str(logdir)], expect_errors=True) as mnt:
+        part = mnt / "orders-0"
+        assert os.stat(part / "messages.jsonl").st_size > len(before_bytes)  # the unreadable byte of the hole
+        read = subprocess.run(["cat", str(part / "messages.jsonl")], capture_output=True, timeout=60)
+        assert read.returncode != 0 and b"Input/output error" in read.stderr
+        assert before_bytes.startswith(read.stdout) and len(read.stdout) > len(before_bytes) - 4096
+        with pytest.raises(OSError) as lost:
+            (part / "offset" / f"{segment_base}.value").read_bytes()
+        assert lost.value.errno == 5  # EIO: the record was there, not "no such offset"
+    errors = "\n".join(daemon_errors(tmp_path / "mnt.log"))
+    assert str(segment) in errors and "zeroed bytes" in errors

@@ -110,6 +110,12 @@ class BatchFile(LogFile):
                     position += run.size
                     continue
             if buf[at:at + LOG_OVERHEAD] == _ZERO_OVERHEAD:
+                if position < self._tail[1]:
+                    # Not a preallocated log's zero tail: complete batches were found past this position
+                    # (from a checked index entry), so these zeros are a hole where batches were (Kafka's
+                    # FileLogInputStream: a batch size below the overhead is a CorruptRecordException).
+                    raise CorruptLogError(self.log_path, position, "zeroed bytes where a batch should start, "
+                                          f"before complete batches that end at position {self._tail[1]}")
                 return  # a preallocated log's zero tail: the end of the data
             if position + HEADER_SIZE_UP_TO_MAGIC > limit:
                 return  # a length but no magic yet: a batch still being written (FileLogInputStream.nextBatch)
