@@ -81,6 +81,30 @@ def test_a_closed_segment_ending_in_zeros(tmp_path: Path) -> None:
     assert got == [r for b, r in Oracle(written).records if b.segment_base_offset == 0]
 
 
+@pytest.mark.parametrize("index", [True, False])
+def test_a_closed_segment_with_a_hole_before_its_last_batch_says_so(tmp_path: Path, index: bool) -> None:
+    """Zeros over the batches before the last one: the damage is where the zeros start, after every
+    record before them. With the segment's index, its tail walk found the batch after the hole, so the
+    zeros are damage where the walk meets them; without it, the tail walk stopped at the hole, and the
+    bytes past the last complete batch are not called a zero tail, since other bytes follow the zeros."""
+    directory, written = make_log(tmp_path)
+    segment = written[0]
+    hole_start, last = segment.batches[-4].position, segment.batches[-1].position
+    with open(directory / f"{segment.base_offset:020d}.log", "r+b") as f:
+        f.seek(hole_start)
+        f.write(bytes(last - hole_start))
+    if not index:
+        (directory / f"{segment.base_offset:020d}.index").unlink()
+    got, error = _read_until_error(partition_log(directory))
+    assert error is not None and error.position == hole_start
+    if index:
+        assert "zeroed bytes where a batch should start" in str(error)
+    else:
+        assert "zero bytes after" not in str(error) and "begin with zeros" in str(error) and "a hole" in str(error)
+    assert got == [r for b, r in Oracle(written).records
+                   if b.segment_base_offset == 0 and b.position < hole_start]
+
+
 def test_batches_missing_at_a_batch_boundary_where_the_log_was_never_compacted(tmp_path: Path) -> None:
     directory, written = make_log(tmp_path)
     cut = _drop_last_batches(directory, written[0], 2)

@@ -70,6 +70,10 @@ def _describe_tail(segment: LogSegment, end: int, size: int) -> str:
     """What follows the last complete batch: a batch cut short, zeros or other bytes."""
     tail = segment.read(end, min(size - end, 64))
     if not tail.strip(b"\0"):
+        if segment.read(max(end, size - 64), min(size - end, 64)).strip(b"\0"):
+            # (zeros, then other bytes: a hole where batches were, not a tail that was never trimmed)
+            return (f"the {size - end} bytes after its last complete batch at position {end} begin with zeros "
+                    "and end in other bytes, not complete batches (a hole where batches were)")
         return f"the file ends in {size - end} zero bytes after its last complete batch at position {end}"
     if len(tail) < HEADER_SIZE_UP_TO_MAGIC:
         return f"the file ends inside a batch header ({size - end} bytes at position {end})"
