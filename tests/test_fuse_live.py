@@ -259,3 +259,34 @@ def test_a_partition_directory_without_segments_is_an_empty_log(tmp_path: Path) 
         assert json.loads((mnt / "fresh-0" / "info.json").read_bytes())["log_end_offset"] == 0
         with pytest.raises(FileNotFoundError):
             os.stat(mnt / "fresh-0" / "offset" / "0")
+
+
+def test_a_preallocated_live_segment_growing_in_place_grows_through_the_mount(tmp_path: Path) -> None:
+    """log.preallocate=true: the broker writes into the zeros of a file whose size never changes. The
+    mount's messages.jsonl grows by the appended record's line (after the attribute timeout), and
+    `tail -n 1` and the record's `.value` show it."""
+    logdir = tmp_path / "logdir"
+    shutil.copytree(Path(LOGDIRS[0]) / "orders-0", logdir / "orders-0")
+    batches = [b for b in read_jsonl(GOLDEN / "orders-0" / "batches.jsonl") if b["segment_base_offset"] == 1518]
+    last = batches[-1]
+    path = logdir / "orders-0" / f"{1518:020d}.log"
+    whole = path.read_bytes()
+    with open(path, "r+b") as f:  # the last batch not written yet, the file preallocated past it
+        f.seek(last["position"])
+        f.write(bytes(len(whole) - last["position"] + (1 << 16)))
+    records = read_jsonl(GOLDEN / "orders-0" / "records.jsonl")
+    appended = [r for r in records if r["offset"] >= last["base_offset"]]
+    with mounted(tmp_path, [str(logdir)]) as mnt:
+        view = mnt / "orders-0" / "messages.jsonl"
+        before = view.read_bytes()
+        assert before.count(b"\n") == len(records) - len(appended)
+        with open(path, "r+b") as f:  # the broker appends the batch, in place
+            f.seek(last["position"])
+            f.write(whole[last["position"]:])
+        time.sleep(1.5)  # the kernel keeps a stat for attr_timeout (1 s)
+        after = view.read_bytes()
+        assert after.startswith(before) and after.count(b"\n") == len(records)
+        tail = subprocess.run(["tail", "-n", "1", str(view)], capture_output=True, timeout=30, check=True).stdout
+        assert json.loads(tail)["offset"] == records[-1]["offset"]
+        value = (mnt / "orders-0" / "offset" / f"{records[-1]['offset']}.value").read_bytes()
+        assert value == golden_value(records[-1]["value"])

@@ -162,6 +162,27 @@ def test_a_preallocated_log_with_a_zero_tail_ends_at_its_last_batch(tmp_path) ->
         plog.locate_offset(oracle.log_end)
 
 
+def test_a_preallocated_log_growing_in_place_is_followed(tmp_path) -> None:
+    """A broker with log.preallocate=true appends into the zeros: the file's size does not change, and
+    a reader that went by the size alone never saw a record appended after its first look."""
+    directory, written = make_log(tmp_path)
+    segment, last = written[-1], written[-1].batches[-1]
+    path = directory / f"{segment.base_offset:020d}.log"
+    whole = path.read_bytes()
+    with open(path, "r+b") as f:  # the last batch not written yet, the file preallocated past it
+        f.seek(last.position)
+        f.write(bytes(len(whole) - last.position + (1 << 16)))
+    plog = partition_log(directory)
+    oracle = Oracle(written)
+    assert plog.log_end_offset() == last.base_offset
+    with open(path, "r+b") as f:  # the broker appends it, in place
+        f.seek(last.position)
+        f.write(whole[last.position:])
+    assert plog.log_end_offset() == oracle.log_end
+    assert _records(plog, last.base_offset) == oracle.records_from(last.base_offset)
+    assert _records(plog) == oracle.records_from(oracle.log_start)
+
+
 # ---- indexes ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("suffix", "damage"), [

@@ -304,10 +304,12 @@ class PartitionLog(PartitionReads):
     def aborted_transactions(self) -> AbortedIndex:
         """Aborted transactions from the `.txnindex` files, or by following the markers where missing.
 
-        Remembered until a segment is added, removed or grows (the key is every segment's size).
+        Remembered until a segment is added, removed or grows (the key is every segment's size, and the
+        active one's next offset: a preallocated log grows in place).
         """
         segments = self.segments()
-        key = tuple((s.base_offset, s.file_size()) for s in segments)
+        active_end = segments[-1].next_offset() if segments else None
+        key = (tuple((s.base_offset, s.file_size()) for s in segments), active_end)
         cached = self._aborted_cache
         if cached is not None and cached[0] == key:
             return cached[1]

@@ -29,6 +29,7 @@ from kfs.storage.index import OffsetIndex, TimeIndex
 from kfs.storage.txn_index import AbortedTxn, read_txn_index
 
 log = logging.getLogger("kfs")
+TAIL_PROBE_BYTES = 12  # a batch's offset and length fields: zeros in a preallocated log's tail
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -56,6 +57,10 @@ class LogSegment(BatchFile):
         # What we know of the complete batches: (file size when walked, end of the last complete
         # batch, last offset + 1 of it, largest batch max timestamp seen past the time index).
         self._tail = (-1, 0, base_offset, -1)
+        # The bytes at the end of the complete batches when the walk stopped before the file's end (a
+        # batch being written, or a preallocated log's zeros): a broker with log.preallocate appends
+        # into the zeros without changing the file's size, so a size that did not change is not enough.
+        self._tail_probe: bytes | None = None
         self._tail_lock = threading.RLock()
         # Without a usable offset index, the tail walk from position 0 leaves marks behind: (last
         # offset, position) of a batch every MARK_BYTES, up to `walked to` (WalkMarks).
@@ -95,7 +100,7 @@ class LogSegment(BatchFile):
         with self._tail_lock:
             size = self.file_size()
             walked, valid_end, next_offset, tail_max = self._tail
-            if size == walked:
+            if size == walked and (valid_end >= size or self._probe(valid_end, size) == self._tail_probe):
                 return self._tail
             start = valid_end
             from_entry = False
@@ -139,8 +144,13 @@ class LogSegment(BatchFile):
                 log.warning("%s; the segment's end is taken as its file size", e)
                 valid_end = size
             self._marks = marks  # (up to the last complete batch walked, damage or not)
+            self._tail_probe = self._probe(valid_end, size) if valid_end < size else None
             self._tail = (size, valid_end, next_offset, tail_max)
             return self._tail
+
+    def _probe(self, valid_end: int, size: int) -> bytes:
+        """The length field (or what there is of it) at the end of the complete batches."""
+        return self.read(valid_end, min(TAIL_PROBE_BYTES, size - valid_end))
 
     def valid_size(self) -> int:
         """Bytes of complete batches (a live segment may end in a half-written one)."""
