@@ -149,7 +149,7 @@ class LogSegment(BatchFile):
             return self._tail
 
     def _probe(self, valid_end: int, size: int) -> bytes:
-        """The length field (or what there is of it) at the end of the complete batches."""
+        """The bytes after the complete batches: a batch's offset and length fields, or what there is of them."""
         return self.read(valid_end, min(TAIL_PROBE_BYTES, size - valid_end))
 
     def valid_size(self) -> int:

@@ -16,7 +16,7 @@
  * is linear: the register after lanes A B C from state s is shift(shift(crc(A, s), |B|) ^ crc(B, 0),
  * |C|) ^ crc(C, 0), where shift(r, n) multiplies r by x^(8n) modulo the polynomial. A shift by one or
  * two lanes is a product by a constant, done with four table lookups (the product is linear in r:
- * the XOR of the products of its four bytes, tabulated at first use). */
+ * the XOR of the products of its four bytes, tabulated once at import: kfs_init_crc32c). */
 
 #define CRC_LANE 256                  /* bytes per lane: a multiple of 8 */
 #define CRC_LANES 3
