@@ -1,7 +1,7 @@
 """The compiled hot loops (kfs/record/csrc/) when built, else None: callers keep their Python loop.
 
 `pip install` compiles the C files of `kfs/record/csrc/` when a C compiler is there (pyproject.toml marks the
-extension optional, so an install without one still succeeds). Eight functions, each the twin of the
+extension optional, so an install without one still succeeds). Ten functions, each the twin of the
 Python code that stays the reference and the fallback:
 
 - `decode_v2_records`, the loop of `default_batch.decode_records`;
@@ -17,6 +17,10 @@ Python code that stays the reference and the fallback:
 - `walk_v2_run`, the segment walk, the batch checks and `render_v2_jsonl` (or `count_jsonl`) of many
   plain batches in one call without the GIL; it declines every batch that is not plain, to the
   Python walk (kfs/views/plain_runs.py);
+- `find_v2_batch`, the walk of `LogSegment.indexed_batch` over one index interval (a `.value`
+  lookup), accepting only intervals whose every check holds and declining the rest to Python's;
+- `v2_record_at`, the one record of a batch `LogSegment.records_of` would give at an offset, for
+  an uncompressed or lz4 batch it walks cleanly (a `.value`), declining the rest to records_of;
 - `crc32c`, the CRC-32C `walk_v2_run` checks each batch with (crc32c.crc32c's value), exposed so
   tests hold the two to the same value (None without SSE 4.2).
 
@@ -38,6 +42,8 @@ render_v2_dump: Callable[..., tuple[str, int, bytes] | None] | None = None
 gather: Callable[[Sequence[bytes | memoryview]], int] | None = None
 walk_v2_run: Callable[..., tuple[int, int, int, int, bytes, bytes | None] | None] | None = None
 crc32c: Callable[[bytes | memoryview], int | None] | None = None
+find_v2_batch: Callable[..., tuple[int, int] | int | None] | None = None
+v2_record_at: Callable[..., Record | bool | None] | None = None
 
 if not os.environ.get("KFS_PURE_PYTHON"):
     try:
@@ -56,3 +62,5 @@ if not os.environ.get("KFS_PURE_PYTHON"):
         walk_v2_run = getattr(_speedups, "walk_v2_run", None)
         render_v2_dump = getattr(_speedups, "render_v2_dump", None)  # (a build older than this code: Python's)
         crc32c = getattr(_speedups, "crc32c", None)
+        find_v2_batch = getattr(_speedups, "find_v2_batch", None)
+        v2_record_at = getattr(_speedups, "v2_record_at", None)

@@ -144,8 +144,9 @@ class LogFile:
         OPEN_FILES.touch(self)
         return size
 
-    def read(self, position: int, length: int, ahead: int = 0) -> bytes:
-        """`length` bytes at `position`; `ahead`: the next bytes a walk will want, read in the background."""
+    def read(self, position: int, length: int, ahead: int = 0, *, sized: bool = False) -> bytes:
+        """`length` bytes at `position`; `ahead`: the next bytes a walk will want, read in the background.
+        `sized`: the caller knows how much it needs; within one_lookup, read no more (LOOKUP_READ)."""
         reads = getattr(_LOOKUP, "reads", None)
         if reads is not None:
             kept = reads.get(self)
@@ -155,7 +156,7 @@ class LogFile:
                         data[position - start:position - start + length]
         if reads is None:
             return self._read(position, length, ahead)
-        asked = max(length, LOOKUP_READ)
+        asked = length if sized else max(length, LOOKUP_READ)
         data = self._read(position, asked, ahead)
         kept = reads.setdefault(self, [self.file_size()])
         kept.append((position, data, len(data) < asked))  # a short read: the file ended there

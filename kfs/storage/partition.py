@@ -14,6 +14,7 @@ import threading
 import time
 
 from kfs.record import BatchHeader, Record
+from kfs.record.speedups import v2_record_at as _v2_record_at
 from kfs.storage.checkpoints import CheckpointReader
 from kfs.storage.damage import SegmentDamage, closed_segment_damage
 from kfs.storage.errors import NoRecordAtOffset, OffsetOutOfRange, TimestampNotFound, UnknownPartition
@@ -294,6 +295,12 @@ class PartitionLog(PartitionReads):
         following = self._segments.higher(segment.base_offset)
         if header.last_offset >= (following.base_offset if following is not None else segment.next_offset()):
             return None
+        if _v2_record_at is not None:  # the one record, when the batch is plain (else records_of's verdict)
+            record = _v2_record_at(body, segment.base_offset, offset, header.timestamp_type)
+            if isinstance(record, Record):
+                return record
+            if record is False:
+                raise NoRecordAtOffset(f"{self.name} has no record at offset {offset}")
         for record in segment.records_of(header, body):
             if record.offset == offset:
                 return record

@@ -2,7 +2,8 @@
  * module (pyproject.toml lists them; speedups.h is what they share):
  *
  *   decode_records.c   decode_v2_records: the records section of a magic v2 batch -> Record objects;
- *                      the twin of the loop in kfs/record/default_batch.py:decode_records
+ *                      the twin of the loop in kfs/record/default_batch.py:decode_records;
+ *                      v2_record_at: the one record of a batch a `.value` wants
  *   render_jsonl.c     render_jsonl: Record objects -> JSON lines; the twin of
  *                      kfs/views/jsonl.py:render_line, for many records at once
  *   count_jsonl.c      count_jsonl: the length of a records section's JSON lines, without rendering them
@@ -12,6 +13,7 @@
  *                      (their CRCs in crc32c.c, their lz4 frames in lz4_frame.c)
  *   render_v2_dump.c   render_v2_dump: the record lines of `kfs dump --deep-iteration --print-data-log`
  *   gather.c           gather: a read reply copied into malloc'd memory without the GIL
+ *   find_v2_batch.c    find_v2_batch: a `.value` lookup's walk over one index interval, in one call
  *   crc32c.c           crc32c: a batch's CRC-32C, three lanes at a time (what walk_v2_run checks)
  *   json_text.c        the JSON escaping all the renderers share (json_text.h)
  *   records_walk.c     one record of a records section, checked (records_walk.h)
@@ -112,6 +114,8 @@ static PyMethodDef speedups_methods[] = {
      kfs_render_v2_dump_doc},
     {"gather", kfs_gather, METH_O, kfs_gather_doc},
     {"crc32c", kfs_crc32c, METH_O, kfs_crc32c_doc},
+    {"find_v2_batch", kfs_find_v2_batch, METH_VARARGS, kfs_find_v2_batch_doc},
+    {"v2_record_at", kfs_v2_record_at, METH_VARARGS, kfs_v2_record_at_doc},
     {"walk_v2_run", (PyCFunction)(void (*)(void))kfs_walk_v2_run, METH_VARARGS | METH_KEYWORDS, kfs_walk_v2_run_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -72,6 +72,23 @@ rb_reserve(rawbuf *o, size_t need)
     return 0;
 }
 
+/* Kafka's big-endian fields. */
+static inline uint64_t
+kfs_load_be64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+}
+
+static inline uint32_t
+kfs_load_be32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return __builtin_bswap32(v);
+}
+
 /* str(int) of an int64 at d (room for 20); returns the end. */
 static inline char *
 write_int64(char *d, int64_t v)
@@ -114,6 +131,12 @@ KFS_HIDDEN PyObject *kfs_render_v2_dump(PyObject *module, PyObject *args, PyObje
 /* gather.c */
 KFS_HIDDEN extern const char kfs_gather_doc[];
 KFS_HIDDEN PyObject *kfs_gather(PyObject *module, PyObject *arg);
+/* decode_records.c */
+KFS_HIDDEN extern const char kfs_v2_record_at_doc[];
+KFS_HIDDEN PyObject *kfs_v2_record_at(PyObject *module, PyObject *args);
+/* find_v2_batch.c */
+KFS_HIDDEN extern const char kfs_find_v2_batch_doc[];
+KFS_HIDDEN PyObject *kfs_find_v2_batch(PyObject *module, PyObject *args);
 /* crc32c.c */
 KFS_HIDDEN extern const char kfs_crc32c_doc[];
 KFS_HIDDEN PyObject *kfs_crc32c(PyObject *module, PyObject *arg);
