@@ -1,7 +1,7 @@
 """The compiled hot loops (kfs/record/csrc/) when built, else None: callers keep their Python loop.
 
 `pip install` compiles the C files of `kfs/record/csrc/` when a C compiler is there (pyproject.toml marks the
-extension optional, so an install without one still succeeds). Ten functions, each the twin of the
+extension optional, so an install without one still succeeds). Eleven functions, each the twin of the
 Python code that stays the reference and the fallback:
 
 - `decode_v2_records`, the loop of `default_batch.decode_records`;
@@ -21,6 +21,7 @@ Python code that stays the reference and the fallback:
   lookup), accepting only intervals whose every check holds and declining the rest to Python's;
 - `v2_record_at`, the one record of a batch `LogSegment.records_of` would give at an offset, for
   an uncompressed or lz4 batch it walks cleanly (a `.value`), declining the rest to records_of;
+- `index_slot`, `SegmentIndex._largest_lower_bound_slot` (Kafka's warm/cold search), slot for slot;
 - `crc32c`, the CRC-32C `walk_v2_run` checks each batch with (crc32c.crc32c's value), exposed so
   tests hold the two to the same value (None without SSE 4.2).
 
@@ -44,6 +45,7 @@ walk_v2_run: Callable[..., tuple[int, int, int, int, bytes, bytes | None] | None
 crc32c: Callable[[bytes | memoryview], int | None] | None = None
 find_v2_batch: Callable[..., tuple[int, int] | int | None] | None = None
 v2_record_at: Callable[..., Record | bool | None] | None = None
+index_slot: Callable[..., int] | None = None
 
 if not os.environ.get("KFS_PURE_PYTHON"):
     try:
@@ -64,3 +66,4 @@ if not os.environ.get("KFS_PURE_PYTHON"):
         crc32c = getattr(_speedups, "crc32c", None)
         find_v2_batch = getattr(_speedups, "find_v2_batch", None)
         v2_record_at = getattr(_speedups, "v2_record_at", None)
+        index_slot = getattr(_speedups, "index_slot", None)

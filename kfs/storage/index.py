@@ -29,10 +29,14 @@ import struct
 import threading
 from collections.abc import Callable
 
+from kfs.record.speedups import index_slot as _index_slot
 from kfs.storage.open_files import OPEN_FILES
 
 # Kafka's AbstractIndex.warmEntries(): the last 8 KiB of an index are the "warm" section.
 WARM_SECTION_BYTES = 8192
+# Targets and base offsets the compiled search (index_slot, kfs/record/csrc/index_search.c) takes:
+# int64, with room for a relative offset on either side; the Python search takes any other.
+_SEARCHABLE_LOW, _SEARCHABLE_HIGH = -(2**63) + 2**31, 2**63 - 1 - 2**31
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -240,6 +244,9 @@ class SegmentIndex:
         entries = self._entries
         if entries == 0:
             return -1
+        if _index_slot is not None and _SEARCHABLE_LOW <= target <= _SEARCHABLE_HIGH \
+                and _SEARCHABLE_LOW <= self.base_offset <= _SEARCHABLE_HIGH:
+            return _index_slot(self._map, entries, self.entry_size, self.base_offset, target)  # the same, compiled
         warm_entries = WARM_SECTION_BYTES // self.entry_size
         first_hot = max(0, entries - 1 - warm_entries)
         if self._key(first_hot) < target:

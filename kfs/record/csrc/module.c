@@ -14,6 +14,7 @@
  *   render_v2_dump.c   render_v2_dump: the record lines of `kfs dump --deep-iteration --print-data-log`
  *   gather.c           gather: a read reply copied into malloc'd memory without the GIL
  *   find_v2_batch.c    find_v2_batch: a `.value` lookup's walk over one index interval, in one call
+ *   index_search.c     index_slot: Kafka's warm/cold binary search of an index mapping
  *   crc32c.c           crc32c: a batch's CRC-32C, three lanes at a time (what walk_v2_run checks)
  *   json_text.c        the JSON escaping all the renderers share (json_text.h)
  *   records_walk.c     one record of a records section, checked (records_walk.h)
@@ -116,6 +117,7 @@ static PyMethodDef speedups_methods[] = {
     {"crc32c", kfs_crc32c, METH_O, kfs_crc32c_doc},
     {"find_v2_batch", kfs_find_v2_batch, METH_VARARGS, kfs_find_v2_batch_doc},
     {"v2_record_at", kfs_v2_record_at, METH_VARARGS, kfs_v2_record_at_doc},
+    {"index_slot", kfs_index_slot, METH_VARARGS, kfs_index_slot_doc},
     {"walk_v2_run", (PyCFunction)(void (*)(void))kfs_walk_v2_run, METH_VARARGS | METH_KEYWORDS, kfs_walk_v2_run_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -134,6 +134,9 @@ KFS_HIDDEN PyObject *kfs_gather(PyObject *module, PyObject *arg);
 /* decode_records.c */
 KFS_HIDDEN extern const char kfs_v2_record_at_doc[];
 KFS_HIDDEN PyObject *kfs_v2_record_at(PyObject *module, PyObject *args);
+/* index_search.c */
+KFS_HIDDEN extern const char kfs_index_slot_doc[];
+KFS_HIDDEN PyObject *kfs_index_slot(PyObject *module, PyObject *args);
 /* find_v2_batch.c */
 KFS_HIDDEN extern const char kfs_find_v2_batch_doc[];
 KFS_HIDDEN PyObject *kfs_find_v2_batch(PyObject *module, PyObject *args);

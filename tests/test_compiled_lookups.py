@@ -1,4 +1,4 @@
-"""A `.value` lookup's compiled walk (find_v2_batch, v2_record_at) gives what the Python walk gives.
+"""A `.value` lookup's compiled parts (index_slot, find_v2_batch, v2_record_at) give what Python gives.
 
 Both only accept what every check of the Python walk accepts and decline the rest to it, so a
 lookup must answer the same record, or fail with the same error, with them and without them: on
@@ -20,10 +20,12 @@ from conftest import GOLDEN_PARTITIONS, LOGDIRS, v2_batch, write_segment
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import kfs.storage.index as index_module
 import kfs.storage.partition as partition_module
 import kfs.storage.segment as segment_module
 from kfs.record import speedups
 from kfs.storage import LogDirs, NoRecordAtOffset
+from kfs.storage.index import OffsetIndex, TimeIndex
 
 pytestmark = pytest.mark.skipif(speedups.find_v2_batch is None or speedups.crc32c is None
                                 or speedups.crc32c(b"") is None,
@@ -37,6 +39,7 @@ def _answers(logdirs: list[str], partition: str, offsets: list[int], compiled: b
         if not compiled:
             m.setattr(segment_module, "_find_v2_batch", None)
             m.setattr(partition_module, "_v2_record_at", None)
+            m.setattr(index_module, "_index_slot", None)
         dirs = LogDirs(logdirs)
         try:
             plog = dirs.partition(partition)
@@ -161,3 +164,27 @@ def test_damaged_logs_answer_alike(tmp_path_factory: pytest.TempPathFactory, mon
     assert _answers([str(root)], directory.name, offsets, True, monkeypatch) == \
         _answers([str(root)], directory.name, offsets, False, monkeypatch)
     shutil.rmtree(root)
+
+
+@settings(max_examples=int(os.environ.get("KFS_HYPOTHESIS_EXAMPLES", "40")) * 5, deadline=None)
+@given(entry_size=st.sampled_from([8, 12]), entries=st.sampled_from([1, 2, 3, 682, 683, 684, 1023, 1024, 1025, 3000]),
+       base=st.sampled_from([0, 5, 2**31, 2**62]), ordered=st.booleans(), seed=st.integers(0, 2**32))
+def test_index_slot_is_the_python_search_slot_for_slot(entry_size: int, entries: int, base: int, ordered: bool,
+                                                         seed: int) -> None:
+    """index_slot against SegmentIndex's own search, on ordered indexes and on garbage (a damaged
+    index is searched all the same: the slot it lands on must be the Python search's)."""
+    rng = random.Random(seed)
+    keys = [rng.randrange(-2**31, 2**31) if entry_size == 8 else rng.randrange(-2**63, 2**63) for _ in range(entries)]
+    if ordered:
+        keys.sort()
+    width = 4 if entry_size == 8 else 8
+    mapping = b"".join(k.to_bytes(width, "big", signed=True) + bytes(entry_size - width) for k in keys) + bytes(64)
+    index = (OffsetIndex if entry_size == 8 else TimeIndex)("unused", base)
+    index._map, index._entries = mapping, entries  # the search reads the mapping as a buffer, nothing else
+    key = [base + k if entry_size == 8 else k for k in keys]
+    targets = [rng.choice(key) + d for d in (-1, 0, 1) for _ in range(20)] + [min(key) - 1, max(key) + 1]
+    for target in targets:
+        compiled = speedups.index_slot(mapping, entries, entry_size, base, target)
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(index_module, "_index_slot", None)
+            assert index._largest_lower_bound_slot(target) == compiled, target
