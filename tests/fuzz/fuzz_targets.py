@@ -13,7 +13,8 @@ Three targets:
 - `partition`: a partition directory damaged as a whole (truncated or missing segments, holes,
   segments out of order, batches whose base offset or length -- outside the CRC -- are wrong); the
   records `kfs cat` prints and the bytes the mount's `messages.jsonl` gives must agree (same records,
-  or the same error after the same records), on both paths.
+  or the same error after the same records), on both paths; `.value` lookups (`record_at`) too, the
+  index target's against the intact log.
 
 Anything raised other than kfs's own errors (CorruptBatchError in the record layer, KfsError above)
 is a failure, and so is any difference. A `Failure` says which kind.
@@ -33,6 +34,9 @@ from pathlib import Path
 
 import fuzz_mutators as mut
 
+import kfs.storage.index as index_module
+import kfs.storage.partition as partition_module
+import kfs.storage.segment as segment_module
 from kfs.cli import dump_log
 from kfs.fuse import zerocopy
 from kfs.record import (
@@ -68,12 +72,15 @@ class Failure(Exception):
 
 _COMPILED = {"decode": speedups.decode_v2_records, "render": speedups.render_jsonl,
              "fused": speedups.render_v2_jsonl, "gather": speedups.gather, "dump": speedups.render_v2_dump,
-             "walk": speedups.walk_v2_run}
+             "walk": speedups.walk_v2_run, "find": speedups.find_v2_batch, "record_at": speedups.v2_record_at,
+             "slot": speedups.index_slot}
 
 
-def install_compiled(decode, render, fused, gather, dump, walk) -> None:  # type: ignore[no-untyped-def]
+def install_compiled(decode, render, fused, gather, dump, walk, find=None, record_at=None,  # type: ignore[no-untyped-def]
+                     slot=None) -> None:
     """Use these compiled functions (e.g. from a sanitizer build) as the C path."""
-    _COMPILED.update(decode=decode, render=render, fused=fused, gather=gather, dump=dump, walk=walk)
+    _COMPILED.update(decode=decode, render=render, fused=fused, gather=gather, dump=dump, walk=walk, find=find,
+                     record_at=record_at, slot=slot)
 
 
 def has_compiled() -> bool:
@@ -89,6 +96,9 @@ def use_path(path: str) -> None:
     dump_log._render_v2_dump = _COMPILED["dump"] if compiled else None
     plain_runs._walk_v2_run = _COMPILED["walk"] if compiled else None  # the partition target's walks
     speedups.gather = _COMPILED["gather"] if compiled else None  # (kfs.fuse.zerocopy looks it up per reply)
+    segment_module._find_v2_batch = _COMPILED["find"] if compiled else None  # a `.value`'s lookup
+    partition_module._v2_record_at = _COMPILED["record_at"] if compiled else None
+    index_module._index_slot = _COMPILED["slot"] if compiled else None
 
 
 def paths() -> tuple[str, ...]:
@@ -429,7 +439,7 @@ def _location_tuple(loc) -> tuple:  # type: ignore[no-untyped-def]
 
 def run_index_input(rnd: random.Random, partition: str, logdir: Path, lookups: int = 12) -> None:
     """Lookups on the damaged indexes against the brute-force answers of the intact log."""
-    from kfs.storage import OffsetOutOfRange, TimestampNotFound
+    from kfs.storage import NoRecordAtOffset, OffsetOutOfRange, TimestampNotFound
 
     t = truth(partition)
     plog = open_partition(logdir, partition)
@@ -457,6 +467,18 @@ def run_index_input(rnd: random.Random, partition: str, logdir: Path, lookups: i
                 got = None
             if got != expected:
                 raise Failure("wrong-answer", f"{partition}: offset {target}: kfs {got}, the log says {expected}")
+        data_offsets = {o: ts for b in t.batches if not b.is_control for o, ts in b.records
+                        if t.log_start <= o < t.log_end}
+        for target in targets:  # `.value`: exactly the record at the offset, or none
+            expected_record = (target, data_offsets[target]) if target in data_offsets else None
+            try:
+                record = plog.record_at(target)
+                got_record: tuple | None = (record.offset, record.timestamp)
+            except (NoRecordAtOffset, OffsetOutOfRange):
+                got_record = None
+            if got_record != expected_record:
+                raise Failure("wrong-answer", f"{partition}: record at {target}: kfs {got_record}, the log says "
+                                              f"{expected_record}")
         stamps = [rnd.choice(t.timestamps) + rnd.choice((-1, 0, 0, 1)) for _ in range(lookups)] if t.timestamps else []
         for target in stamps:
             expected = t.time_lookup(target)
@@ -644,6 +666,9 @@ def run_partition_input(rnd: random.Random, partition: str, logdir: Path) -> Non
     from kfs.storage import OffsetOutOfRange
 
     results = {}
+    t = truth(partition)
+    value_targets = [rnd.choice(t.offsets) for _ in range(8)] + [rnd.randrange(t.log_start - 1, t.log_end + 2)
+                                                                 for _ in range(4)]
     for path in paths():
         use_path(path)
         plog = open_partition(logdir, partition)
@@ -655,14 +680,20 @@ def run_partition_input(rnd: random.Random, partition: str, logdir: Path) -> Non
                     raise Failure("view-disagreement", f"{partition} ({path}{', size first' if size_first else ''}): "
                                                        f"kfs cat {len(cat[0])} bytes, error {cat[1]}; messages.jsonl "
                                                        f"{len(view[0])} bytes, error {view[1]}")
-            results[path] = cat
+            values = []  # `.value` lookups on the damaged log: the same record or error on both paths
+            for target in value_targets:
+                try:
+                    r = plog.record_at(target)
+                    values.append((r.offset, r.timestamp, r.key, r.value))
+                except (KfsError, OffsetOutOfRange) as e:
+                    values.append(type(e).__name__)
+            results[path] = (cat, values)
             if path == "python":
                 continue
             with contextlib.suppress(KfsError):
                 plog.info()
             with contextlib.suppress(KfsError):
                 list(plog.records(on_corrupt="skip"))
-            t = truth(partition)
             for target in [rnd.choice(t.offsets) for _ in range(4)]:
                 with contextlib.suppress(KfsError, OffsetOutOfRange):
                     plog.locate_offset(target)
@@ -676,4 +707,5 @@ def run_partition_input(rnd: random.Random, partition: str, logdir: Path) -> Non
         finally:
             plog.close()
     if len(results) == 2 and results["c"] != results["python"]:
-        raise Failure("disagreement", f"{partition}: C and Python paths differ")
+        what = "kfs cat" if results["c"][0] != results["python"][0] else ".value lookups"
+        raise Failure("disagreement", f"{partition}: C and Python paths differ ({what})")
