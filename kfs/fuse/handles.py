@@ -7,12 +7,10 @@ segment file ranges (spliced by libfuse when one file holds them), decoded views
 from __future__ import annotations
 
 import bisect
-import contextlib
 import errno
 import os
 import stat
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kfs.storage import (
@@ -35,17 +33,29 @@ WRITE_BITS = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
 _NOT_FOUND = (UnknownPartition, OffsetOutOfRange, TimestampNotFound, NoRecordAtOffset, BadSpec)
 
 
-@contextlib.contextmanager
-def as_errno(path: str) -> Iterator[None]:
+class _AsErrno:
+    """as_errno's context manager: a class, not a generator (every lookup goes through one)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc_type is None or issubclass(exc_type, OSError):
+            return
+        if issubclass(exc_type, _NOT_FOUND):
+            raise TreeError(errno.ENOENT, self.path) from exc
+        if issubclass(exc_type, KfsError):
+            raise TreeError(errno.EIO, self.path, exc) from exc
+
+
+def as_errno(path: str) -> _AsErrno:
     """The core's errors as the errno a path gets: not in the log is ENOENT, unreadable is EIO."""
-    try:
-        yield
-    except OSError:
-        raise
-    except _NOT_FOUND as exc:
-        raise TreeError(errno.ENOENT, path) from exc
-    except KfsError as exc:
-        raise TreeError(errno.EIO, path, exc) from exc
+    return _AsErrno(path)
 
 
 class TreeError(OSError):

@@ -8,10 +8,8 @@ and never reopened by its name.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
-from collections.abc import Iterator
 
 from kfs.storage.errors import VanishedError
 from kfs.storage.open_files import OPEN_FILES
@@ -21,8 +19,22 @@ _KEPT_READS = 4  # reads kept per file within one lookup
 LOOKUP_READ = 16 * 1024  # the least a lookup reads at once: its walk from an index entry mostly ends within it
 
 
-@contextlib.contextmanager
-def one_lookup() -> Iterator[None]:
+class _OneLookup:
+    """one_lookup's context manager (a class, not a generator: every `.value` goes through one)."""
+
+    __slots__ = ("outer",)
+
+    def __enter__(self) -> None:
+        self.outer = getattr(_LOOKUP, "reads", None) is None  # nested: the outer lookup keeps the reads
+        if self.outer:
+            _LOOKUP.reads = {}
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.outer:
+            _LOOKUP.reads = None
+
+
+def one_lookup() -> _OneLookup:
     """Within it, this thread reads each `.log` page once and takes each file's size once.
 
     A lookup checks its index entry's batch, walks the headers from there, then reads the batch it
@@ -30,14 +42,7 @@ def one_lookup() -> Iterator[None]:
     five fstats for one `.value`). The bytes and sizes are those of one moment, as a single read
     would give; nothing is kept once the lookup is over (a live segment may be truncated later).
     """
-    if getattr(_LOOKUP, "reads", None) is not None:
-        yield  # nested: the outer lookup keeps the reads
-        return
-    _LOOKUP.reads = {}
-    try:
-        yield
-    finally:
-        _LOOKUP.reads = None
+    return _OneLookup()
 
 
 class LogFile:

@@ -1,8 +1,11 @@
 """A partition's segments keyed by base offset: Kafka's `LogSegments` over a sorted map.
 
 Kafka keeps a `ConcurrentSkipListMap<Long, LogSegment>`; the Python counterpart is a
-`sortedcontainers.SortedDict` (floor/higher in O(log n) by bisecting its sorted keys). The map
-follows the directory: segments rolling in are added, deleted ones dropped, on `refresh`.
+`sortedcontainers.SortedDict`. The map follows the directory: segments rolling in are added,
+deleted ones dropped, on `refresh`. Lookups (floor, higher, first, last: several per `.value`) read
+an immutable snapshot of it, its sorted base offsets and segments, made whenever it changes, and
+bisect the offsets with the standard library's compiled `bisect`, without the lock: a reader sees
+the listing before a change or after it, whole (as a reader of Kafka's map does).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from bisect import bisect_right
 
 from sortedcontainers import SortedDict
 
@@ -42,6 +46,8 @@ class LogSegments:
         self._segments: SortedDict = SortedDict()
         self._lock = threading.Lock()
         self.generation = 0  # counts the listings that changed (a segment added, deleted or replaced)
+        # (base offsets, segments) of the map as it is, replaced whole when it changes.
+        self._snapshot: tuple[list[int], list[LogSegment]] = ([], [])
 
     def refresh(self) -> None:
         """Follow the directory: add segments that rolled in, drop (and close) deleted ones, and
@@ -61,30 +67,30 @@ class LogSegments:
                     self.generation += 1
                 elif segment.suffix != suffix:
                     segment.renamed(suffix)
+            self._snapshot = (list(self._segments.keys()), list(self._segments.values()))
 
     def all(self) -> list[LogSegment]:
-        with self._lock:
-            return list(self._segments.values())
+        return list(self._snapshot[1])
 
     def first(self) -> LogSegment | None:
-        with self._lock:
-            return self._segments.peekitem(0)[1] if self._segments else None
+        segments = self._snapshot[1]
+        return segments[0] if segments else None
 
     def last(self) -> LogSegment | None:
-        with self._lock:
-            return self._segments.peekitem(-1)[1] if self._segments else None
+        segments = self._snapshot[1]
+        return segments[-1] if segments else None
 
     def floor(self, offset: int) -> LogSegment | None:
         """`floorSegment`: the segment with the largest base offset <= offset."""
-        with self._lock:
-            i = self._segments.bisect_right(offset)
-            return self._segments.peekitem(i - 1)[1] if i else None
+        bases, segments = self._snapshot
+        i = bisect_right(bases, offset)
+        return segments[i - 1] if i else None
 
     def higher(self, base_offset: int) -> LogSegment | None:
         """`higherSegment`: the segment after the one starting at base_offset."""
-        with self._lock:
-            i = self._segments.bisect_right(base_offset)
-            return self._segments.peekitem(i)[1] if i < len(self._segments) else None
+        bases, segments = self._snapshot
+        i = bisect_right(bases, base_offset)
+        return segments[i] if i < len(segments) else None
 
     def is_last(self, segment: LogSegment) -> bool:
         last = self.last()
@@ -95,3 +101,4 @@ class LogSegments:
             for segment in self._segments.values():
                 segment.close()
             self._segments.clear()
+            self._snapshot = ([], [])
