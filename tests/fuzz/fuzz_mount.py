@@ -15,13 +15,14 @@ the damage, or a daemon that dies, is a finding too.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from fuzz_targets import Failure
+from fuzz_targets import Failure, truth
 
 PAGE = 4096
 
@@ -40,20 +41,53 @@ def _kfs(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.Co
                           timeout=timeout)
 
 
+VALUES_PER_MOUNT = 6  # `.value` files read through each page-cached mount
+
+
 def run_mount_input(partition: str, logdir: Path, scratch: Path) -> None:
-    """`kfs cat` and `cat` through a fresh mount agree on the damaged `partition` of `logdir`."""
+    """`kfs cat` and `cat` through a fresh mount agree on the damaged `partition` of `logdir`; so do
+    `kfs cat --format value` and `cat offset/<N>.value` for a few of the intact log's offsets."""
     env = _env(scratch)
     shutil.rmtree(scratch / "cache", ignore_errors=True)
     expected = _kfs("cat", str(logdir), partition, env=env)
     if b"Traceback" in expected.stderr or expected.returncode not in (0, 1):
         raise Failure("exception", f"{partition}: kfs cat exit {expected.returncode}: "
                                    f"{expected.stderr.decode(errors='replace')[-400:]}")
+    offsets = truth(partition).offsets
+    rnd = random.Random(len(expected.stdout))  # (the input's own numbers: a replay reads the same offsets)
+    values = [rnd.choice(offsets) for _ in range(VALUES_PER_MOUNT)] if offsets else []
     for direct_io in (False, True):
-        _check_through_mount(partition, logdir, scratch, env, expected, direct_io)
+        _check_through_mount(partition, logdir, scratch, env, expected, direct_io, [] if direct_io else values)
+
+
+def _check_values(partition: str, logdir: Path, mountpoint: Path, env: dict[str, str], offsets: list[int]) -> None:
+    """`cat offset/<N>.value` through the mount against `kfs cat --offset N --format value`: the same
+    bytes (a tombstone, exit 3, is an empty file), or both fail, ENOENT where kfs cat says the offset
+    holds no record or is out of range, EIO where it says the log is damaged."""
+    for offset in offsets:
+        want = _kfs("cat", str(logdir), partition, "--offset", str(offset), "--format", "value", env=env)
+        got = subprocess.run(["cat", str(mountpoint / partition / "offset" / f"{offset}.value")], capture_output=True,
+                             timeout=60)
+        said = want.stderr.decode(errors="replace").strip()
+        if b"Traceback" in want.stderr or want.returncode not in (0, 1, 3):
+            raise Failure("exception", f"{partition}: kfs cat --format value at {offset}: exit {want.returncode}: "
+                                       f"{said[-400:]}")
+        if want.returncode in (0, 3):
+            agree = got.returncode == 0 and got.stdout == want.stdout
+        else:
+            absent = "out of range" in said or "no record" in said
+            agree = got.returncode != 0 and not got.stdout and \
+                (b"No such file" if absent else b"Input/output error") in got.stderr
+        if not agree:
+            cat_said = got.stderr.decode(errors="replace").strip()
+            raise Failure("mount-disagreement", f"{partition}: offset {offset}: kfs cat --format value exit "
+                                                f"{want.returncode} {len(want.stdout)} bytes ({said[-200:]}); cat "
+                                                f"{offset}.value exit {got.returncode} {len(got.stdout)} bytes "
+                                                f"({cat_said})")
 
 
 def _check_through_mount(partition: str, logdir: Path, scratch: Path, env: dict[str, str],
-                         expected: subprocess.CompletedProcess, direct_io: bool) -> None:
+                         expected: subprocess.CompletedProcess, direct_io: bool, values: list[int]) -> None:
     """`cat` through a fresh mount (`-o direct_io` or page-cached) against `kfs cat`'s `expected`.
     Page-cached, the page holding the damage fails whole; through direct_io every byte before it
     comes (a short read), as `kfs cat` prints it."""
@@ -70,6 +104,7 @@ def _check_through_mount(partition: str, logdir: Path, scratch: Path, env: dict[
         view = mountpoint / partition / "messages.jsonl"
         size = os.stat(view).st_size
         got = subprocess.run(["cat", str(view)], capture_output=True, timeout=120)
+        _check_values(partition, logdir, mountpoint, env, values)
     finally:
         _unmount(mountpoint)
     want = expected.stdout
