@@ -38,6 +38,7 @@ def _load():
 
 _fuse = _load()
 
+module = _fuse  # the binding's module itself (kfs.fuse.fast_small wraps its fuse_main_real)
 FUSE = _fuse.FUSE
 Operations = _fuse.Operations
 FuseOSError = _fuse.FuseOSError

@@ -197,10 +197,10 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
     if options.get("verbose"):
         logging.getLogger("kfs.requests").setLevel(logging.INFO)
     try:
-        from kfs.fuse import binding
+        from kfs.fuse import binding, fast_small
         from kfs.fuse.malloc import bound_heap
         from kfs.fuse.operations import CACHE_DEFAULTS, KfsOperations
-        from kfs.fuse.tree import KfsTree
+        from kfs.fuse.tree import SMALL_TTL, KfsTree
         from kfs.storage import LogDirs
         from kfs.views.size_cache import SizeCache, default_directory
 
@@ -233,8 +233,12 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
 
     _hook_init(operations, on_init, status_fd)
     log.info("starting daemon for %s at %s with %s", logdirs, mountpoint, fuse_options)
+    fast: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if fast_small.available() and not options.get("verbose"):  # (-v logs every request: all of them in Python)
+        fast = fast_small.installed(SMALL_TTL, operations.all_direct_io)
     try:
-        binding.FUSE(operations, mountpoint, foreground=True, ro=True, raw_fi=True, **fuse_options)
+        with fast:
+            binding.FUSE(operations, mountpoint, foreground=True, ro=True, raw_fi=True, **fuse_options)
     except Exception as exc:
         said = libfuse_reason(libfuse_stderr.release())
         if mounted.is_set() and not is_mounted(mountpoint):

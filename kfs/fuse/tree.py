@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+from kfs.fuse import fast_small
 from kfs.fuse.groups_tree import GROUPS_DIR, GroupsTree
 from kfs.fuse.handles import Attr, BytesHandle, DecodedHandle, Handle, RawHandle, TreeError, as_errno
 from kfs.storage import Extent, Location, LogDirs, OffsetOutOfRange, PartitionLog, UnknownPartition, VanishedError
@@ -317,8 +318,15 @@ class KfsTree:
         segment = plog.floor_segment(record.offset)
         assert segment is not None
         attr = Attr.of_view(os.stat(segment.log_path), len(data))
-        self._small.put(path, (time.monotonic(), attr, data))
+        self._keep_small(path, attr, data)
         return attr, data
+
+    def _keep_small(self, path: str, attr: Attr, data: bytes) -> None:
+        """A rendered info.json or `.value`, reused for SMALL_TTL (here, and by the OPEN, READ and
+        RELEASE answered in C: kfs.fuse.fast_small)."""
+        rendered = time.monotonic()
+        self._small.put(path, (rendered, attr, data))
+        fast_small.keep(path, data, rendered)
 
     def _info(self, plog: PartitionLog, path: str) -> tuple[Attr, bytes]:
         cached = self._fresh_small(path)
@@ -332,7 +340,7 @@ class KfsTree:
         if segments:
             newest = os.stat(segments[-1].log_path)
             attr.mtime_ns = max(attr.mtime_ns, newest.st_mtime_ns)
-        self._small.put(path, (time.monotonic(), attr, data))
+        self._keep_small(path, attr, data)
         return attr, data
 
     def _cached(self, path: str, handle: Handle, files: object = None) -> Handle:

@@ -1,8 +1,8 @@
 """The compiled hot loops (kfs/record/csrc/) when built, else None: callers keep their Python loop.
 
 `pip install` compiles the C files of `kfs/record/csrc/` when a C compiler is there (pyproject.toml marks the
-extension optional, so an install without one still succeeds). Eleven functions, each the twin of the
-Python code that stays the reference and the fallback:
+extension optional, so an install without one still succeeds). Twelve jobs, each the twin of (or, for
+small_files, a cache in front of) Python code that stays the reference and the fallback:
 
 - `decode_v2_records`, the loop of `default_batch.decode_records`;
 - `render_jsonl`, `jsonl.render_line` over many records;
@@ -22,6 +22,8 @@ Python code that stays the reference and the fallback:
 - `v2_record_at`, the one record of a batch `LogSegment.records_of` would give at an offset, for
   an uncompressed or lz4 batch it walks cleanly (a `.value`), declining the rest to records_of;
 - `index_slot`, `SegmentIndex._largest_lower_bound_slot` (Kafka's warm/cold search), slot for slot;
+- `small_files_*`, the OPEN, READ and RELEASE of small files the mount rendered (`.value`, info.json)
+  answered in C inside libfuse, Python's callbacks taking every other (kfs/fuse/fast_small.py);
 - `crc32c`, the CRC-32C `walk_v2_run` checks each batch with (crc32c.crc32c's value), exposed so
   tests hold the two to the same value (None without SSE 4.2).
 
@@ -46,6 +48,9 @@ crc32c: Callable[[bytes | memoryview], int | None] | None = None
 find_v2_batch: Callable[..., tuple[int, int] | int | None] | None = None
 v2_record_at: Callable[..., Record | bool | None] | None = None
 index_slot: Callable[..., int] | None = None
+small_files_put: Callable[[str, bytes, float], None] | None = None
+small_files_clear: Callable[[], tuple[int, int]] | None = None
+small_files_install: Callable[..., None] | None = None
 
 if not os.environ.get("KFS_PURE_PYTHON"):
     try:
@@ -67,3 +72,6 @@ if not os.environ.get("KFS_PURE_PYTHON"):
         find_v2_batch = getattr(_speedups, "find_v2_batch", None)
         v2_record_at = getattr(_speedups, "v2_record_at", None)
         index_slot = getattr(_speedups, "index_slot", None)
+        small_files_put = getattr(_speedups, "small_files_put", None)
+        small_files_clear = getattr(_speedups, "small_files_clear", None)
+        small_files_install = getattr(_speedups, "small_files_install", None)

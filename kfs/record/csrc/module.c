@@ -15,6 +15,7 @@
  *   gather.c           gather: a read reply copied into malloc'd memory without the GIL
  *   find_v2_batch.c    find_v2_batch: a `.value` lookup's walk over one index interval, in one call
  *   index_search.c     index_slot: Kafka's warm/cold binary search of an index mapping
+ *   small_files.c      small_files_*: OPEN, READ and RELEASE of small rendered files, in libfuse's table
  *   crc32c.c           crc32c: a batch's CRC-32C, three lanes at a time (what walk_v2_run checks)
  *   json_text.c        the JSON escaping all the renderers share (json_text.h)
  *   records_walk.c     one record of a records section, checked (records_walk.h)
@@ -118,6 +119,9 @@ static PyMethodDef speedups_methods[] = {
     {"find_v2_batch", kfs_find_v2_batch, METH_VARARGS, kfs_find_v2_batch_doc},
     {"v2_record_at", kfs_v2_record_at, METH_VARARGS, kfs_v2_record_at_doc},
     {"index_slot", kfs_index_slot, METH_VARARGS, kfs_index_slot_doc},
+    {"small_files_put", kfs_small_files_put, METH_VARARGS, kfs_small_files_put_doc},
+    {"small_files_clear", kfs_small_files_clear, METH_NOARGS, kfs_small_files_clear_doc},
+    {"small_files_install", kfs_small_files_install, METH_VARARGS, kfs_small_files_install_doc},
     {"walk_v2_run", (PyCFunction)(void (*)(void))kfs_walk_v2_run, METH_VARARGS | METH_KEYWORDS, kfs_walk_v2_run_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -134,6 +134,13 @@ KFS_HIDDEN PyObject *kfs_gather(PyObject *module, PyObject *arg);
 /* decode_records.c */
 KFS_HIDDEN extern const char kfs_v2_record_at_doc[];
 KFS_HIDDEN PyObject *kfs_v2_record_at(PyObject *module, PyObject *args);
+/* small_files.c */
+KFS_HIDDEN extern const char kfs_small_files_put_doc[];
+KFS_HIDDEN PyObject *kfs_small_files_put(PyObject *module, PyObject *args);
+KFS_HIDDEN extern const char kfs_small_files_clear_doc[];
+KFS_HIDDEN PyObject *kfs_small_files_clear(PyObject *module, PyObject *unused);
+KFS_HIDDEN extern const char kfs_small_files_install_doc[];
+KFS_HIDDEN PyObject *kfs_small_files_install(PyObject *module, PyObject *args);
 /* index_search.c */
 KFS_HIDDEN extern const char kfs_index_slot_doc[];
 KFS_HIDDEN PyObject *kfs_index_slot(PyObject *module, PyObject *args);
