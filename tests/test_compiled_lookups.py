@@ -188,3 +188,20 @@ def test_index_slot_is_the_python_search_slot_for_slot(entry_size: int, entries:
         with pytest.MonkeyPatch.context() as m:
             m.setattr(index_module, "_index_slot", None)
             assert index._largest_lower_bound_slot(target) == compiled, target
+
+
+def test_a_segment_named_past_int64_takes_the_python_walk(tmp_path: Path) -> None:
+    """A file name is 20 digits, an offset an int64: a segment named past 2^63 (a hostile or broken
+    copy) is looked up by the Python walk, which says what is wrong, not by an OverflowError."""
+    partition = tmp_path / "orders-0"
+    shutil.copytree(os.path.join(LOGDIRS[0], "orders-0"), partition)
+    huge = 99999999999999999999
+    for suffix in (".log", ".index", ".timeindex"):
+        os.rename(partition / f"{0:020d}{suffix}", partition / f"{huge}{suffix}")
+    dirs = LogDirs([str(tmp_path)])
+    plog = dirs.partition("orders-0")
+    segment = plog.floor_segment(huge)
+    assert segment is not None and segment.base_offset == huge
+    for target in range(huge, huge + 313, 7):  # (inside the index: its entries are past 2^63 too)
+        assert segment.indexed_batch(target) is None
+    dirs.close()

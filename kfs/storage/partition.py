@@ -295,7 +295,8 @@ class PartitionLog(PartitionReads):
         following = self._segments.higher(segment.base_offset)
         if header.last_offset >= (following.base_offset if following is not None else segment.next_offset()):
             return None
-        if _v2_record_at is not None:  # the one record, when the batch is plain (else records_of's verdict)
+        if _v2_record_at is not None and segment.base_offset <= offset < 2**63:
+            # the one record, when the batch is plain (else records_of's verdict)
             record = _v2_record_at(body, segment.base_offset, offset, header.timestamp_type)
             if isinstance(record, Record):
                 return record

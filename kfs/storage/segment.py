@@ -340,7 +340,10 @@ class LogSegment(BatchFile):
                 window = memoryview(self.read(position, length, sized=True))
             except VanishedError:
                 return None
-            answer = _find_v2_batch(window, position, self.base_offset, limit, offset, end, target)
+            try:
+                answer = _find_v2_batch(window, position, self.base_offset, limit, offset, end, target)
+            except OverflowError:
+                return None  # a segment named past int64 (no batch Kafka wrote can be in it): Python's walk
             if isinstance(answer, tuple):
                 at, size = answer
                 body = window[at:at + size]
