@@ -37,7 +37,9 @@ def keep(path: str, data: bytes, rendered: float) -> None:
     """A small file the tree rendered at `rendered` (time.monotonic()), for the C path (when installed)."""
     if _active[0]:
         assert speedups.small_files_put is not None
-        speedups.small_files_put(path, data, rendered)
+        # (a name that is not UTF-8 or holds a NUL, which libfuse cannot have given as it is: Python serves it)
+        with contextlib.suppress(UnicodeEncodeError, ValueError):
+            speedups.small_files_put(path, data, rendered)
 
 
 @contextlib.contextmanager
