@@ -83,3 +83,21 @@ def test_a_large_value_and_a_verbose_mount_are_answered_in_python(tmp_path: Path
         assert (mnt / "big.values-0" / "offset" / "1.value").read_bytes() == values[1]
     text = (tmp_path / "verbose.log").read_text()
     assert "open /big.values-0/offset/1.value" in text and not ANSWERED.search(text)
+
+
+def test_only_the_mount_with_the_c_path_puts_files_in_its_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One process, two mounts (two trees served with `serve` in threads, say): libfuse's table is
+    patched once, for the first; the second's files must never enter the C table, where an open of
+    the same name through the first mount would find them."""
+    from kfs.record import speedups
+
+    put: list[str] = []
+    monkeypatch.setattr(speedups, "small_files_put", lambda path, data, rendered: put.append(path))
+    first, second = object(), object()
+    monkeypatch.setattr(fast_small, "_owner", [first])
+    fast_small.keep(second, "/orders-0/offset/5.value", b"theirs", 1.0)
+    fast_small.keep(first, "/orders-0/offset/5.value", b"ours", 1.0)
+    assert put == ["/orders-0/offset/5.value"]
+    monkeypatch.setattr(fast_small, "_owner", [None])  # no mount has it (-v, or after unmounting)
+    fast_small.keep(first, "/orders-0/offset/6.value", b"ours", 1.0)
+    assert len(put) == 1

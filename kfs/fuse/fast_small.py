@@ -25,7 +25,9 @@ from kfs.record import speedups
 
 log = logging.getLogger("kfs.fuse")
 
-_active = [False]
+# The tree whose mount has the C path (one per process: libfuse's table is patched once; a second
+# mount in the same process keeps Python's callbacks, and its files must not enter the C table).
+_owner: list[object | None] = [None]
 
 
 def available() -> bool:
@@ -33,9 +35,10 @@ def available() -> bool:
     return speedups.small_files_install is not None and binding.HAS_READ_BUF
 
 
-def keep(path: str, data: bytes, rendered: float) -> None:
-    """A small file the tree rendered at `rendered` (time.monotonic()), for the C path (when installed)."""
-    if _active[0]:
+def keep(tree: object, path: str, data: bytes, rendered: float) -> None:
+    """A small file `tree` rendered at `rendered` (time.monotonic()), for the C path when it is the
+    tree of the mount that has it."""
+    if _owner[0] is tree:
         assert speedups.small_files_put is not None
         # (a name that is not UTF-8 or holds a NUL, which libfuse cannot have given as it is: Python serves it)
         with contextlib.suppress(UnicodeEncodeError, ValueError):
@@ -43,8 +46,9 @@ def keep(path: str, data: bytes, rendered: float) -> None:
 
 
 @contextlib.contextmanager
-def installed(reuse_seconds: float, all_direct_io: bool) -> Iterator[None]:
-    """Within it, `binding.FUSE(...)` starts libfuse with the C open, read_buf and release in place."""
+def installed(tree: object, reuse_seconds: float, all_direct_io: bool) -> Iterator[None]:
+    """Within it, `binding.FUSE(...)` starts libfuse with the C open, read_buf and release in place,
+    serving the small files `tree` keeps."""
     module = binding.module
     original = module.fuse_main_real
 
@@ -56,8 +60,9 @@ def installed(reuse_seconds: float, all_direct_io: bool) -> Iterator[None]:
                 ctypes.addressof(operations.contents), table.open.offset, table.read_buf.offset,
                 table.release.offset, info.fh.offset, info.flags.offset, info.direct_io.offset,
                 info.direct_io.size & 0xFFFF, reuse_seconds, all_direct_io)
-            _active[0] = True
-        except (AttributeError, RuntimeError, TypeError, ValueError) as exc:  # (a binding laid out otherwise)
+            _owner[0] = tree
+        except (AttributeError, RuntimeError, TypeError, ValueError) as exc:  # (installed already; a binding
+            # laid out otherwise)
             log.warning("small files are answered in Python: %s", exc)
         return original(argc, argv, operations, size, user_data)
 
@@ -66,8 +71,8 @@ def installed(reuse_seconds: float, all_direct_io: bool) -> Iterator[None]:
         yield
     finally:
         module.fuse_main_real = original
-        if _active[0]:
-            _active[0] = False
+        if _owner[0] is tree:
+            _owner[0] = None
             assert speedups.small_files_clear is not None
             opens, reads = speedups.small_files_clear()
             log.info("small files answered in C: %d opens, %d reads", opens, reads)

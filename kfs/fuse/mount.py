@@ -235,7 +235,7 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
     log.info("starting daemon for %s at %s with %s", logdirs, mountpoint, fuse_options)
     fast: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if fast_small.available() and not options.get("verbose"):  # (-v logs every request: all of them in Python)
-        fast = fast_small.installed(SMALL_TTL, operations.all_direct_io)
+        fast = fast_small.installed(tree, SMALL_TTL, operations.all_direct_io)
     try:
         with fast:
             binding.FUSE(operations, mountpoint, foreground=True, ro=True, raw_fi=True, **fuse_options)

@@ -326,7 +326,7 @@ class KfsTree:
         RELEASE answered in C: kfs.fuse.fast_small)."""
         rendered = time.monotonic()
         self._small.put(path, (rendered, attr, data))
-        fast_small.keep(path, data, rendered)
+        fast_small.keep(self, path, data, rendered)
 
     def _info(self, plog: PartitionLog, path: str) -> tuple[Attr, bytes]:
         cached = self._fresh_small(path)
