@@ -57,6 +57,7 @@ class LogSegments:
         follows it; its name never vanishes during a swap."""
         found = list_segment_files(self.directory)
         with self._lock:
+            generation = self.generation
             for base in [b for b, seg in self._segments.items() if found.get(b, (None,))[0] != seg.inode]:
                 self._segments.pop(base).retire()
                 self.generation += 1
@@ -67,7 +68,8 @@ class LogSegments:
                     self.generation += 1
                 elif segment.suffix != suffix:
                     segment.renamed(suffix)
-            self._snapshot = (list(self._segments.keys()), list(self._segments.values()))
+            if self.generation != generation:  # (a rename keeps the segment object: the snapshot holds)
+                self._snapshot = (list(self._segments.keys()), list(self._segments.values()))
 
     def all(self) -> list[LogSegment]:
         return list(self._snapshot[1])

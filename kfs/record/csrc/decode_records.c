@@ -367,8 +367,6 @@ done:
  * decode_record, as decode_v2_records makes it. What the walk refuses, or another codec, is declined:
  * records_of then raises or decodes it. */
 
-#define AT_MAX_BATCH_RECORDS (1 << 20) /* compression.py MAX_BATCH_RECORDS */
-
 KFS_DOC(kfs_v2_record_at_doc,
 "v2_record_at(batch, segment_base, target, timestamp_type) -> Record | False | None\n"
 "\n"
@@ -403,7 +401,7 @@ kfs_v2_record_at(PyObject *module, PyObject *args)
     const int32_t count = (int32_t)kfs_load_be32(b + 57);
     int64_t last;
     if (__builtin_add_overflow(base, (int64_t)(int32_t)kfs_load_be32(b + 23), &last) || last < base
-        || base < segment_base || count <= 0 || count > AT_MAX_BATCH_RECORDS)
+        || base < segment_base || count <= 0 || count > KFS_MAX_BATCH_RECORDS)
         goto declined;
     if (kfs_crc32c_hw(b + 21, (size_t)(n - 21)) != kfs_load_be32(b + 17))
         goto declined;

@@ -11,11 +11,6 @@
  * Python walk, which raises what is wrong or handles what is unusual, takes the interval: this never
  * decides an error itself. */
 
-#define FIND_MAX_SEGMENT_BYTES INT64_C(2147483647) /* kfs/storage/batch_walk.py MAX_SEGMENT_BYTES */
-#define FIND_MAX_RELATIVE_OFFSET INT64_C(2147483647)
-#define FIND_MAX_BATCH_ON_DISK ((INT64_C(64) << 20) + 61) /* MAX_BATCH_BYTES + HEADER_PROBE_SIZE */
-#define FIND_MIN_LENGTH 49 /* RECORD_BATCH_OVERHEAD - LOG_OVERHEAD: the smallest v2 length field */
-
 enum { FIND_DECLINED = -1 };
 
 typedef struct {
@@ -47,10 +42,10 @@ find_in_window(const uint8_t *w, int64_t n, const find_params *fp, int64_t *foun
         if (position + 17 > fp->limit)
             return FIND_DECLINED;
         const int32_t length = (int32_t)kfs_load_be32(b + 8);
-        if (length < FIND_MIN_LENGTH || b[16] != 2)
+        if (length < KFS_MIN_V2_LENGTH || b[16] != 2)
             return FIND_DECLINED; /* damage, or a legacy batch: the Python walk's */
         const int64_t size = 12 + (int64_t)length;
-        if (position + size > FIND_MAX_SEGMENT_BYTES || position + size > fp->limit || size > FIND_MAX_BATCH_ON_DISK)
+        if (position + size > KFS_MAX_SEGMENT_BYTES || position + size > fp->limit || size > KFS_MAX_BATCH_ON_DISK)
             return FIND_DECLINED;
         if (p + size > n) { /* the Python walk reads every batch of the interval whole */
             *need = p + size;
@@ -60,7 +55,7 @@ find_in_window(const uint8_t *w, int64_t n, const find_params *fp, int64_t *foun
         int64_t last;
         if (__builtin_add_overflow(base, (int64_t)(int32_t)kfs_load_be32(b + 23), &last))
             return FIND_DECLINED;
-        if (last < base || base < fp->segment_base || last - fp->segment_base > FIND_MAX_RELATIVE_OFFSET
+        if (last < base || base < fp->segment_base || last - fp->segment_base > KFS_MAX_RELATIVE_OFFSET
             || (has_previous && base <= previous))
             return FIND_DECLINED; /* batch_walk.py _offsets_problem */
         if (p == 0 && (base > fp->entry_offset || !kfs_have_hw_crc32c()
@@ -107,7 +102,7 @@ kfs_find_v2_batch(PyObject *module, PyObject *args)
         return NULL;
     int64_t at = 0, size = 0, need = 0;
     int rc = FIND_DECLINED;
-    if (fp.window_position >= 0 && fp.limit <= FIND_MAX_SEGMENT_BYTES)
+    if (fp.window_position >= 0 && fp.limit <= KFS_MAX_SEGMENT_BYTES)
         rc = find_in_window((const uint8_t *)buf.buf, (int64_t)buf.len, &fp, &at, &size, &need);
     PyBuffer_Release(&buf);
     if (rc == 1)

@@ -69,7 +69,7 @@ static read_buf_fn python_read_buf = NULL;
 static release_fn python_release = NULL;
 static Py_ssize_t fh_offset, flags_offset, direct_io_offset;
 static int direct_io_bit, all_direct_io;
-static unsigned long long served_opens, served_reads; /* under table_lock; for the tests */
+static unsigned long long served_opens, served_reads; /* counted atomically; logged at unmount */
 
 static uint64_t
 path_hash(const char *p)
@@ -117,7 +117,7 @@ small_open(const char *path, void *fi)
             h->len = e->len;
             if (e->len)
                 memcpy(h->data, e->data, e->len);
-            served_opens++;
+            __atomic_fetch_add(&served_opens, 1, __ATOMIC_RELAXED);
         }
     }
     pthread_mutex_unlock(&table_lock);
@@ -152,9 +152,7 @@ small_read_buf(const char *path, small_fuse_bufvec **bufp, size_t size, int64_t 
     v->buf[0].size = n;
     v->buf[0].mem = mem;
     *bufp = v;
-    pthread_mutex_lock(&table_lock);
-    served_reads++;
-    pthread_mutex_unlock(&table_lock);
+    __atomic_fetch_add(&served_reads, 1, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -216,8 +214,9 @@ kfs_small_files_clear(PyObject *module, PyObject *unused)
     small_entry kept[SMALL_SLOTS];
     memcpy(kept, table, sizeof(table));
     memset(table, 0, sizeof(table));
-    const unsigned long long opens = served_opens, reads = served_reads;
     pthread_mutex_unlock(&table_lock);
+    const unsigned long long opens = __atomic_load_n(&served_opens, __ATOMIC_RELAXED),
+                             reads = __atomic_load_n(&served_reads, __ATOMIC_RELAXED);
     for (int i = 0; i < SMALL_SLOTS; i++)
         entry_clear(&kept[i]);
     return Py_BuildValue("KK", opens, reads);

@@ -14,31 +14,10 @@
  * walk checks (kfs/storage/batch_walk.py _walk, partition_reads.py _placed_batches, record_stream.py
  * selected_batches, kfs/views/batch_lines.py fused_lines) next to the checks made here. */
 
-#define RUN_MAX_SEGMENT_BYTES INT64_C(2147483647) /* kfs/storage/batch_walk.py MAX_SEGMENT_BYTES */
-#define RUN_MAX_RELATIVE_OFFSET INT64_C(2147483647)
-#define RUN_MAX_BATCH_ON_DISK ((INT64_C(64) << 20) + 61) /* MAX_BATCH_BYTES + HEADER_PROBE_SIZE */
-#define RUN_MAX_BATCH_RECORDS (1 << 20)
-#define RUN_MIN_LENGTH 49 /* RECORD_BATCH_OVERHEAD - LOG_OVERHEAD: the smallest v2 length field */
 /* A lines walk stops once its budget is rendered, after the batch it is in: the bytes returned is
  * made that big and a batch's lines more; a larger batch moves the lines to raw memory (one copy). */
 #define FILLED_SLACK ((Py_ssize_t)64 << 10)
 #define MAX_FILLED_BUDGET ((Py_ssize_t)16 << 20)
-
-static inline uint64_t
-load_be64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return __builtin_bswap64(v);
-}
-
-static inline uint32_t
-load_be32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return __builtin_bswap32(v);
-}
 
 typedef struct {
     int64_t segment_base, max_last, first, stop;
@@ -77,12 +56,12 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
     int has_previous = rp->has_previous;
     while (n - p >= 61) {
         const uint8_t *b = w + p;
-        const int64_t base = (int64_t)load_be64(b);
-        const int32_t length = (int32_t)load_be32(b + 8);
-        if (length < RUN_MIN_LENGTH || b[16] != 2)
+        const int64_t base = (int64_t)kfs_load_be64(b);
+        const int32_t length = (int32_t)kfs_load_be32(b + 8);
+        if (length < KFS_MIN_V2_LENGTH || b[16] != 2)
             break;
         const int64_t size = 12 + (int64_t)length;
-        if (size > n - p || size > RUN_MAX_BATCH_ON_DISK)
+        if (size > n - p || size > KFS_MAX_BATCH_ON_DISK)
             break;
         const uint16_t attributes = (uint16_t)((b[21] << 8) | b[22]);
         const int codec = attributes & 0x07;
@@ -90,9 +69,9 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
             || ((attributes & 0x10) && rp->read_committed))
             break; /* compressed but not lz4, a control batch, a transaction to check: the Python walk's */
         int64_t last;
-        if (__builtin_add_overflow(base, (int64_t)(int32_t)load_be32(b + 23), &last))
+        if (__builtin_add_overflow(base, (int64_t)(int32_t)kfs_load_be32(b + 23), &last))
             break;
-        if (last < base || base < rp->segment_base || last - rp->segment_base > RUN_MAX_RELATIVE_OFFSET
+        if (last < base || base < rp->segment_base || last - rp->segment_base > KFS_MAX_RELATIVE_OFFSET
             || (has_previous && base <= previous) || last >= rp->max_last || base >= rp->stop)
             break;
         if (last < rp->first) { /* before the view: passed over unread, as selected_batches does */
@@ -102,13 +81,13 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
             take_batch(res, base, last, p);
             continue;
         }
-        const int32_t count = (int32_t)load_be32(b + 57);
-        if (count <= 0 || count > RUN_MAX_BATCH_RECORDS)
+        const int32_t count = (int32_t)kfs_load_be32(b + 57);
+        if (count <= 0 || count > KFS_MAX_BATCH_RECORDS)
             break;
-        if (kfs_crc32c_hw(b + 21, (size_t)(size - 21)) != load_be32(b + 17))
+        if (kfs_crc32c_hw(b + 21, (size_t)(size - 21)) != kfs_load_be32(b + 17))
             break;
         const int append_time = (attributes & 0x08) != 0;
-        const int64_t base_ts = (int64_t)load_be64(b + 27), max_ts = (int64_t)load_be64(b + 35);
+        const int64_t base_ts = (int64_t)kfs_load_be64(b + 27), max_ts = (int64_t)kfs_load_be64(b + 35);
         const uint8_t *section = b + 61;
         Py_ssize_t section_len = (Py_ssize_t)(size - 61);
         if (codec == 3) {
