@@ -1,0 +1,152 @@
+"""kcat's output format strings (`kcat -C -f FMT`), for `kfs cat -f`: scripts written for kcat run on log dirs.
+
+The tokens and escapes are kcat's (format.c in edenhill/kcat, 1.7), checked byte for byte against
+kcat itself consuming the same records (tests/test_kcat_format.py):
+
+    %o offset   %k key   %K key length (-1: null)   %s value   %S value length (-1: null)
+    %R value length as a big-endian int32 (-1: null)   %T timestamp (ms; -1: none)
+    %h headers as name=value, comma-separated (a null value: NULL)   %t topic   %p partition   %% a %
+    \\n \\r \\t; \\x then hex digits, or \\ then decimal digits (0x.. hex, 0.. octal): that byte
+    (the number's low byte; kcat reads the digits only when the first is 0-9); \\ and any other
+    character: that character.
+
+A null key or value prints as `null` (nothing by default, as kcat; kcat's -Z is `null=b"NULL"`).
+Where kcat is wrong kfs is not: kcat -Z prints NULL for an empty key or value too, cuts a header
+value at its first NUL byte, and fails on an escape that makes a NUL; kfs prints what is stored.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from operator import attrgetter
+
+from kfs.record import Record
+from kfs.storage import KfsError
+
+
+class BadFormat(KfsError):
+    """A format string kcat would refuse too: an unknown %-token or a lone % at the end."""
+
+
+# What each token prints, as a (bytes %-conversion, getter of the record) pair; see FieldGetter.
+_INT_TOKENS = {"o": "offset", "T": "timestamp", "p": "partition", "K": "key_length", "S": "value_length"}
+_BYTES_TOKENS = {"k": "key", "s": "value", "t": "topic", "h": "headers", "R": "value_length_be32"}
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
+# What C's strtoul takes from a string starting with a digit, in base 16 and in base 0.
+_NUMBER = {16: re.compile(r"0[xX][0-9a-fA-F]+|[0-9a-fA-F]+"), 0: re.compile(r"0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*")}
+_ULONG_MAX = (1 << 64) - 1  # strtoul's answer to a number past it
+
+
+def _unescape(text: str) -> bytes:
+    """A literal part of a format with kcat's backslash escapes made bytes (kcat's fmt_add)."""
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c != "\\" or i + 1 == len(text):
+            out += c.encode("utf-8", "surrogateescape")
+            i += 1
+            continue
+        c = text[i + 1]
+        i += 2
+        if c in _SIMPLE_ESCAPES:
+            out += _SIMPLE_ESCAPES[c].encode()
+            continue
+        base = 0
+        if c == "x":
+            base = 16
+            if i == len(text):
+                continue  # (a trailing \x: kcat writes its terminating NUL, i.e. nothing)
+            c = text[i]
+            i += 1
+        if "0" <= c <= "9":
+            digits = _NUMBER[base].match(text, i - 1)
+            assert digits is not None  # (c is a digit)
+            number = _strtoul(digits.group(), base)
+            out.append(min(number, _ULONG_MAX) & 0xFF)  # (kcat keeps the low byte: a char)
+            i = digits.end()
+        else:
+            out += c.encode("utf-8", "surrogateescape")
+    return bytes(out)
+
+
+def _strtoul(digits: str, base: int) -> int:
+    """The number C's strtoul reads from `digits` (matched by _NUMBER[base])."""
+    if digits[:2] in ("0x", "0X"):
+        return int(digits[2:], 16)
+    if base == 16:
+        return int(digits, 16)
+    return int(digits, 8) if digits.startswith("0") else int(digits)
+
+
+class KcatFormat:
+    """A parsed format: `render(records)` gives the bytes kcat prints for them."""
+
+    def __init__(self, text: str, topic: str, partition: int, null: bytes = b"") -> None:
+        template, fields = bytearray(), []
+        rest = text
+        while rest:
+            literal, percent, rest = rest.partition("%")
+            template += _unescape(literal).replace(b"%", b"%%")
+            if not percent:
+                break
+            if not rest:
+                raise BadFormat(f"format {text!r} ends in a lone %: write %% for a percent sign")
+            token, rest = rest[0], rest[1:]
+            if token == "%":
+                template += b"%%"
+            elif token in _INT_TOKENS:
+                template += b"%d"
+                fields.append(_INT_TOKENS[token])
+            elif token in _BYTES_TOKENS:
+                template += b"%b"
+                fields.append(_BYTES_TOKENS[token])
+            else:
+                raise BadFormat(f"format {text!r} has %{token}, which kcat does not know: the tokens are "
+                                "%o %k %K %s %S %R %T %h %t %p and %%")
+        self.template = bytes(template)
+        self._values = _field_getter(fields, topic.encode("utf-8", "surrogateescape"), partition, null)
+
+    def render(self, records: Iterable[Record]) -> bytes:
+        template, values = self.template, self._values
+        return b"".join([template % values(record) for record in records])
+
+
+FieldGetter = Callable[[Record], tuple[object, ...]]
+
+
+def _field_getter(fields: list[str], topic: bytes, partition: int, null: bytes) -> FieldGetter:
+    """A function giving a record's values for the template's conversions, in order."""
+    def key(r: Record) -> bytes:
+        return null if r.key is None else r.key
+
+    def value(r: Record) -> bytes:
+        return null if r.value is None else r.value
+
+    def key_length(r: Record) -> int:
+        return -1 if r.key is None else len(r.key)
+
+    def value_length(r: Record) -> int:
+        return -1 if r.value is None else len(r.value)
+
+    def value_length_be32(r: Record) -> bytes:
+        return (-1 if r.value is None else len(r.value)).to_bytes(4, "big", signed=True)
+
+    def headers(r: Record) -> bytes:
+        return b",".join(name.encode("utf-8", "surrogateescape") + b"=" + (b"NULL" if v is None else v)
+                         for name, v in r.headers)
+
+    getters: dict[str, Callable[[Record], object]] = {
+        "offset": attrgetter("offset"), "key": key, "value": value, "key_length": key_length,
+        "value_length": value_length, "value_length_be32": value_length_be32, "timestamp": attrgetter("timestamp"),
+        "headers": headers, "topic": lambda r: topic, "partition": lambda r: partition,
+    }
+    chosen = [getters[f] for f in fields]
+    if not chosen:
+        return lambda r: ()
+    if len(chosen) == 1:
+        only = chosen[0]
+        return lambda r: (only(r),)
+    return lambda r: tuple([get(r) for get in chosen])

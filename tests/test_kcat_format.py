@@ -1,0 +1,99 @@
+"""`kfs cat -f FMT` prints what `kcat -C -f FMT` prints for the same records, byte for byte.
+
+The answers are kcat's own (tests/kcat_oracle.py): asked afresh from kcat and librdkafka's mock
+cluster when kcat is installed (CI installs it), and kept in tests/fixtures/kcat/ for machines without.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import kcat_oracle
+import pytest
+from conftest import run_kfs
+
+from kfs.cli.main import main
+from kfs.record import Record
+from kfs.views.kcat_format import BadFormat, KcatFormat
+
+
+def _sources() -> list:
+    live = pytest.param("kcat", marks=pytest.mark.skipif(not kcat_oracle.kcat_available(),
+                                                         reason="kcat is not installed (apt-get install kcat)"))
+    return ["kept", live]
+
+
+@pytest.fixture(scope="module", params=_sources())
+def answers_and_logdir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    answers = kcat_oracle.load() if request.param == "kept" else kcat_oracle.ask_kcat()
+    logdir = tmp_path_factory.mktemp(f"kcat-{request.param}")
+    kcat_oracle.write_log(logdir, answers)
+    return answers, logdir
+
+
+def test_every_format_prints_what_kcat_prints(answers_and_logdir: tuple[kcat_oracle.Answers, Path],
+                                              capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    """`kfs cat` run in this process (a process per format took minutes); the command as users run it
+    is in the tests below."""
+    answers, logdir = answers_and_logdir
+    compared = 0
+    for (topic, fmt, null_as_word), expected in answers.printed.items():
+        if null_as_word and topic == "fmt":
+            continue  # kcat -Z prints NULL for an empty key or value too: kfs prints them empty (below)
+        code = main(["cat", str(logdir), f"{topic}-0", "-f", fmt, *(["--null", "NULL"] if null_as_word else [])])
+        out, err = capsysbinary.readouterr()
+        assert code == 0, err
+        assert out == expected, (topic, fmt, null_as_word)
+        compared += 1
+    assert compared == len(kcat_oracle.FORMATS) * 3
+
+
+def test_kept_answers_cover_every_format() -> None:
+    """The kept answers are for the formats the oracle asks today (rewrite them after changing it)."""
+    kept = kcat_oracle.load()
+    assert {fmt for _, fmt, _ in kept.printed} == set(kcat_oracle.FORMATS)
+
+
+def test_null_and_empty_keys_and_values_differ_with_null_text(tmp_path: Path) -> None:
+    kcat_oracle.write_log(tmp_path, kcat_oracle.load())
+    done = run_kfs("cat", str(tmp_path), "fmt-0", "--null", "NULL", "-f", "%o:%k:%s:%K:%S\\n")
+    lines = done.stdout.split(b"\n")
+    assert lines[1] == b"1::empty key:0:9"  # an empty key: empty, as stored (kcat -Z: NULL)
+    assert lines[2] == b"2:NULL:no key at all:-1:13"  # a null key
+    assert lines[3] == b"3:k3:NULL:2:-1"  # a null value (a tombstone)
+
+
+def test_count_and_offset_select_records_as_for_json_lines(tmp_path: Path) -> None:
+    answers = kcat_oracle.load()
+    kcat_oracle.write_log(tmp_path, answers)
+    done = run_kfs("cat", str(tmp_path), "fmt-0", "--offset", "2", "--count", "3", "-f", "%o,")
+    assert done.stdout == b"2,3,4,"
+
+
+@pytest.mark.parametrize(("fmt", "says"), [("bad %x", "%x, which kcat does not know"),
+                                           ("ends in %", "ends in a lone %")])
+def test_a_format_kcat_refuses_is_one_sentence(tmp_path: Path, fmt: str, says: str) -> None:
+    kcat_oracle.write_log(tmp_path, kcat_oracle.load())
+    done = run_kfs("cat", str(tmp_path), "fmt-0", "-f", fmt)
+    assert done.returncode == 1 and done.stdout == b""
+    assert done.stderr.decode().count("\n") == 1 and says in done.stderr.decode()
+
+
+def test_f_does_not_go_with_raw_or_value(tmp_path: Path) -> None:
+    kcat_oracle.write_log(tmp_path, kcat_oracle.load())
+    for other in ("raw", "value"):
+        done = run_kfs("cat", str(tmp_path), "fmt-0", "-f", "%o", "--format", other)
+        assert done.returncode != 0 and b"cannot go with --format" in done.stderr
+
+
+def test_escapes_make_the_bytes_kcat_makes() -> None:
+    """kcat's escapes, where its answer is no NUL: hex after \\x only when it starts with 0-9 (all its hex
+    digits, the low byte kept), decimal, octal or 0x-hex after \\, any other character itself."""
+    record = Record(5, 7, "CreateTime", b"K", b"V", [])
+    cases = {"\\x41": b"A", "\\x414": b"\x14", "\\xff": b"ff", "\\xZ": b"Z", "\\65": b"A", "\\0101": b"A",
+             "\\0x41": b"A", "\\09": b"\x009", "\\q": b"q", "\\\\": b"\\", "a\\": b"a\\", "\\x0x42": b"B",
+             "\\x99999999999999999999": b"\xff", "%%%o": b"%5"}
+    for fmt, expected in cases.items():
+        assert KcatFormat(fmt, "t", 0).render([record]) == expected, fmt
+    with pytest.raises(BadFormat):
+        KcatFormat("%", "t", 0)
