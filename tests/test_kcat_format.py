@@ -14,6 +14,7 @@ from conftest import run_kfs
 
 from kfs.cli.main import main
 from kfs.record import Record
+from kfs.views import plain_runs
 from kfs.views.kcat_format import BadFormat, KcatFormat
 
 
@@ -31,10 +32,16 @@ def answers_and_logdir(request: pytest.FixtureRequest, tmp_path_factory: pytest.
     return answers, logdir
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["walker", "python"])
 def test_every_format_prints_what_kcat_prints(answers_and_logdir: tuple[kcat_oracle.Answers, Path],
-                                              capsysbinary: pytest.CaptureFixture[bytes]) -> None:
-    """`kfs cat` run in this process (a process per format took minutes); the command as users run it
-    is in the tests below."""
+                                              capsysbinary: pytest.CaptureFixture[bytes],
+                                              monkeypatch: pytest.MonkeyPatch, compiled: bool) -> None:
+    """`kfs cat` run in this process (a process per format took minutes; the command as users run it
+    is in the tests below), with the compiled walker's kcat mode (render_kcat.c) and without it."""
+    if not compiled:
+        monkeypatch.setattr(plain_runs, "_walk_v2_run", None)
+    elif not plain_runs.available():
+        pytest.skip("extension not built")
     answers, logdir = answers_and_logdir
     compared = 0
     for (topic, fmt, null_as_word), expected in answers.printed.items():

@@ -29,6 +29,7 @@ from kfs.record import default_batch, parse_batch_header, speedups
 from kfs.storage import KfsError, LogDirs, PartitionLog
 from kfs.views import batch_lines, line_lengths, plain_runs
 from kfs.views.jsonl import line_prefix
+from kfs.views.kcat_format import KcatFormat
 
 pytestmark = pytest.mark.skipif(not plain_runs.available(), reason="extension not built")
 
@@ -74,7 +75,14 @@ def views(plog: PartitionLog, start: int, end: int | None, isolation: str, contr
     stream, stream_error = outcome(lambda: batch_lines.joined_lines(
         plog, start, isolation=isolation, control=control, prefix=prefix,
         render=lambda records: b"".join(render(records)), fused=True))
+    # `kfs cat -f`: kcat's format, every field, printed by the walker's kcat mode (render_kcat.c)
+    fmt = KcatFormat("%o|%k|%K|%s|%S|%R|%T|%h|%t|%p\\n", plog.topic, plog.partition, b"NULL")
+    take = plain_runs.kcat_taker(fmt.program(), fmt.null, isolation == "read_committed") \
+        if plain_runs.available() else None
+    kcat, kcat_error = outcome(lambda: batch_lines.joined_lines(
+        plog, start, isolation=isolation, control=control, prefix="", render=fmt.render, fused=False, take=take))
     return {
+        "kcat": b"".join(kcat), "kcat_error": kcat_error,
         "data": b"".join(chunk.data for chunk in lines), "lines_error": lines_error,
         "offsets": [o for chunk in lines for o in chunk.offsets],
         "ends": [sum(len(c.data) for c in lines[:i]) + e for i, chunk in enumerate(lines) for e in chunk.ends],
@@ -289,6 +297,7 @@ def test_a_batch_the_renderer_leaves_to_python_is_handed_back_whole(tmp_path: Pa
     got = views(plog, 0, None, "read_uncommitted", "hide")
     assert got["offsets"] == list(range(12)) and got["lines_error"] is None
     assert "\ufffd".encode() in got["data"]  # type: ignore[operator]
+    assert got["kcat"].count("\ufffd\ufffd=1".encode()) == 1  # type: ignore[attr-defined]
     assert_walker_agrees(plog, 0, None, "read_uncommitted", "hide")
 
 

@@ -27,6 +27,7 @@ from kfs.storage import (
     parse_partition_dir,
 )
 from kfs.storage.logdir import split_log_dirs
+from kfs.views import plain_runs
 from kfs.views.batch_lines import joined_lines
 from kfs.views.jsonl import line_prefix, render_lines
 from kfs.views.kcat_format import KcatFormat
@@ -155,6 +156,12 @@ def _cat_kcat_format(plog: PartitionLog, start: int, args: argparse.Namespace) -
     fmt = KcatFormat(args.kcat_format, plog.topic, plog.partition, _escapes(args.null or ""))
     remaining = args.count
     if remaining == 0:
+        return 0
+    if remaining is None and args.on_corrupt == "fail":  # runs of plain batches printed by the compiled walker
+        take = plain_runs.kcat_taker(fmt.program(), fmt.null, args.isolation == "read_committed") \
+            if plain_runs.available() else None
+        _write_all(joined_lines(plog, start, isolation=args.isolation, control=args.control, prefix="",
+                                render=fmt.render, fused=False, take=take))
         return 0
     pieces: list[bytes] = []
     for records in plog.record_lists(start, isolation=args.isolation, control=args.control,

@@ -23,6 +23,7 @@ from typing import NamedTuple
 from kfs.record import BatchHeader, PlainRun, Record, crc_is_valid, default_batch, speedups
 from kfs.record.compression import MAX_BATCH_RECORDS
 from kfs.storage import LogSegment, PartitionLog, batch_records
+from kfs.storage.partition_reads import SelectedTaker
 from kfs.views import plain_runs
 
 _render_v2_jsonl = speedups.render_v2_jsonl
@@ -100,10 +101,13 @@ def line_lists(plog: PartitionLog, start: int, end: int | None, *, isolation: st
 
 
 def joined_lines(plog: PartitionLog, start: int, *, isolation: str, control: str, prefix: str,
-                 render: Callable[[list[Record]], bytes], fused: bool) -> Iterator[bytes]:
-    """The lines of every batch from `start` to the log end, each batch's joined: `kfs cat`'s stream."""
-    take = plain_runs.line_taker(prefix, None, isolation == "read_committed") if fused and plain_runs.available() \
-        else None
+                 render: Callable[[list[Record]], bytes], fused: bool,
+                 take: SelectedTaker | None = None) -> Iterator[bytes]:
+    """The lines of every batch from `start` to the log end, each batch's joined: `kfs cat`'s stream.
+    `take`: the compiled walker's taker of other lines than JSON (`kfs cat -f`), for runs of plain
+    batches; `render` makes the lines of the batches it leaves."""
+    if take is None and fused and plain_runs.available():
+        take = plain_runs.line_taker(prefix, None, isolation == "read_committed")
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control, take=take):
         if type(header) is PlainRun:
             if header.taken[1]:  # type: ignore[index]

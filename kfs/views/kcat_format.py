@@ -29,9 +29,10 @@ class BadFormat(KfsError):
     """A format string kcat would refuse too: an unknown %-token or a lone % at the end."""
 
 
-# What each token prints, as a (bytes %-conversion, getter of the record) pair; see FieldGetter.
-_INT_TOKENS = {"o": "offset", "T": "timestamp", "p": "partition", "K": "key_length", "S": "value_length"}
-_BYTES_TOKENS = {"k": "key", "s": "value", "t": "topic", "h": "headers", "R": "value_length_be32"}
+# Each field's %-conversion in the template and the name of its getter (_field_getter).
+_TOKENS = {"o": (b"%d", "offset"), "T": (b"%d", "timestamp"), "K": (b"%d", "key_length"),
+           "S": (b"%d", "value_length"), "k": (b"%b", "key"), "s": (b"%b", "value"), "h": (b"%b", "headers"),
+           "R": (b"%b", "value_length_be32")}
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
 # What C's strtoul takes from a string starting with a digit, in base 16 and in base 0.
@@ -85,29 +86,46 @@ class KcatFormat:
     """A parsed format: `render(records)` gives the bytes kcat prints for them."""
 
     def __init__(self, text: str, topic: str, partition: int, null: bytes = b"") -> None:
-        template, fields = bytearray(), []
+        self.null = null
+        # (op, literal): op "L" a literal, else a token's letter; the topic and partition are literals
+        self.parts: list[tuple[str, bytes]] = []
         rest = text
         while rest:
             literal, percent, rest = rest.partition("%")
-            template += _unescape(literal).replace(b"%", b"%%")
+            self._literal(_unescape(literal))
             if not percent:
                 break
             if not rest:
                 raise BadFormat(f"format {text!r} ends in a lone %: write %% for a percent sign")
             token, rest = rest[0], rest[1:]
             if token == "%":
-                template += b"%%"
-            elif token in _INT_TOKENS:
-                template += b"%d"
-                fields.append(_INT_TOKENS[token])
-            elif token in _BYTES_TOKENS:
-                template += b"%b"
-                fields.append(_BYTES_TOKENS[token])
+                self._literal(b"%")
+            elif token == "t":
+                self._literal(topic.encode("utf-8", "surrogateescape"))
+            elif token == "p":
+                self._literal(str(partition).encode())
+            elif token in _TOKENS:
+                self.parts.append((token, b""))
             else:
                 raise BadFormat(f"format {text!r} has %{token}, which kcat does not know: the tokens are "
                                 "%o %k %K %s %S %R %T %h %t %p and %%")
-        self.template = bytes(template)
-        self._values = _field_getter(fields, topic.encode("utf-8", "surrogateescape"), partition, null)
+        template = b"".join(literal.replace(b"%", b"%%") if op == "L" else _TOKENS[op][0] for op, literal in self.parts)
+        self.template = template
+        self._values = _field_getter([_TOKENS[op][1] for op, _ in self.parts if op != "L"], null)
+
+    def _literal(self, text: bytes) -> None:
+        if not text:
+            return
+        if self.parts and self.parts[-1][0] == "L":
+            self.parts[-1] = ("L", self.parts[-1][1] + text)
+        else:
+            self.parts.append(("L", text))
+
+    def program(self) -> bytes:
+        """The format for the compiled renderer (kfs/record/csrc/render_kcat.c): an op byte per part, a
+        literal's followed by its length (uint32, little-endian) and bytes."""
+        return b"".join(b"L" + len(literal).to_bytes(4, "little") + literal if op == "L" else op.encode()
+                        for op, literal in self.parts)
 
     def render(self, records: Iterable[Record]) -> bytes:
         template, values = self.template, self._values
@@ -117,7 +135,7 @@ class KcatFormat:
 FieldGetter = Callable[[Record], tuple[object, ...]]
 
 
-def _field_getter(fields: list[str], topic: bytes, partition: int, null: bytes) -> FieldGetter:
+def _field_getter(fields: list[str], null: bytes) -> FieldGetter:
     """A function giving a record's values for the template's conversions, in order."""
     def key(r: Record) -> bytes:
         return null if r.key is None else r.key
@@ -141,7 +159,7 @@ def _field_getter(fields: list[str], topic: bytes, partition: int, null: bytes) 
     getters: dict[str, Callable[[Record], object]] = {
         "offset": attrgetter("offset"), "key": key, "value": value, "key_length": key_length,
         "value_length": value_length, "value_length_be32": value_length_be32, "timestamp": attrgetter("timestamp"),
-        "headers": headers, "topic": lambda r: topic, "partition": lambda r: partition,
+        "headers": headers,
     }
     chosen = [getters[f] for f in fields]
     if not chosen:

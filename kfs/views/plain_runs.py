@@ -74,6 +74,25 @@ def line_taker(prefix: str, end: int | None, read_committed: bool) -> SelectedTa
     return take
 
 
+def kcat_taker(program: bytes, null: bytes, read_committed: bool) -> SelectedTaker:
+    """A taker printing each plain batch's records as kcat -f does (kfs.views.kcat_format: `program`
+    from KcatFormat.program, `null` what a null key or value prints): PlainRun.taken is (marks, data)."""
+
+    def take(first: int, segment: LogSegment, window: memoryview, position: int, previous_last: int | None,
+             below: int) -> PlainRun | None:
+        if not _int64s(segment, previous_last):
+            return None
+        got = _walk_v2_run(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),  # type: ignore[misc]
+                           max(min(first, NO_END), -NO_END), NO_END, "", read_committed, False, RENDER_BUDGET,
+                           kcat=program, null=null)
+        if got is None:
+            return None
+        used, base_offset, last_offset, records, marks, data = got
+        return PlainRun.of(position, used, base_offset, last_offset, records, (marks, data))
+
+    return take
+
+
 def count_taker(prefix: str, end: int, read_committed: bool) -> SelectedTaker:
     """A taker counting each plain batch's lines of [first, end): PlainRun.taken packs, per batch
     with lines, (first offset, next offset, bytes, where it ends from the window's start) as four

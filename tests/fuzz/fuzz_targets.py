@@ -620,6 +620,26 @@ def _cat(plog) -> tuple[bytes, str | None]:  # type: ignore[no-untyped-def]
     return b"".join(out), None
 
 
+KCAT_FORMAT = "%o|%k|%K|%s|%S|%R|%T|%h|%t|%p\\n"  # every field kcat's -f has
+
+
+def _cat_kcat(plog) -> tuple[bytes, str | None]:  # type: ignore[no-untyped-def]
+    """What `kfs cat -f KCAT_FORMAT --null NULL` prints (the walker's kcat mode where the path has it)."""
+    from kfs.views import batch_lines, plain_runs
+    from kfs.views.kcat_format import KcatFormat
+
+    fmt = KcatFormat(KCAT_FORMAT, plog.topic, plog.partition, b"NULL")
+    take = plain_runs.kcat_taker(fmt.program(), fmt.null, False) if plain_runs.available() else None
+    out = []
+    try:
+        for piece in batch_lines.joined_lines(plog, plog.log_start_offset(), isolation="read_uncommitted",
+                                              control="hide", prefix="", render=fmt.render, fused=False, take=take):
+            out.append(piece)
+    except KfsError as e:
+        return b"".join(out), type(e).__name__
+    return b"".join(out), None
+
+
 def _messages_jsonl(plog, size_first: bool = False) -> tuple[bytes, str | None]:  # type: ignore[no-untyped-def]
     """What reading the mount's `messages.jsonl` gives: the decoded view from the log start, read in
     64 KiB reads until EOF or an error. `size_first`: as through the mount, where a stat counts every
@@ -687,7 +707,7 @@ def run_partition_input(rnd: random.Random, partition: str, logdir: Path) -> Non
                     values.append((r.offset, r.timestamp, r.key, r.value))
                 except (KfsError, OffsetOutOfRange) as e:
                     values.append(type(e).__name__)
-            results[path] = (cat, values)
+            results[path] = (cat, values, _cat_kcat(plog))
             if path == "python":
                 continue
             with contextlib.suppress(KfsError):
@@ -707,5 +727,6 @@ def run_partition_input(rnd: random.Random, partition: str, logdir: Path) -> Non
         finally:
             plog.close()
     if len(results) == 2 and results["c"] != results["python"]:
-        what = "kfs cat" if results["c"][0] != results["python"][0] else ".value lookups"
+        what = next(what for i, what in enumerate(("kfs cat", ".value lookups", "kfs cat -f"))
+                    if results["c"][i] != results["python"][i])
         raise Failure("disagreement", f"{partition}: C and Python paths differ ({what})")

@@ -11,6 +11,7 @@
  *                      and the loop runs without the GIL (two readers decode on two cores)
  *   walk_v2_run.c      walk_v2_run: many plain batches of a segment in one call, without the GIL
  *                      (their CRCs in crc32c.c, their lz4 frames in lz4_frame.c)
+ *   render_kcat.c      a records section -> kcat's -f output (`kfs cat -f`), for walk_v2_run
  *   render_v2_dump.c   render_v2_dump: the record lines of `kfs dump --deep-iteration --print-data-log`
  *   gather.c           gather: a read reply copied into malloc'd memory without the GIL
  *   find_v2_batch.c    find_v2_batch: a `.value` lookup's walk over one index interval, in one call

@@ -108,4 +108,33 @@ KFS_HIDDEN int kfs_render_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t c
                                   size_t prefix_len, const char *tt, size_t tt_len, int64_t first, int64_t stop,
                                   int64_t last, rawbuf *out, rawbuf *marks);
 
+/* render_kcat.c: kcat's -f output. A format is a list of parts (KcatFormat.program in
+ * kfs/views/kcat_format.py): literals (the topic and partition among them) and fields. */
+enum { KCAT_LITERAL = 'L', KCAT_OFFSET = 'o', KCAT_KEY = 'k', KCAT_KEY_LEN = 'K', KCAT_VALUE = 's',
+       KCAT_VALUE_LEN = 'S', KCAT_VALUE_LEN_BE32 = 'R', KCAT_TIMESTAMP = 'T', KCAT_HEADERS = 'h' };
+#define KCAT_MAX_PARTS 512
+
+typedef struct {
+    int op;
+    const char *text; /* a literal's bytes (in the program) */
+    size_t len;
+} kcat_part;
+
+typedef struct {
+    const kcat_part *parts;
+    int n_parts;
+    const char *null; /* what a null key or value prints */
+    size_t null_len;
+} kcat_format;
+
+/* The parts of a program of n bytes into parts[0:max_parts]: how many, or -1 when it is malformed. */
+KFS_HIDDEN int kfs_kcat_parse(const uint8_t *program, Py_ssize_t n, kcat_part *parts, int max_parts);
+
+/* The kcat lines of the records in payload[0:end] with first <= offset < stop, appended to out (and
+ * their marks, as kfs_render_records gives them). RENDER_OK, RENDER_UNUSUAL or RENDER_NO_MEMORY. */
+KFS_HIDDEN int kfs_render_kcat_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset,
+                                       int64_t base_timestamp, int append_time, int64_t log_append_time,
+                                       const kcat_format *f, int64_t first, int64_t stop, int64_t last, rawbuf *out,
+                                       rawbuf *marks);
+
 #endif /* KFS_RECORDS_WALK_H */

@@ -90,6 +90,12 @@ kfs_load_be64(const uint8_t *p)
 }
 
 static inline uint32_t
+kfs_load_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static inline uint32_t
 kfs_load_be32(const uint8_t *p)
 {
     uint32_t v;

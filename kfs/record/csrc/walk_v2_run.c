@@ -26,6 +26,7 @@ typedef struct {
     size_t budget;
     const char *prefix;
     size_t prefix_len;
+    const kcat_format *kcat; /* kcat's -f output instead of JSON lines (render_kcat.c), or NULL */
 } run_params;
 
 typedef struct {
@@ -119,8 +120,11 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
         else {
             const size_t out_len = out->len, marks_len = marks->len;
             const char *tt = append_time ? "LogAppendTime" : "CreateTime";
-            int rc = kfs_render_records(section, section_len, count, base, base_ts, append_time, max_ts,
-                                    rp->prefix, rp->prefix_len, tt, strlen(tt), rp->first, rp->stop, last, out, marks);
+            int rc = rp->kcat != NULL
+                ? kfs_render_kcat_records(section, section_len, count, base, base_ts, append_time, max_ts, rp->kcat,
+                                          rp->first, rp->stop, last, out, marks)
+                : kfs_render_records(section, section_len, count, base, base_ts, append_time, max_ts, rp->prefix,
+                                     rp->prefix_len, tt, strlen(tt), rp->first, rp->stop, last, out, marks);
             if (rc == RENDER_NO_MEMORY)
                 return RENDER_NO_MEMORY;
             if (rc != RENDER_OK) {
@@ -142,7 +146,8 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
 
 KFS_DOC(kfs_walk_v2_run_doc,
 "walk_v2_run(window, segment_base, previous_last, max_last, first_offset, end_offset, prefix,\n"
-"            read_committed, count_only, budget) -> (used, first_base, last, records, marks, data) | None\n"
+"            read_committed, count_only, budget, kcat=None, null=b'') -> (used, first_base, last, records, marks,\n"
+"            data) | None\n"
 "\n"
 "The plain batches at the start of `window` (bytes of a segment file from a batch boundary, no further\n"
 "than the walk's limit), taken one after another until one is not plain (see the comment above\n"
@@ -153,26 +158,50 @@ KFS_DOC(kfs_walk_v2_run_doc,
 "int64s per batch with lines, data is\n"
 "None. previous_last: the last offset of the batch before the window's first (None: none). Batches\n"
 "wholly before first_offset are passed over unread. None when no batch was taken (the Python walk\n"
-"takes the first), or when this machine has no CRC-32C instruction. Runs without the GIL.");
+"takes the first), or when this machine has no CRC-32C instruction. Runs without the GIL.\n"
+"`kcat`: a program of KcatFormat (kfs/views/kcat_format.py): the records as kcat -f prints them\n"
+"instead of JSON lines (a null key or value as `null`); marks as for lines.");
 
 PyObject *
 kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"window", "segment_base", "previous_last", "max_last", "first_offset", "end_offset",
-                             "prefix", "read_committed", "count_only", "budget", NULL};
-    Py_buffer buf;
+                             "prefix", "read_committed", "count_only", "budget", "kcat", "null", NULL};
+    Py_buffer buf, program, null;
+    memset(&program, 0, sizeof(program));
+    memset(&null, 0, sizeof(null));
     long long segment_base, max_last, first, stop;
     PyObject *previous_obj, *prefix;
     int read_committed, count_only;
     Py_ssize_t budget;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*LOLLLUppn:walk_v2_run", kwlist, &buf, &segment_base,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*LOLLLUppn|z*y*:walk_v2_run", kwlist, &buf, &segment_base,
                                      &previous_obj, &max_last, &first, &stop, &prefix, &read_committed, &count_only,
-                                     &budget))
+                                     &budget, &program, &null))
         return NULL;
     PyObject *result = NULL, *lines = NULL;
     rawbuf out = {NULL, 0, 0, 0}, marks = {NULL, 0, 0, 0}, scratch = {NULL, 0, 0, 0};
+    kcat_part *parts = NULL;
+    kcat_format kcat = {NULL, 0, "", 0};
     run_params rp = {segment_base, max_last, first, stop, 0, previous_obj != Py_None, read_committed, count_only,
-                     budget > 0 ? (size_t)budget : 0, NULL, 0};
+                     budget > 0 ? (size_t)budget : 0, NULL, 0, NULL};
+    if (program.buf != NULL) {
+        parts = PyMem_Malloc(KCAT_MAX_PARTS * sizeof(kcat_part));
+        if (parts == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        kcat.n_parts = kfs_kcat_parse(program.buf, program.len, parts, KCAT_MAX_PARTS);
+        if (kcat.n_parts < 0) { /* (a format of more parts than that: the Python renderer's) */
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        kcat.parts = parts;
+        if (null.buf != NULL) {
+            kcat.null = null.buf;
+            kcat.null_len = (size_t)null.len;
+        }
+        rp.kcat = &kcat;
+    }
     if (rp.has_previous) {
         rp.previous_last = PyLong_AsLongLong(previous_obj);
         if (rp.previous_last == -1 && PyErr_Occurred())
@@ -247,6 +276,11 @@ done:
     Py_XDECREF(lines);
     PyMem_RawFree(marks.buf);
     PyMem_RawFree(scratch.buf);
+    PyMem_Free(parts);
+    if (program.buf != NULL)
+        PyBuffer_Release(&program);
+    if (null.buf != NULL)
+        PyBuffer_Release(&null);
     PyBuffer_Release(&buf);
     return result;
 }

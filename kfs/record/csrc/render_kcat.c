@@ -1,0 +1,160 @@
+/* render_kcat: a records section -> kcat's -f output (`kfs cat -f FMT`), fused like render_v2_jsonl:
+ * no Record is created, and the loop runs without the GIL (walk_v2_run calls it). */
+
+#include "json_text.h"
+#include "records_walk.h"
+
+/* The format arrives as a program kfs/views/kcat_format.py makes (KcatFormat.program): one op byte
+ * per part, a literal's op followed by its length (uint32, little-endian) and bytes. The topic and
+ * the partition are literals there already. The Python renderer (KcatFormat.render) stays the oracle:
+ * a header key that is not UTF-8 (the decoder makes it a str with replacement characters, which that
+ * renderer prints) leaves the batch to it, as render_v2_jsonl does. */
+
+static inline int
+rb_put(rawbuf *o, const void *s, size_t n)
+{
+    if (rb_reserve(o, n) < 0)
+        return -1;
+    if (n)
+        memcpy(o->buf + o->len, s, n);
+    o->len += n;
+    return 0;
+}
+
+static inline int
+rb_put_int(rawbuf *o, int64_t v)
+{
+    if (rb_reserve(o, 20) < 0)
+        return -1;
+    o->len = (size_t)(write_int64(o->buf + o->len, v) - o->buf);
+    return 0;
+}
+
+int
+kfs_kcat_parse(const uint8_t *program, Py_ssize_t n, kcat_part *parts, int max_parts)
+{
+    int count = 0;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (count == max_parts)
+            return -1;
+        kcat_part *part = &parts[count++];
+        part->op = program[i++];
+        part->text = NULL;
+        part->len = 0;
+        switch (part->op) {
+        case KCAT_LITERAL:
+            if (n - i < 4)
+                return -1;
+            part->len = (size_t)kfs_load_le32(program + i);
+            i += 4;
+            if ((size_t)(n - i) < part->len)
+                return -1;
+            part->text = (const char *)program + i;
+            i += (Py_ssize_t)part->len;
+            break;
+        case KCAT_OFFSET: case KCAT_KEY: case KCAT_KEY_LEN: case KCAT_VALUE: case KCAT_VALUE_LEN:
+        case KCAT_VALUE_LEN_BE32: case KCAT_TIMESTAMP: case KCAT_HEADERS:
+            break;
+        default:
+            return -1;
+        }
+    }
+    return count;
+}
+
+int
+kfs_render_kcat_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset,
+                        int64_t base_timestamp, int append_time, int64_t log_append_time, const kcat_format *f,
+                        int64_t first, int64_t stop, int64_t last, rawbuf *out, rawbuf *marks)
+{
+    records_walk w = records_walk_start(p, end, base_offset, base_timestamp, append_time, log_append_time, last);
+    record_view r;
+    header_view h;
+#define PUT(s, n)                                \
+    do {                                         \
+        if (rb_put(out, (s), (size_t)(n)) < 0)   \
+            return RENDER_NO_MEMORY;             \
+    } while (0)
+#define PUT_INT(v)                               \
+    do {                                         \
+        if (rb_put_int(out, (v)) < 0)            \
+            return RENDER_NO_MEMORY;             \
+    } while (0)
+
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (kfs_walk_record(&w, &r) < 0)
+            return RENDER_UNUSUAL;
+        Py_ssize_t at = r.headers;
+        for (int64_t k = 0; k < r.n_headers; k++) {
+            walk_header(p, r.end, &at, &h); /* checked by walk_record */
+            if (!valid_utf8(h.key, (Py_ssize_t)h.key_len))
+                return RENDER_UNUSUAL;
+        }
+        if (r.offset < first || (r.offset >= stop && stop != INT64_MAX))
+            continue;
+        for (int j = 0; j < f->n_parts; j++) {
+            const kcat_part *part = &f->parts[j];
+            switch (part->op) {
+            case KCAT_LITERAL:
+                PUT(part->text, part->len);
+                break;
+            case KCAT_OFFSET:
+                PUT_INT(r.offset);
+                break;
+            case KCAT_TIMESTAMP:
+                PUT_INT(r.timestamp);
+                break;
+            case KCAT_KEY:
+                if (r.key_len < 0)
+                    PUT(f->null, f->null_len);
+                else
+                    PUT(r.key, r.key_len);
+                break;
+            case KCAT_VALUE:
+                if (r.value_len < 0)
+                    PUT(f->null, f->null_len);
+                else
+                    PUT(r.value, r.value_len);
+                break;
+            case KCAT_KEY_LEN:
+                PUT_INT(r.key_len < 0 ? -1 : r.key_len);
+                break;
+            case KCAT_VALUE_LEN:
+                PUT_INT(r.value_len < 0 ? -1 : r.value_len);
+                break;
+            case KCAT_VALUE_LEN_BE32: {
+                /* kcat writes the length as a uint32 cast of a ssize_t: its low 32 bits */
+                const uint32_t v = (uint32_t)(r.value_len < 0 ? -1 : r.value_len);
+                const uint8_t be[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+                PUT(be, 4);
+                break;
+            }
+            case KCAT_HEADERS:
+                at = r.headers;
+                for (int64_t k = 0; k < r.n_headers; k++) {
+                    walk_header(p, r.end, &at, &h);
+                    if (k)
+                        PUT(",", 1);
+                    PUT(h.key, h.key_len);
+                    PUT("=", 1);
+                    if (h.value_len < 0)
+                        PUT("NULL", 4);
+                    else
+                        PUT(h.value, h.value_len);
+                }
+                break;
+            }
+        }
+        if (marks != NULL) {
+            if (rb_reserve(marks, 2 * sizeof(int64_t)) < 0)
+                return RENDER_NO_MEMORY;
+            int64_t pair[2] = {r.offset, (int64_t)out->len};
+            memcpy(marks->buf + marks->len, pair, sizeof(pair));
+            marks->len += sizeof(pair);
+        }
+    }
+    return walk_finished(&w) == WALK_OK ? RENDER_OK : RENDER_UNUSUAL;
+#undef PUT
+#undef PUT_INT
+}
