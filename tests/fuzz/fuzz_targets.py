@@ -73,14 +73,14 @@ class Failure(Exception):
 _COMPILED = {"decode": speedups.decode_v2_records, "render": speedups.render_jsonl,
              "fused": speedups.render_v2_jsonl, "gather": speedups.gather, "dump": speedups.render_v2_dump,
              "walk": speedups.walk_v2_run, "find": speedups.find_v2_batch, "record_at": speedups.v2_record_at,
-             "slot": speedups.index_slot}
+             "slot": speedups.index_slot, "crc": speedups.crc32c}
 
 
 def install_compiled(decode, render, fused, gather, dump, walk, find=None, record_at=None,  # type: ignore[no-untyped-def]
-                     slot=None) -> None:
+                     slot=None, crc=None) -> None:
     """Use these compiled functions (e.g. from a sanitizer build) as the C path."""
     _COMPILED.update(decode=decode, render=render, fused=fused, gather=gather, dump=dump, walk=walk, find=find,
-                     record_at=record_at, slot=slot)
+                     record_at=record_at, slot=slot, crc=crc)
 
 
 def has_compiled() -> bool:
@@ -99,6 +99,7 @@ def use_path(path: str) -> None:
     segment_module._find_v2_batch = _COMPILED["find"] if compiled else None  # a `.value`'s lookup
     partition_module._v2_record_at = _COMPILED["record_at"] if compiled else None
     index_module._index_slot = _COMPILED["slot"] if compiled else None
+    speedups.crc32c = _COMPILED["crc"] if compiled else None  # (kfs.record.crc_is_valid looks it up per batch)
 
 
 def paths() -> tuple[str, ...]:
