@@ -10,7 +10,7 @@ from pathlib import Path
 
 import kcat_oracle
 import pytest
-from conftest import run_kfs
+from conftest import GOLDEN_PARTITIONS, golden_logdir, run_kfs
 
 from kfs.cli.main import main
 from kfs.record import Record
@@ -104,3 +104,41 @@ def test_escapes_make_the_bytes_kcat_makes() -> None:
         assert KcatFormat(fmt, "t", 0).render([record]) == expected, fmt
     with pytest.raises(BadFormat):
         KcatFormat("%", "t", 0)
+
+
+@pytest.mark.parametrize("partition", GOLDEN_PARTITIONS)
+def test_records_are_the_json_lines_records_on_kafka_written_logs(partition: str,
+                                                                 capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    """On every Kafka-written partition (every codec, transactions, compaction, legacy formats) and
+    every isolation and control setting, -f prints the records the JSON lines show: their offsets,
+    timestamps, key lengths and values (internal topics' as stored: --decode raw's lines)."""
+    import base64
+    import json
+
+    def stored(field: object) -> bytes:
+        if field is None:
+            return b"NULL"
+        if isinstance(field, dict):
+            return base64.b64decode(field["base64"])
+        return str(field).encode()
+
+    logdir = golden_logdir(partition)
+    for isolation in ("read_uncommitted", "read_committed"):
+        for control in ("hide", "show"):
+            settings = ["--isolation", isolation, "--control", control]
+            assert main(["cat", logdir, partition, *settings, "--decode", "raw"]) == 0
+            lines = [json.loads(line) for line in capsysbinary.readouterr().out.splitlines()]
+            # %R frames each value: the values may hold any byte
+            assert main(["cat", logdir, partition, *settings, "--null", "NULL", "-f", "%o %T %K %S %R%s"]) == 0
+            out = capsysbinary.readouterr().out
+            got = []
+            while out:
+                offset, timestamp, key_length, value_length, rest = out.split(b" ", 4)
+                framed = int.from_bytes(rest[:4], "big", signed=True)
+                value = rest[4:4 + max(framed, 4 if framed < 0 else 0)]
+                out = rest[4 + len(value):]
+                got.append((int(offset), int(timestamp), int(key_length), int(value_length), framed, value))
+            assert got == [(r["offset"], r["timestamp"], -1 if r["key"] is None else len(stored(r["key"])),
+                            -1 if r["value"] is None else len(stored(r["value"])),
+                            -1 if r["value"] is None else len(stored(r["value"])), stored(r["value"]))
+                           for r in lines], (partition, isolation, control)
