@@ -14,9 +14,9 @@ small_files, a cache in front of) Python code that stays the reference and the f
   records section, fused as `render_v2_jsonl` (kfs/cli/dump_log.py, whose `_v2_data_lines` is its twin);
 - `gather`, `b"".join(pieces)` into malloc'd memory without the GIL: a decoded read's reply for
   libfuse (kfs/fuse/zerocopy.py);
-- `walk_v2_run`, the segment walk, the batch checks and `render_v2_jsonl` (or `count_jsonl`) of many
-  plain batches in one call without the GIL; it declines every batch that is not plain, to the
-  Python walk (kfs/views/plain_runs.py);
+- `walk_v2_run`, the segment walk, the batch checks and `render_v2_jsonl` (or `count_jsonl`, or kcat's
+  -f output, `KcatFormat.render`'s twin) of many plain batches in one call without the GIL; it
+  declines every batch that is not plain, to the Python walk (kfs/views/plain_runs.py);
 - `find_v2_batch`, the walk of `LogSegment.indexed_batch` over one index interval (a `.value`
   lookup), accepting only intervals whose every check holds and declining the rest to Python's;
 - `v2_record_at`, the one record of a batch `LogSegment.records_of` would give at an offset, for
