@@ -18,8 +18,11 @@ import struct
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kafka-written"
 GOLDEN = FIXTURES / "golden"
@@ -29,6 +32,18 @@ KFS = shutil.which("kfs")  # the installed console script; `python -m kfs.cli.ma
 
 # Mounts and commands keep decoded sizes in $XDG_CACHE_HOME/kfs: the tests' go to a directory of their own.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="kfs-test-cache-")
+
+
+@pytest.fixture(autouse=True)
+def _compiled_path_after_each_test() -> Iterator[None]:
+    """The fuzz tests switch kfs's modules between the compiled and the pure-Python path
+    (tests/fuzz/fuzz_targets.py use_path): each test leaves them compiled, as it found them. Left on
+    the Python path, the test modules after them compared the Python path with itself
+    (tests/test_plain_runs.py's walker tests passed without the walker)."""
+    yield
+    fuzz_targets = sys.modules.get("fuzz_targets")
+    if fuzz_targets is not None:
+        fuzz_targets.use_path("c")
 
 
 def read_jsonl(path: Path) -> list[dict]:
