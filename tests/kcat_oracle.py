@@ -36,6 +36,7 @@ PRODUCED: list[tuple[str, list[str], list[bytes]]] = [
     ("fmt", [], [b"50% \\n literal, %s", b"k\x1f" + b"long " * 1000]),
     ("fmt", ["-H", "bin=\udcff\udcfe", "-H", "ключ=значение", "-H", "a=1", "-H", "a=2"], [b"k\x1fv"]),
     ("fmtz", ["-Z", "-H", "n"], [b"k1\x1f", b"v-with-null-key", b"k2\x1fv2"]),
+    ("fmt", ["-H", "c=\x01\x1b\x7f\"\\/"], [b"ctl\x01\x08\x0c\x1b\x7f\x1d\"\\/\r\x00end"]),
 ]
 
 
@@ -94,9 +95,9 @@ def ask_kcat() -> Answers:
                            input=MESSAGE_DELIMITER.join(messages) + MESSAGE_DELIMITER, check=True, timeout=60)
         topics = sorted({topic for topic, _, _ in PRODUCED})
 
-        def consume(topic: str, fmt: str, *flags: str) -> bytes:
+        def consume(topic: str, fmt: str | None, *flags: str) -> bytes:
             return subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-q",
-                                   "-X", "fetch.wait.max.ms=1", "-f", fmt, *flags],
+                                   "-X", "fetch.wait.max.ms=1", *(["-f", fmt] if fmt is not None else []), *flags],
                                   capture_output=True, check=True, timeout=60).stdout
 
         records = {topic: _records_of(consume(topic, "%o %T %K %S\n", "-e"), topic) for topic in topics}
@@ -106,6 +107,8 @@ def ask_kcat() -> Answers:
             outputs = pool.map(lambda a: consume(a[0], a[1], "-c", str(len(records[a[0]])), *(["-Z"] if a[2] else [])),
                                asked)
             printed = dict(zip(asked, outputs, strict=True))
+        for topic in topics:  # kcat -J, the JSON envelope (its "broker" is the mock's broker id, 1)
+            printed[topic, "-J", False] = consume(topic, None, "-c", str(len(records[topic])), "-J")
         return Answers(records, printed)
     finally:
         host.kill()
@@ -147,6 +150,7 @@ def write_log(logdir: Path, answers: Answers) -> None:
             struct.pack_into(">q", batch, 0, offset)
             segment += batch
         (partition / f"{0:020d}.log").write_bytes(bytes(segment))
+    (logdir / "meta.properties").write_text("version=0\nbroker.id=1\n")  # the mock cluster's broker (kcat -J)
 
 
 def _b64(data: bytes | None) -> str | None:

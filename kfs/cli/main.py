@@ -30,7 +30,7 @@ from kfs.storage.logdir import split_log_dirs
 from kfs.views import plain_runs
 from kfs.views.batch_lines import joined_lines
 from kfs.views.jsonl import line_prefix, render_lines
-from kfs.views.kcat_format import KcatFormat
+from kfs.views.kcat_format import KcatFormat, KcatJson, broker_id
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -92,6 +92,9 @@ def cmd_locate(args: argparse.Namespace) -> int:
 def cmd_cat(args: argparse.Namespace) -> int:
     if args.kcat_format is not None and args.format != "jsonl":
         raise CliError(f"-f (a kcat format) prints records its own way: it cannot go with --format {args.format}.")
+    if args.kcat_json and (args.format != "jsonl" or args.kcat_format is not None):
+        raise CliError("-J (kcat's JSON envelope) prints records its own way: it cannot go with -f or --format "
+                       f"{args.format}.")
     plog = _logdirs([args.logdir]).partition(args.partition)
     if args.format == "value" and args.count is None:
         axis, spec = ("time", args.time) if args.time is not None else ("offset", args.offset or "earliest")
@@ -107,7 +110,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
     if args.format == "raw":
         location = plog.locate("time", args.time) if args.time is not None else plog.locate_offset(start)
         return _cat_raw(plog, location, args.count)
-    if args.kcat_format is not None:
+    if args.kcat_format is not None or args.kcat_json:
         return _cat_kcat_format(plog, start, args)
     prefix = line_prefix(plog.topic, plog.partition)
     decoder = line_decoder(plog.topic, args.decode, plog)
@@ -151,13 +154,18 @@ def _write_all(pieces: Iterator[bytes]) -> None:
 
 
 def _cat_kcat_format(plog: PartitionLog, start: int, args: argparse.Namespace) -> int:
-    """`-f FMT`: the records from `start` as kcat's `-f FMT` prints them; a corrupt batch skipped with
-    --on-corrupt skip is said on stderr (by the storage layer's warning), not printed."""
-    fmt = KcatFormat(args.kcat_format, plog.topic, plog.partition, _escapes(args.null or ""))
+    """`-f FMT` or `-J`: the records from `start` as kcat's `-f FMT` or `-J` prints them; a corrupt batch
+    skipped with --on-corrupt skip is said on stderr (by the storage layer's warning), not printed."""
+    fmt: KcatFormat | KcatJson
+    if args.kcat_json:
+        fmt = KcatJson(plog.topic, plog.partition, broker_id(os.path.dirname(plog.path)))
+    else:
+        fmt = KcatFormat(args.kcat_format, plog.topic, plog.partition, _escapes(args.null or ""))
     remaining = args.count
     if remaining == 0:
         return 0
-    if remaining is None and args.on_corrupt == "fail":  # runs of plain batches printed by the compiled walker
+    # runs of plain batches printed by the compiled walker (-f; -J is the Python renderer's)
+    if remaining is None and args.on_corrupt == "fail" and isinstance(fmt, KcatFormat):
         take = plain_runs.kcat_taker(fmt.program(), fmt.null, args.isolation == "read_committed") \
             if plain_runs.available() else None
         _write_all(joined_lines(plog, start, isolation=args.isolation, control=args.control, prefix="",
@@ -284,6 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "%%S value length, %%R value length (binary int32), %%T timestamp, %%h headers, %%t topic, "
                         "%%p partition, %%%% a percent sign; \\n \\r \\t \\xHH escapes. Keys and values "
                         "as stored, internal topics too")
+    p.add_argument("-J", dest="kcat_json", action="store_true",
+                   help="print each record in kcat -J's JSON envelope (topic, partition, offset, tstype, ts, broker, "
+                        "headers, key, payload), as kcat writes it: bytes as they are")
     p.add_argument("--null", metavar="TEXT",
                    help="with --format value: what a tombstone prints (default: nothing, as its .value file); "
                         "with -f: what a null key or value prints (default: nothing; kcat -Z is --null NULL)")

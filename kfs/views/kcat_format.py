@@ -17,6 +17,7 @@ value at its first NUL byte, and fails on an escape that makes a NUL; kfs prints
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable
 from operator import attrgetter
@@ -168,3 +169,67 @@ def _field_getter(fields: list[str], null: bytes) -> FieldGetter:
         only = chosen[0]
         return lambda r: (only(r),)
     return lambda r: tuple([get(r) for get in chosen])
+
+
+# ---- kcat -J: the JSON envelope ------------------------------------------------------------------
+
+_JSON_ESCAPES = {ord('"'): b'\\"', ord("\\"): b"\\\\", ord("\b"): b"\\b", ord("\f"): b"\\f", ord("\n"): b"\\n",
+                 ord("\r"): b"\\r", ord("\t"): b"\\t"}
+_JSON_TABLE = [_JSON_ESCAPES.get(c, b"\\u%04X" % c if c < 0x20 else bytes([c])) for c in range(256)]
+_NEEDS_ESCAPE = re.compile(rb'["\\\x00-\x1f]')
+_TSTYPES = {"CreateTime": b"create", "LogAppendTime": b"logappend"}
+
+
+def _json_bytes(data: bytes | None) -> bytes:
+    """A string as kcat's JSON generator (yajl, UTF-8 not validated) writes bytes: quotes, backslashes and
+    control characters escaped, every other byte as it is (so bytes that are not UTF-8 stay as they are,
+    and the line is not JSON then, as kcat's is not)."""
+    if data is None:
+        return b"null"
+    if _NEEDS_ESCAPE.search(data) is None:
+        return b'"' + data + b'"'
+    table = _JSON_TABLE
+    return b'"' + b"".join([table[c] for c in data]) + b'"'
+
+
+class KcatJson:
+    """kcat -J's envelope, one line a record: topic, partition, offset, tstype and ts (none for a
+    message without a timestamp, magic 0), broker (the log dir's broker.id or node.id in
+    meta.properties, else -1), headers as a flat list of names and values (none without headers),
+    key and payload."""
+
+    def __init__(self, topic: str, partition: int, broker: int) -> None:
+        self.head = (b'{"topic":' + _json_bytes(topic.encode("utf-8", "surrogateescape")) + b',"partition":'
+                     + str(partition).encode() + b',"offset":')
+        self.broker = b',"broker":' + str(broker).encode()
+
+    def render(self, records: Iterable[Record]) -> bytes:
+        out = []
+        for r in records:
+            tstype = _TSTYPES.get(r.timestamp_type)
+            line = [self.head, b"%d" % r.offset]
+            if tstype is not None:
+                line.append(b',"tstype":"' + tstype + b'","ts":%d' % r.timestamp)
+            line.append(self.broker)
+            if r.headers:
+                line.append(b',"headers":[' + b",".join(
+                    _json_bytes(name.encode("utf-8", "surrogateescape")) + b"," + _json_bytes(value)
+                    for name, value in r.headers) + b"]")
+            line.append(b',"key":' + _json_bytes(r.key) + b',"payload":' + _json_bytes(r.value) + b"}\n")
+            out.append(b"".join(line))
+        return b"".join(out)
+
+
+def broker_id(logdir: str) -> int:
+    """The broker that wrote a log dir, from its meta.properties (broker.id, or KRaft's node.id); -1."""
+    try:
+        with open(os.path.join(logdir, "meta.properties"), encoding="utf-8", errors="replace") as f:
+            properties = dict(line.strip().partition("=")[::2] for line in f if "=" in line
+                              and not line.lstrip().startswith("#"))
+    except OSError:
+        return -1
+    for key in ("broker.id", "node.id"):
+        value = properties.get(key, "").strip()
+        if value.lstrip("-").isdigit():
+            return int(value)
+    return -1
