@@ -57,11 +57,18 @@ def test_every_format_prints_what_kcat_prints(answers_and_logdir: tuple[kcat_ora
     assert compared == len(kcat_oracle.FORMATS) * 3
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["walker", "python"])
 def test_the_json_envelope_is_kcats(answers_and_logdir: tuple[kcat_oracle.Answers, Path],
-                                    capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+                                    capsysbinary: pytest.CaptureFixture[bytes], monkeypatch: pytest.MonkeyPatch,
+                                    compiled: bool) -> None:
     """`kfs cat -J` prints kcat -J's lines byte for byte: its escapes (control characters as \\u00XX
     in capitals, bytes that are not UTF-8 as they are), headers as a flat list, null keys and values,
-    and the broker id from the log dir's meta.properties (the mock cluster's broker is 1)."""
+    and the broker id from the log dir's meta.properties (the mock cluster's broker is 1); with the
+    compiled walker's envelope (render_kcat.c) and without it."""
+    if not compiled:
+        monkeypatch.setattr(plain_runs, "_walk_v2_run", None)
+    elif not plain_runs.available():
+        pytest.skip("extension not built")
     answers, logdir = answers_and_logdir
     for topic in answers.records:
         assert main(["cat", str(logdir), f"{topic}-0", "-J"]) == 0

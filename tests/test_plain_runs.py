@@ -29,7 +29,7 @@ from kfs.record import default_batch, parse_batch_header, speedups
 from kfs.storage import KfsError, LogDirs, PartitionLog
 from kfs.views import batch_lines, line_lengths, plain_runs
 from kfs.views.jsonl import line_prefix
-from kfs.views.kcat_format import KcatFormat
+from kfs.views.kcat_format import KcatFormat, KcatJson
 
 pytestmark = pytest.mark.skipif(not plain_runs.available(), reason="extension not built")
 
@@ -81,8 +81,13 @@ def views(plog: PartitionLog, start: int, end: int | None, isolation: str, contr
         if plain_runs.available() else None
     kcat, kcat_error = outcome(lambda: batch_lines.joined_lines(
         plog, start, isolation=isolation, control=control, prefix="", render=fmt.render, fused=False, take=take))
+    envelope = KcatJson(plog.topic, plog.partition, 7)  # `kfs cat -J`
+    take = plain_runs.kcat_taker(envelope.program(), b"", isolation == "read_committed") \
+        if plain_runs.available() else None
+    json, json_error = outcome(lambda: batch_lines.joined_lines(
+        plog, start, isolation=isolation, control=control, prefix="", render=envelope.render, fused=False, take=take))
     return {
-        "kcat": b"".join(kcat), "kcat_error": kcat_error,
+        "kcat": b"".join(kcat), "kcat_error": kcat_error, "kcat_json": b"".join(json), "kcat_json_error": json_error,
         "data": b"".join(chunk.data for chunk in lines), "lines_error": lines_error,
         "offsets": [o for chunk in lines for o in chunk.offsets],
         "ends": [sum(len(c.data) for c in lines[:i]) + e for i, chunk in enumerate(lines) for e in chunk.ends],

@@ -164,8 +164,7 @@ def _cat_kcat_format(plog: PartitionLog, start: int, args: argparse.Namespace) -
     remaining = args.count
     if remaining == 0:
         return 0
-    # runs of plain batches printed by the compiled walker (-f; -J is the Python renderer's)
-    if remaining is None and args.on_corrupt == "fail" and isinstance(fmt, KcatFormat):
+    if remaining is None and args.on_corrupt == "fail":  # runs of plain batches printed by the compiled walker
         take = plain_runs.kcat_taker(fmt.program(), fmt.null, args.isolation == "read_committed") \
             if plain_runs.available() else None
         _write_all(joined_lines(plog, start, isolation=args.isolation, control=args.control, prefix="",

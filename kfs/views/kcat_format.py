@@ -202,6 +202,16 @@ class KcatJson:
         self.head = (b'{"topic":' + _json_bytes(topic.encode("utf-8", "surrogateescape")) + b',"partition":'
                      + str(partition).encode() + b',"offset":')
         self.broker = b',"broker":' + str(broker).encode()
+        self.null = b""  # (a null key or value is JSON's null)
+
+    def program(self) -> bytes:
+        """The envelope for the compiled renderer (render_kcat.c: KcatFormat.program's ops and its JSON
+        ones), for what it takes: v2 batches, whose records all have a timestamp type."""
+        def literal(text: bytes) -> bytes:
+            return b"L" + len(text).to_bytes(4, "little") + text
+        return b"".join([literal(self.head), b"o", literal(b',"tstype":"'), b"Y", literal(b'","ts":'), b"T",
+                         literal(self.broker), b"H", literal(b',"key":'), b"J", literal(b',"payload":'), b"j",
+                         literal(b"}\n")])
 
     def render(self, records: Iterable[Record]) -> bytes:
         out = []

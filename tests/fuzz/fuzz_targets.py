@@ -625,19 +625,22 @@ KCAT_FORMAT = "%o|%k|%K|%s|%S|%R|%T|%h|%t|%p\\n"  # every field kcat's -f has
 
 
 def _cat_kcat(plog) -> tuple[bytes, str | None]:  # type: ignore[no-untyped-def]
-    """What `kfs cat -f KCAT_FORMAT --null NULL` prints (the walker's kcat mode where the path has it)."""
+    """What `kfs cat -f KCAT_FORMAT --null NULL` and `kfs cat -J` print, each with the error it ends with
+    (the walker's kcat mode where the path has it)."""
     from kfs.views import batch_lines, plain_runs
-    from kfs.views.kcat_format import KcatFormat
+    from kfs.views.kcat_format import KcatFormat, KcatJson
 
-    fmt = KcatFormat(KCAT_FORMAT, plog.topic, plog.partition, b"NULL")
-    take = plain_runs.kcat_taker(fmt.program(), fmt.null, False) if plain_runs.available() else None
     out = []
-    try:
-        for piece in batch_lines.joined_lines(plog, plog.log_start_offset(), isolation="read_uncommitted",
-                                              control="hide", prefix="", render=fmt.render, fused=False, take=take):
-            out.append(piece)
-    except KfsError as e:
-        return b"".join(out), type(e).__name__
+    for fmt in (KcatFormat(KCAT_FORMAT, plog.topic, plog.partition, b"NULL"), KcatJson(plog.topic, plog.partition, 7)):
+        take = plain_runs.kcat_taker(fmt.program(), fmt.null, False) if plain_runs.available() else None
+        try:
+            for piece in batch_lines.joined_lines(plog, plog.log_start_offset(), isolation="read_uncommitted",
+                                                  control="hide", prefix="", render=fmt.render, fused=False,
+                                                  take=take):
+                out.append(piece)
+        except KfsError as e:
+            out.append(type(e).__name__.encode())
+        out.append(b"\0")
     return b"".join(out), None
 
 

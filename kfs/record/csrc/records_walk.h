@@ -111,7 +111,10 @@ KFS_HIDDEN int kfs_render_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t c
 /* render_kcat.c: kcat's -f output. A format is a list of parts (KcatFormat.program in
  * kfs/views/kcat_format.py): literals (the topic and partition among them) and fields. */
 enum { KCAT_LITERAL = 'L', KCAT_OFFSET = 'o', KCAT_KEY = 'k', KCAT_KEY_LEN = 'K', KCAT_VALUE = 's',
-       KCAT_VALUE_LEN = 'S', KCAT_VALUE_LEN_BE32 = 'R', KCAT_TIMESTAMP = 'T', KCAT_HEADERS = 'h' };
+       KCAT_VALUE_LEN = 'S', KCAT_VALUE_LEN_BE32 = 'R', KCAT_TIMESTAMP = 'T', KCAT_HEADERS = 'h',
+       /* kcat -J's envelope (KcatJson.program): a key, a value as JSON strings or null, the headers' member
+        * (or nothing without headers), the timestamp type's name */
+       KCAT_JSON_KEY = 'J', KCAT_JSON_VALUE = 'j', KCAT_JSON_HEADERS = 'H', KCAT_JSON_TSTYPE = 'Y' };
 #define KCAT_MAX_PARTS 512
 
 typedef struct {

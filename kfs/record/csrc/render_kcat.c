@@ -30,6 +30,47 @@ rb_put_int(rawbuf *o, int64_t v)
     return 0;
 }
 
+/* n bytes as kcat -J's JSON writer (yajl, UTF-8 not validated) writes a string: quoted, with `"`, `\\`
+ * and control characters escaped (\\u00XX in capitals but for \\b \\f \\n \\r \\t), every other byte
+ * as it is; n < 0: null. KcatJson's _json_bytes in kfs/views/kcat_format.py is its twin. */
+static inline int
+rb_put_json(rawbuf *o, const uint8_t *s, int64_t n)
+{
+    if (n < 0)
+        return rb_put(o, "null", 4);
+    if ((uint64_t)n > ((uint64_t)PY_SSIZE_T_MAX - 2) / 6 || rb_reserve(o, 6 * (size_t)n + 2) < 0)
+        return -1;
+    static const char hex[] = "0123456789ABCDEF";
+    char *d = o->buf + o->len;
+    *d++ = '"';
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t c = s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *d++ = (char)c;
+            continue;
+        }
+        *d++ = '\\';
+        switch (c) {
+        case '"': *d++ = '"'; break;
+        case '\\': *d++ = '\\'; break;
+        case '\b': *d++ = 'b'; break;
+        case '\f': *d++ = 'f'; break;
+        case '\n': *d++ = 'n'; break;
+        case '\r': *d++ = 'r'; break;
+        case '\t': *d++ = 't'; break;
+        default:
+            *d++ = 'u';
+            *d++ = '0';
+            *d++ = '0';
+            *d++ = hex[c >> 4];
+            *d++ = hex[c & 15];
+        }
+    }
+    *d++ = '"';
+    o->len = (size_t)(d - o->buf);
+    return 0;
+}
+
 int
 kfs_kcat_parse(const uint8_t *program, Py_ssize_t n, kcat_part *parts, int max_parts)
 {
@@ -54,7 +95,8 @@ kfs_kcat_parse(const uint8_t *program, Py_ssize_t n, kcat_part *parts, int max_p
             i += (Py_ssize_t)part->len;
             break;
         case KCAT_OFFSET: case KCAT_KEY: case KCAT_KEY_LEN: case KCAT_VALUE: case KCAT_VALUE_LEN:
-        case KCAT_VALUE_LEN_BE32: case KCAT_TIMESTAMP: case KCAT_HEADERS:
+        case KCAT_VALUE_LEN_BE32: case KCAT_TIMESTAMP: case KCAT_HEADERS: case KCAT_JSON_KEY:
+        case KCAT_JSON_VALUE: case KCAT_JSON_HEADERS: case KCAT_JSON_TSTYPE:
             break;
         default:
             return -1;
@@ -130,6 +172,35 @@ kfs_render_kcat_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int6
                 PUT(be, 4);
                 break;
             }
+            case KCAT_JSON_KEY:
+                if (rb_put_json(out, r.key, r.key_len) < 0)
+                    return RENDER_NO_MEMORY;
+                break;
+            case KCAT_JSON_VALUE:
+                if (rb_put_json(out, r.value, r.value_len) < 0)
+                    return RENDER_NO_MEMORY;
+                break;
+            case KCAT_JSON_TSTYPE: /* (the walker takes magic 2 only: every record has a timestamp type) */
+                if (append_time)
+                    PUT("logappend", 9);
+                else
+                    PUT("create", 6);
+                break;
+            case KCAT_JSON_HEADERS: /* ,"headers":[name,value,...], or nothing for a record without */
+                if (r.n_headers == 0)
+                    break;
+                PUT(",\"headers\":[", 12);
+                at = r.headers;
+                for (int64_t k = 0; k < r.n_headers; k++) {
+                    walk_header(p, r.end, &at, &h);
+                    if (k)
+                        PUT(",", 1);
+                    if (rb_put_json(out, h.key, h.key_len) < 0 || rb_put(out, ",", 1) < 0
+                        || rb_put_json(out, h.value, h.value_len) < 0)
+                        return RENDER_NO_MEMORY;
+                }
+                PUT("]", 1);
+                break;
             case KCAT_HEADERS:
                 at = r.headers;
                 for (int64_t k = 0; k < r.n_headers; k++) {
