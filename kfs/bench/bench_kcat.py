@@ -1,4 +1,5 @@
-"""`kfs cat -f FMT` on a log dir against `kcat -C -f FMT` consuming the same records from a broker.
+"""`kfs cat -f FMT` and `-J` on a log dir against `kcat -C -f FMT` and `-J` consuming the same records
+from a broker.
 
     python -m kfs.bench.bench_kcat [--records 100000] [--rounds 5]
 
@@ -9,7 +10,7 @@ loopback, so kcat's side is a best case of what it gets from a real broker. The 
 (keys, ~130-byte JSON values, a header) are written into a log dir in 20-record lz4 batches (Kafka's
 framing; kafka-python's builder) and produced into the mock with `kcat -P -z lz4`. Both commands are
 timed as whole processes, alternating, best of the rounds, output to /dev/null; the outputs are
-compared first (a format without the timestamp, which the mock sets itself). Each side also runs on
+compared first (without the timestamp, which the mock sets itself). Each side also runs on
 a fifth of the records, and the difference gives its rate per record with its start-up taken out.
 Needs kcat (`apt-get install kcat`).
 """
@@ -30,10 +31,10 @@ from pathlib import Path
 FORMAT = "%o %k %h %s\\n"
 
 
-def write_log(logdir: Path, records: list[tuple[bytes, bytes]]) -> None:
+def write_log(logdir: Path, topic: str, records: list[tuple[bytes, bytes]]) -> None:
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-    partition = logdir / "bench-0"
+    partition = logdir / f"{topic}-0"
     partition.mkdir(parents=True)
     out = bytearray()
     for base in range(0, len(records), 20):
@@ -90,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         logdirs = {}
         for name, n in sizes.items():
             records = make_records(n)
+            topic = f"bench-{name.replace(' ', '-')}"  # (the same on both sides: -J prints it)
             logdirs[name] = work / name.replace(" ", "-")
-            write_log(logdirs[name], records)
-            topic = f"bench-{name.replace(' ', '-')}"
+            write_log(logdirs[name], topic, records)
             subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, "-p", "0", "-K", "\\x1f", "-D", "\\x1e",
                             "-H", "trace=ab12", "-X", "linger.ms=20", "-z", "lz4"],
                            input=b"".join(k + b"\x1f" + v + b"\x1e" for k, v in records), check=True)
@@ -100,29 +101,33 @@ def main(argv: list[str] | None = None) -> int:
                                   shell=True, capture_output=True, text=True, check=True).stdout.strip()
             if int(kept) != n:
                 sys.exit(f"the mock cluster kept {kept} of {n} records: run with fewer --records")
-        commands = {
-            (name, side): (f"kcat -C -b {bootstrap} -t bench-{name.replace(' ', '-')} -p 0 -o beginning -q "
-                           f"-c {n} -f '{FORMAT}'" if side == "kcat" else
-                           f"{kfs} cat {logdirs[name]} bench-0 -f '{FORMAT}'")
-            for name, n in sizes.items() for side in ("kcat", "kfs")}
-        for name in sizes:
-            outputs = {side: subprocess.run(commands[name, side], shell=True, capture_output=True, check=True).stdout
-                       for side in ("kcat", "kfs")}
-            if outputs["kcat"] != outputs["kfs"]:
-                sys.exit(f"kcat and kfs print different bytes for {name} of the records")
-        best: dict[tuple[str, str], float] = {}
-        for _ in range(args.rounds):
-            for key, command in commands.items():
-                best[key] = min(best.get(key, float("inf")), timed(command))
-        print(f"{args.records} records, format {FORMAT!r}, best of {args.rounds} (outputs identical):")
-        for (name, side), seconds in best.items():
-            print(f"  {side:5} {name:8} {seconds:7.3f} s")
-        whole = best["all", "kcat"] / best["all", "kfs"]
-        per_record = {side: (best["all", side] - best["a fifth", side]) / (sizes["all"] - sizes["a fifth"])
-                      for side in ("kcat", "kfs")}
-        print(f"kcat's time over kfs's, whole commands: {whole:.2f}x (above 1: kfs is faster)")
-        print(f"per record, start-up taken out: kcat {per_record['kcat'] * 1e6:.2f} us, "
-              f"kfs {per_record['kfs'] * 1e6:.2f} us: {per_record['kcat'] / per_record['kfs']:.2f}x")
+        for logdir in logdirs.values():  # the mock cluster's broker id, for -J's "broker"
+            (logdir / "meta.properties").write_text("broker.id=1\n")
+        for mode, flags in (("-f", f"-f '{FORMAT}'"), ("-J", "-J")):
+            commands = {
+                (name, side): (f"kcat -C -b {bootstrap} -t bench-{name.replace(' ', '-')} -p 0 -o beginning -q "
+                               f"-c {n} {flags}" if side == "kcat" else
+                               f"{kfs} cat {logdirs[name]} bench-{name.replace(' ', '-')}-0 {flags}")
+                for name, n in sizes.items() for side in ("kcat", "kfs")}
+            for name in sizes:  # (-J's "ts" is the mock's own time: compared without it)
+                outputs = {side: re.sub(rb'"ts":\d+', b"", subprocess.run(commands[name, side], shell=True,
+                                                                          capture_output=True, check=True).stdout)
+                           for side in ("kcat", "kfs")}
+                if outputs["kcat"] != outputs["kfs"]:
+                    sys.exit(f"kcat and kfs print different bytes with {mode} for {name} of the records")
+            best: dict[tuple[str, str], float] = {}
+            for _ in range(args.rounds):
+                for key, command in commands.items():
+                    best[key] = min(best.get(key, float("inf")), timed(command))
+            print(f"{args.records} records, {flags}, best of {args.rounds} (outputs identical):")
+            for (name, side), seconds in best.items():
+                print(f"  {side:5} {name:8} {seconds:7.3f} s")
+            whole = best["all", "kcat"] / best["all", "kfs"]
+            per_record = {side: (best["all", side] - best["a fifth", side]) / (sizes["all"] - sizes["a fifth"])
+                          for side in ("kcat", "kfs")}
+            print(f"  kcat's time over kfs's, whole commands: {whole:.2f}x (above 1: kfs is faster)")
+            print(f"  per record, start-up taken out: kcat {per_record['kcat'] * 1e6:.2f} us, "
+                  f"kfs {per_record['kfs'] * 1e6:.2f} us: {per_record['kcat'] / per_record['kfs']:.2f}x")
     finally:
         host.kill()
         host.wait()
