@@ -170,19 +170,19 @@ def _cat_kcat_format(plog: PartitionLog, start: int, args: argparse.Namespace) -
         _write_all(joined_lines(plog, start, isolation=args.isolation, control=args.control, prefix="",
                                 render=fmt.render, fused=False, take=take))
         return 0
-    pieces: list[bytes] = []
-    for records in plog.record_lists(start, isolation=args.isolation, control=args.control,
-                                     on_corrupt=args.on_corrupt):
-        if remaining is not None:
-            records = records[:remaining]
-            remaining -= len(records)
-        pieces.append(fmt.render([r for r in records if type(r) is not CorruptBatch]))
-        if remaining == 0:
-            break
-        if len(pieces) >= 64:
-            _write(b"".join(pieces))
-            pieces = []
-    _write(b"".join(pieces))
+
+    def printed() -> Iterator[bytes]:
+        left = remaining
+        for records in plog.record_lists(start, isolation=args.isolation, control=args.control,
+                                         on_corrupt=args.on_corrupt):
+            if left is not None:
+                records = records[:left]
+                left -= len(records)
+            yield fmt.render([r for r in records if type(r) is not CorruptBatch])
+            if left == 0:
+                break
+
+    _write_all(printed())
     return 0
 
 

@@ -83,6 +83,11 @@ def _strtoul(digits: str, base: int) -> int:
     return int(digits, 8) if digits.startswith("0") else int(digits)
 
 
+def _literal_op(text: bytes) -> bytes:
+    """A literal in a program for the compiled renderer: "L", its length (uint32, little-endian), its bytes."""
+    return b"L" + len(text).to_bytes(4, "little") + text
+
+
 class KcatFormat:
     """A parsed format: `render(records)` gives the bytes kcat prints for them."""
 
@@ -125,8 +130,7 @@ class KcatFormat:
     def program(self) -> bytes:
         """The format for the compiled renderer (kfs/record/csrc/render_kcat.c): an op byte per part, a
         literal's followed by its length (uint32, little-endian) and bytes."""
-        return b"".join(b"L" + len(literal).to_bytes(4, "little") + literal if op == "L" else op.encode()
-                        for op, literal in self.parts)
+        return b"".join(_literal_op(literal) if op == "L" else op.encode() for op, literal in self.parts)
 
     def render(self, records: Iterable[Record]) -> bytes:
         template, values = self.template, self._values
@@ -207,8 +211,7 @@ class KcatJson:
     def program(self) -> bytes:
         """The envelope for the compiled renderer (render_kcat.c: KcatFormat.program's ops and its JSON
         ones), for what it takes: v2 batches, whose records all have a timestamp type."""
-        def literal(text: bytes) -> bytes:
-            return b"L" + len(text).to_bytes(4, "little") + text
+        literal = _literal_op
         return b"".join([literal(self.head), b"o", literal(b',"tstype":"'), b"Y", literal(b'","ts":'), b"T",
                          literal(self.broker), b"H", literal(b',"key":'), b"J", literal(b',"payload":'), b"j",
                          literal(b"}\n")])

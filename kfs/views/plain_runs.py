@@ -55,17 +55,21 @@ def _int64s(segment: LogSegment, previous_last: int | None) -> bool:
     return segment.base_offset <= NO_END and (previous_last is None or -NO_END <= previous_last <= NO_END)
 
 
-def line_taker(prefix: str, end: int | None, read_committed: bool) -> SelectedTaker:
+def line_taker(prefix: str, end: int | None, read_committed: bool,
+               kcat: tuple[bytes, bytes] | None = None) -> SelectedTaker:
     """A taker rendering each plain batch's lines of [first, end): PlainRun.taken is (marks, data)
-    as render_v2_jsonl's lines mode gives them."""
+    as render_v2_jsonl's lines mode gives them. `kcat`: (program, null) of kfs.views.kcat_format, the
+    records as kcat -f or -J prints them instead of JSON lines (render_kcat.c)."""
     stop = NO_END if end is None else max(min(end, NO_END), -NO_END)
+    program, null = kcat if kcat is not None else (None, b"")
 
     def take(first: int, segment: LogSegment, window: memoryview, position: int, previous_last: int | None,
              below: int) -> PlainRun | None:
         if not _int64s(segment, previous_last):
             return None
         got = _walk_v2_run(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),  # type: ignore[misc]
-                           max(min(first, NO_END), -NO_END), stop, prefix, read_committed, False, RENDER_BUDGET)
+                           max(min(first, NO_END), -NO_END), stop, prefix, read_committed, False, RENDER_BUDGET,
+                           kcat=program, null=null)
         if got is None:
             return None
         used, base_offset, last_offset, records, marks, data = got
@@ -75,22 +79,9 @@ def line_taker(prefix: str, end: int | None, read_committed: bool) -> SelectedTa
 
 
 def kcat_taker(program: bytes, null: bytes, read_committed: bool) -> SelectedTaker:
-    """A taker printing each plain batch's records as kcat -f does (kfs.views.kcat_format: `program`
-    from KcatFormat.program, `null` what a null key or value prints): PlainRun.taken is (marks, data)."""
-
-    def take(first: int, segment: LogSegment, window: memoryview, position: int, previous_last: int | None,
-             below: int) -> PlainRun | None:
-        if not _int64s(segment, previous_last):
-            return None
-        got = _walk_v2_run(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),  # type: ignore[misc]
-                           max(min(first, NO_END), -NO_END), NO_END, "", read_committed, False, RENDER_BUDGET,
-                           kcat=program, null=null)
-        if got is None:
-            return None
-        used, base_offset, last_offset, records, marks, data = got
-        return PlainRun.of(position, used, base_offset, last_offset, records, (marks, data))
-
-    return take
+    """A taker printing each plain batch's records as kcat -f or -J does (`program` from
+    KcatFormat.program or KcatJson.program, `null` what a null key or value prints)."""
+    return line_taker("", None, read_committed, kcat=(program, null))
 
 
 def count_taker(prefix: str, end: int, read_committed: bool) -> SelectedTaker:

@@ -5,6 +5,7 @@
 #ifndef KFS_RECORDS_WALK_H
 #define KFS_RECORDS_WALK_H
 
+#include "json_text.h"
 #include "record_fields.h"
 
 /* What kfs_count_records, kfs_render_records and dump_records share: a records section read record by
@@ -81,6 +82,21 @@ walk_header(const uint8_t *p, Py_ssize_t record_end, Py_ssize_t *pos, header_vie
 
 /* The next record of the walk into *r (its headers checked: walk_header reads them again). */
 KFS_HIDDEN int kfs_walk_record(records_walk *w, record_view *r);
+
+/* Whether every header key of record r is UTF-8: one that is not, the decoder makes a str with
+ * replacement characters, and the fused renderers leave its section to the Python renderer. */
+static inline int
+header_keys_utf8(const uint8_t *p, const record_view *r)
+{
+    header_view h;
+    Py_ssize_t at = r->headers;
+    for (int64_t k = 0; k < r->n_headers; k++) {
+        walk_header(p, r->end, &at, &h); /* checked by walk_record */
+        if (!valid_utf8(h.key, (Py_ssize_t)h.key_len))
+            return 0;
+    }
+    return 1;
+}
 
 /* After `count` records: the section must end there. */
 static inline int

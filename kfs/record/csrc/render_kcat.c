@@ -127,12 +127,9 @@ kfs_render_kcat_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int6
     for (Py_ssize_t i = 0; i < count; i++) {
         if (kfs_walk_record(&w, &r) < 0)
             return RENDER_UNUSUAL;
-        Py_ssize_t at = r.headers;
-        for (int64_t k = 0; k < r.n_headers; k++) {
-            walk_header(p, r.end, &at, &h); /* checked by walk_record */
-            if (!valid_utf8(h.key, (Py_ssize_t)h.key_len))
-                return RENDER_UNUSUAL;
-        }
+        if (!header_keys_utf8(p, &r))
+            return RENDER_UNUSUAL;
+        Py_ssize_t at;
         if (r.offset < first || (r.offset >= stop && stop != INT64_MAX))
             continue;
         for (int j = 0; j < f->n_parts; j++) {
@@ -217,13 +214,8 @@ kfs_render_kcat_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int6
                 break;
             }
         }
-        if (marks != NULL) {
-            if (rb_reserve(marks, 2 * sizeof(int64_t)) < 0)
-                return RENDER_NO_MEMORY;
-            int64_t pair[2] = {r.offset, (int64_t)out->len};
-            memcpy(marks->buf + marks->len, pair, sizeof(pair));
-            marks->len += sizeof(pair);
-        }
+        if (marks != NULL && rb_put_pair(marks, r.offset, (int64_t)out->len) < 0)
+            return RENDER_NO_MEMORY;
     }
     return walk_finished(&w) == WALK_OK ? RENDER_OK : RENDER_UNUSUAL;
 #undef PUT

@@ -221,11 +221,8 @@ dump_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_of
         if (record_sequence(base_sequence, base_offset, r.offset, &sequence) < 0)
             return RENDER_UNUSUAL;
         if (before != -1 && (before == INT64_MAX || r.offset != before + 1)) {
-            if (rb_reserve(gaps, 2 * sizeof(int64_t)) < 0)
+            if (rb_put_pair(gaps, before, r.offset) < 0)
                 return RENDER_NO_MEMORY;
-            int64_t pair[2] = {before, r.offset};
-            memcpy(gaps->buf + gaps->len, pair, sizeof(pair));
-            gaps->len += sizeof(pair);
         }
         before = r.offset;
 

@@ -72,6 +72,19 @@ rb_reserve(rawbuf *o, size_t need)
     return 0;
 }
 
+/* Two int64s appended (a record's offset and where its line ends, a gap's two offsets); -1 when memory
+ * runs out. */
+static inline int
+rb_put_pair(rawbuf *o, int64_t a, int64_t b)
+{
+    if (rb_reserve(o, 2 * sizeof(int64_t)) < 0)
+        return -1;
+    const int64_t pair[2] = {a, b};
+    memcpy(o->buf + o->len, pair, sizeof(pair));
+    o->len += sizeof(pair);
+    return 0;
+}
+
 /* The batch checks of kfs/storage/batch_walk.py (_walk, _offsets_problem) and compression.py, as the
  * compiled walks make them (walk_v2_run.c, find_v2_batch.c, v2_record_at in decode_records.c). */
 #define KFS_MAX_SEGMENT_BYTES INT64_C(2147483647)              /* batch_walk.py MAX_SEGMENT_BYTES */
