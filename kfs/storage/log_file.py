@@ -119,15 +119,17 @@ class LogFile:
                 pass
 
     def file_identity(self) -> list[int]:
-        """(device, inode, size, mtime ns) of the file this object reads, not of what is at its path
-        now: after a cleaner swap those differ, and facts about one must not be taken for the other."""
+        """(device, inode, size, mtime ns, ctime ns) of the file this object reads, not of what is at
+        its path now: after a cleaner swap those differ, and facts about one must not be taken for the
+        other. The ctime is what an in-place rewrite cannot keep: `cp -p`, `rsync -t --inplace` and
+        `touch -r` restore size and mtime, but no utime call sets ctime."""
         with self._lock:
             try:
                 st = os.fstat(self._open_locked())
             except OSError as e:
                 raise VanishedError(f"{self.log_path}: {e.strerror}") from None
         OPEN_FILES.touch(self)
-        return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+        return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
     def file_size(self) -> int:
         reads = getattr(_LOOKUP, "reads", None)
