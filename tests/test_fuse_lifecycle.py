@@ -125,6 +125,30 @@ def _kill_the_daemon_and_clear_its_mount(mnt: Path, log: Path) -> None:
         assert run_kfs("umount", str(mnt)).returncode == 0
 
 
+def test_kfs_umount_refuses_a_mount_that_is_not_kfs(tmp_path: Path) -> None:
+    """As root, `kfs umount /var/lib/kafka` must not unmount the broker's data disk: a tmpfs stands in."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("needs root to mount a tmpfs")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "kfs-test-tmpfs", str(disk)], check=True)
+    try:
+        (disk / "00000000000000000000.log").write_bytes(b"broker data")
+        done = run_kfs("umount", str(disk))
+        assert done.returncode != 0
+        text = _one_sentence(done.stderr)
+        assert text == (f"kfs: {disk} is not a kfs mount (it is tmpfs): kfs umount unmounts only kfs's own "
+                        "mounts.\n"), text
+        assert _in_mount_table(disk) and (disk / "00000000000000000000.log").read_bytes() == b"broker data"
+        lazy = run_kfs("umount", "-z", str(disk))
+        assert lazy.returncode != 0 and "is not a kfs mount" in _one_sentence(lazy.stderr)
+        assert _in_mount_table(disk)
+    finally:
+        if _in_mount_table(disk):
+            subprocess.run(["umount", str(disk)], check=False)
+    assert not _in_mount_table(disk)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_foreground_mount_stopped_by_a_signal_unmounts_and_exits_0(tmp_path: Path, signum: int) -> None:
     mnt = tmp_path / "mnt"
