@@ -103,6 +103,7 @@ def mount(logdirs: list[str], mountpoint: str, options: dict[str, Any] | None = 
     check_options(options)
     logdirs = [os.path.abspath(p) for p in check_log_dirs(logdirs)]
     check_mountpoint(mountpoint, bool(options.get("nonempty")))
+    check_size_cache(options, logdirs)
     mountpoint = os.path.abspath(mountpoint)
     log_path = os.path.abspath(str(options.get("log") or default_log_path(mountpoint)))
     options["log"] = log_path
@@ -115,6 +116,23 @@ def mount(logdirs: list[str], mountpoint: str, options: dict[str, Any] | None = 
         serve(logdirs, mountpoint, options, stderr_too=True)
         return None
     return _spawn(logdirs, mountpoint, options, log_path)
+
+
+def check_size_cache(options: dict[str, Any], logdirs: list[str]) -> None:
+    """A `size_cache=DIR` the daemon may use (kfs.views.size_cache.claim_directory), said here in one
+    sentence rather than in the daemon log: never a log dir or near one, never a directory of others'
+    files. An unwritable one is the daemon's to report (it goes on without a cache)."""
+    directory = options.get("size_cache")
+    if not directory or directory is True or directory == "none":
+        return
+    from kfs.views.size_cache import CacheDirectoryError, claim_directory
+
+    try:
+        options["size_cache"] = claim_directory(str(directory), logdirs)
+    except CacheDirectoryError as exc:
+        raise MountError(str(exc)) from None
+    except OSError:
+        pass
 
 
 def check_mountpoint(mountpoint: str, nonempty: bool = False) -> None:
@@ -202,12 +220,18 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
         from kfs.fuse.operations import CACHE_DEFAULTS, KfsOperations
         from kfs.fuse.tree import SMALL_TTL, KfsTree
         from kfs.storage import LogDirs
-        from kfs.views.size_cache import SizeCache, default_directory
+        from kfs.views.size_cache import CacheDirectoryError, SizeCache, default_directory
 
         cache_dir = str(options.get("size_cache") or default_directory())
+        try:
+            cache = SizeCache(None if cache_dir == "none" else os.path.abspath(cache_dir), logdirs=logdirs)
+        except CacheDirectoryError as exc:
+            if options.get("size_cache"):
+                raise
+            log.warning("%s Going on without a size cache.", exc)  # (the default directory: not worth failing for)
+            cache = SizeCache(None)
         tree = KfsTree(LogDirs(logdirs), isolation=options.get("isolation", "read_uncommitted"),
-                       control=options.get("control", "hide"), decode=options.get("decode", "auto"),
-                       cache=SizeCache(None if cache_dir == "none" else os.path.abspath(cache_dir)))
+                       control=options.get("control", "hide"), decode=options.get("decode", "auto"), cache=cache)
         operations = KfsOperations(tree, size_scan=str(options.get("size_scan", "yes")) != "no",
                                    given=frozenset(name for name in CACHE_DEFAULTS if name in options))
         fuse_options = {k: v for k, v in options.items() if k not in KFS_OPTIONS}

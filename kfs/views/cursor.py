@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from kfs.storage import CorruptLogError, VanishedError
 from kfs.views.batch_lines import BatchLines
-from kfs.views.runs import DamagedLog, SegmentRun
+from kfs.views.runs import DamagedLog, SegmentRun, same_file
 
 if TYPE_CHECKING:
     from kfs.views.decoded import DecodedView, Measure, RunFiles
@@ -109,7 +109,7 @@ class Cursor:
         if self._seen is not None and position > 0 and self._seen != (start, runs):  # (a read from 0 starts over)
             seen_start, seen = self._seen
             changed = [seen_run for seen_run, now in zip(seen, runs + (None,) * len(seen), strict=False)
-                       if now != seen_run]
+                       if now is None or not same_file(seen_run, now)]
             if changed:
                 path = os.path.join(self.view.log.plog.path, f"{changed[0][0]:020d}.log")
                 raise VanishedError(f"{path}: segment deleted or replaced while read, at position {position} of "
@@ -173,10 +173,14 @@ class Cursor:
         kept_from = self._kept[0][0] if self._kept else self._at
         if not (self._run is run and self._end == end and kept_from <= local
                 and local - self._at <= FORWARD_SLACK):
-            position, offset = run.entry_at_or_before(local)
+            entry = run.entry_index(local)
+            position, offset = run.positions[entry], run.offsets[entry]
+            log.check_unchanged(run, end, entry)  # (its probe: the header of the batch rendered next)
             self._run, self._end = run, end
             self._chunks = log.rendered(offset, end, run.segment)
             self._kept, self._at = [], position
+        else:
+            log.check_unchanged(run, end)  # one fstat a read: a file rewritten under a reader is never served
         self._forget_before(local - KEPT_BYTES)
         served = 0
         if local < self._at:  # lines rendered already (a request that came after the next one)

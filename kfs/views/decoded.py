@@ -51,20 +51,24 @@ from kfs.views.batch_lines import BatchLines, line_lists
 from kfs.views.cursor import Cursor, Piece
 from kfs.views.jsonl import line_prefix, render_line_list
 from kfs.views.line_lengths import counted_batches
-from kfs.views.runs import DamagedLog, MappingProgress, SegmentRun, count_into
+from kfs.views.runs import DamagedLog, MappingProgress, SegmentRun, StaleMap, count_into, same_file
 from kfs.views.size_cache import SizeCache, code_fingerprint
 
-__all__ = ["Cursor", "DamagedLog", "DecodedLog", "DecodedView", "Measure", "Piece", "SegmentRun"]
+__all__ = ["Cursor", "DamagedLog", "DecodedLog", "DecodedView", "Measure", "Piece", "SegmentRun", "StaleMap"]
 
 log = logging.getLogger("kfs")
 
 Pace: TypeAlias = Callable[[SegmentRun], None]
-RunFiles: TypeAlias = "tuple[tuple[int, int | None, int], ...]"  # each run's (segment base offset, inode, start)
+# each run's (segment base offset, inode, start, ctime when mapped or None while active)
+RunFiles: TypeAlias = "tuple[tuple[int, int | None, int, int | None], ...]"
 
 
 def run_files(layout: list[tuple[SegmentRun, int]]) -> RunFiles:
-    """Each run's (segment base offset, inode, start): the files a layout was made of."""
-    return tuple((run.segment.base_offset, run.segment.inode, run.start) for run, _ in layout)
+    """Each run's (segment base offset, inode, start, ctime): the files a layout was made of. The
+    ctime is that of the file when its run was mapped (None while the segment is active, when
+    only appends change it): an in-place rewrite keeps the inode, not the ctime."""
+    return tuple((run.segment.base_offset, run.segment.inode, run.start,
+                  run.identity[4] if run.identity is not None else None) for run, _ in layout)
 
 
 MAPPING_THREADS = min(4, os.cpu_count() or 1)  # segments of one view counted at once
@@ -99,6 +103,7 @@ class DecodedLog:
         self._runs: OrderedDict[tuple[int, int], SegmentRun] = OrderedDict()
         self._pruned_at = -1  # the listing (its generation) when retired segments' runs were last dropped
         self._lock = threading.Lock()
+        self.generation = 0  # counts runs dropped because their file changed in place (views re-lay out)
 
     def view(self, start_offset: int | None) -> DecodedView:
         """The view from `start_offset`; None: from the log start, wherever it is at each use
@@ -133,24 +138,73 @@ class DecodedLog:
                 self._runs.popitem(last=False)
         if not self.plog.is_active(segment):
             try:
-                saved = self.cache.load(self._cache_key(segment, start, end))
+                identity = segment.file_identity()  # (before any counting: a change after it is seen)
+                saved = self.cache.load(self._cache_key(segment, start, end, identity))
             except VanishedError:
-                saved = None  # the segment is gone: reads will say so
-            if saved is not None:
-                with run.lock:
-                    if run.length == 0 and run.mapped_to == start:
-                        run.load(saved)
+                return run  # the segment is gone: reads will say so
+            with run.lock:
+                if run.length == 0 and run.mapped_to == start:
+                    run.identity = identity
+                    if saved is not None:
+                        run.load(saved, identity)
         return run
+
+    def drop_changed(self, layout: list[tuple[SegmentRun, int]]) -> bool:
+        """Forget the runs of closed segments whose file changed in place since they were mapped
+        (identity: size, mtime, ctime), in memory and in the size cache; True when one was. A run
+        mapped while its segment was active takes its identity now."""
+        dropped = False
+        for run, end in layout:
+            if self.plog.is_active(run.segment):
+                continue
+            try:
+                identity = run.segment.file_identity()
+            except VanishedError:
+                continue  # reads will say so
+            with run.lock:
+                if run.identity is None:
+                    run.identity = identity
+                    continue
+                changed = identity != run.identity
+            if changed:
+                self.drop_stale(run, end, f"identity {run.identity} is now {identity}")
+                dropped = True
+        return dropped
+
+    def check_unchanged(self, run: SegmentRun, end: int, entry: int | None = None) -> None:
+        """Raise StaleMap (and forget the run) when `run`'s file changed in place since it was mapped:
+        its identity, and (`entry`: a reader starting at that map entry) the entry's probe."""
+        if run.identity is None or self.plog.is_active(run.segment):
+            return
+        identity = run.segment.file_identity()
+        if identity != run.identity:
+            reason = f"identity {run.identity} is now {identity}"
+        elif entry is not None and not run.probe_holds(entry):
+            reason = f"the batch at file position {run.probe_positions[entry]} changed"
+        else:
+            return
+        self.drop_stale(run, end, reason)
+        raise StaleMap(f"{run.segment.log_path}: segment changed in place since its decoded size was measured "
+                       f"({reason}): reopen the file to read it as it is now")
+
+    def drop_stale(self, run: SegmentRun, end: int, reason: str) -> None:
+        log.warning("%s: segment changed in place (%s): its decoded size and seek map are counted again",
+                    run.segment.log_path, reason)
+        self.forget(run)
+        with self._lock:
+            self.generation += 1
+        if run.identity is not None:
+            self.cache.discard(self._cache_key(run.segment, run.start, end, run.identity))
 
     def forget(self, run: SegmentRun) -> None:
         with self._lock:
             if self._runs.get((id(run.segment), run.start)) is run:
                 del self._runs[(id(run.segment), run.start)]
 
-    def _cache_key(self, segment: LogSegment, start: int, end: int) -> dict:
+    def _cache_key(self, segment: LogSegment, start: int, end: int, identity: list[int]) -> dict:
         """Everything the bytes of a closed segment's run depend on (kfs.views.size_cache)."""
         aborted = self.plog.aborted_transactions().digest() if self.isolation == "read_committed" else None
-        return {"file": segment.file_identity(), "topic": self.plog.topic, "partition": self.plog.partition,
+        return {"file": identity, "topic": self.plog.topic, "partition": self.plog.partition,
                 "start": start, "end": end, "isolation": self.isolation, "control": self.control,
                 "decode": self.decode if self.decoder is not None else "plain", "aborted": aborted,
                 "code": code_fingerprint()}
@@ -195,7 +249,10 @@ class DecodedLog:
             count_into(run, self.counted(run.resume_offset(end), end, run.segment), end, progress)
         if not run.saved and run.complete(end) and not self.plog.is_active(run.segment):
             try:
-                key = self._cache_key(run.segment, run.start, end)
+                if run.identity is None:  # (mapped while active)
+                    run.identity = run.segment.file_identity()
+                run.take_probes()
+                key = self._cache_key(run.segment, run.start, end, run.identity)
             except (OSError, VanishedError):
                 return  # the segment vanished: nothing to keep
             self.cache.save(key, run.saved_map())
@@ -209,11 +266,11 @@ class Measure(NamedTuple):
 
     size: int
     start: int
-    runs: tuple[tuple[int, int | None, int], ...]
+    runs: RunFiles
 
     def extends(self, earlier: Measure) -> bool:
-        return (self.start == earlier.start and self.size >= earlier.size
-                and self.runs[:len(earlier.runs)] == earlier.runs)
+        return (self.start == earlier.start and self.size >= earlier.size and len(self.runs) >= len(earlier.runs)
+                and all(same_file(a, b) for a, b in zip(self.runs, earlier.runs, strict=False)))
 
 
 class DecodedView:
@@ -224,7 +281,7 @@ class DecodedView:
         self.log = log
         self._start = start_offset
         # (start, log start, listing), the layout made for them, and its RunFiles (start_layout_and_files)
-        self._kept_layout: tuple[tuple[int, int, int], list[tuple[SegmentRun, int]], RunFiles] | None = None
+        self._kept_layout: tuple[tuple[int, int, int, int], list[tuple[SegmentRun, int]], RunFiles] | None = None
 
     @property
     def start(self) -> int:
@@ -259,7 +316,7 @@ class DecodedView:
             if start is None:
                 start = self._start if self._start is not None else log_start
             listing = plog.listing()
-            key = (start, log_start, listing)
+            key = (start, log_start, listing, self.log.generation)
             kept = self._kept_layout
             if kept is not None and kept[0] == key:
                 layout = list(kept[1])
@@ -349,6 +406,8 @@ class DecodedView:
         """The exact length now, and what it was measured over (see `Measure`)."""
         start = self.start
         layout = self.mapped_layout(start, pace)
+        if self.log.drop_changed(layout):  # a segment rewritten in place: counted again, never the old map
+            layout = self.mapped_layout(start, pace)
         return Measure(sum(run.span() for run, _ in layout) - self.skip(layout, start), start,
                        run_files(layout))
 

@@ -17,7 +17,7 @@ from struct import iter_unpack
 
 from kfs.storage import KfsError, LogSegment, VanishedError
 from kfs.views.line_lengths import CountedBatch
-from kfs.views.size_cache import SavedMap
+from kfs.views.size_cache import PROBE_BYTES, SavedMap, probe_value
 
 log = logging.getLogger("kfs")
 
@@ -27,6 +27,16 @@ PROGRESS_AFTER = 1.0  # seconds of mapping before it shows in the log, and betwe
 
 class DamagedLog(KfsError):
     """The position where a decoded view meets a corrupt or truncated batch."""
+
+
+class StaleMap(VanishedError):
+    """A run's file changed in place since it was mapped: its map is forgotten, the read fails."""
+
+
+def same_file(a: tuple[int, int | None, int, int | None], b: tuple[int, int | None, int, int | None]) -> bool:
+    """Two RunFiles entries (kfs.views.decoded.run_files) name the same bytes; a ctime not known
+    yet (the segment was active, when only appends change it) matches any."""
+    return a[:3] == b[:3] and (a[3] is None or b[3] is None or a[3] == b[3])
 
 
 class SegmentRun:
@@ -40,14 +50,22 @@ class SegmentRun:
     after its last batch, a batch whose offsets go back) is met only by walking on (SPEC 7).
     """
 
-    __slots__ = ("error", "file_end", "length", "lock", "mapped_to", "mapping", "offsets", "positions", "saved",
-                 "segment", "skips", "start", "waiters", "walked_to")
+    __slots__ = ("error", "file_end", "identity", "length", "lock", "mapped_to", "mapping", "offsets", "positions",
+                 "probe_positions", "probe_values", "saved", "segment", "skips", "start", "waiters", "walked_to")
 
     def __init__(self, segment: LogSegment, start: int) -> None:
         self.segment = segment
         self.start = start
         self.positions = array("q", [0])
         self.offsets = array("q", [start])
+        # Per map entry, a file position near where its batch starts (-1: none) and, once the map is
+        # complete, the probe of the bytes there (kfs.views.size_cache.probe_value): a reader starting
+        # at the entry checks them, so a map never outlives the file it was made from.
+        self.probe_positions = array("q", [0])
+        self.probe_values = array("q")
+        # The file's identity (LogFile.file_identity) when it was mapped, once it is closed: None
+        # while it is active (it grows) or not yet looked at.
+        self.identity: list[int] | None = None
         self.length = 0
         self.mapped_to = start
         self.walked_to = -1
@@ -73,17 +91,42 @@ class SegmentRun:
         return self.length + (1 if self.error is not None else 0)
 
     def entry_at_or_before(self, position: int) -> tuple[int, int]:
-        i = bisect_right(self.positions, position) - 1
+        i = self.entry_index(position)
         return self.positions[i], self.offsets[i]
 
-    def load(self, saved: SavedMap) -> None:
+    def entry_index(self, position: int) -> int:
+        return bisect_right(self.positions, position) - 1
+
+    def load(self, saved: SavedMap, identity: list[int]) -> None:
         self.positions, self.offsets = saved.positions, saved.offsets
         self.length, self.mapped_to, self.error = saved.length, saved.mapped_to, saved.error
+        self.probe_positions, self.probe_values = saved.probe_positions, saved.probe_values
+        if len(self.probe_positions) != len(self.positions):
+            self.probe_positions = array("q", [-1] * len(self.positions))
+            self.probe_values = array("q")
         self.walked_to = saved.mapped_to  # a map is saved once complete
+        self.identity = identity
         self.saved = True
 
+    def take_probes(self) -> None:
+        """Read the probe of every map entry (once the map is complete, before it is saved): one
+        small read each, of bytes the count has just walked."""
+        values = array("q")
+        for position in self.probe_positions:
+            values.append(probe_value(self.segment.read(position, PROBE_BYTES)) if position >= 0 else -1)
+        self.probe_values = values
+
+    def probe_holds(self, i: int) -> bool:
+        """Entry `i`'s probe reads as it did when the map was made (or it has none). Its bytes are
+        the header of the batch the reader starting there walks next: no read the reader does not
+        need."""
+        if i >= len(self.probe_values) or self.probe_values[i] < 0 or self.probe_positions[i] < 0:
+            return True
+        return probe_value(self.segment.read(self.probe_positions[i], PROBE_BYTES)) == self.probe_values[i]
+
     def saved_map(self) -> SavedMap:
-        return SavedMap(self.length, self.mapped_to, self.positions, self.offsets, self.error)
+        return SavedMap(self.length, self.mapped_to, self.positions, self.offsets, self.error,
+                        self.probe_positions, self.probe_values)
 
     def commit(self, positions: list[int], offsets: list[int], position: int, exhausted: bool, end: int) -> None:
         """A reader rendered, from the frontier, the records `offsets` at `positions`, and its lines
@@ -100,6 +143,7 @@ class SegmentRun:
                     if p - last >= MAP_INTERVAL:
                         self.positions.append(p)
                         self.offsets.append(o)
+                        self.probe_positions.append(-1)  # (a reader's lines carry no file positions)
                         last = p
                 self.length = position
                 self.mapped_to = offsets[-1] + 1
@@ -149,20 +193,24 @@ class MappingProgress:
             log.info("decoded sizes of %s: done (%d records, %.1f s)", self.name, self.records, elapsed)
 
 
-def _count_part(run: SegmentRun, first_offset: int, next_offset: int, length: int) -> None:
-    """One batch's lines added to the run (the caller holds run.lock and skipped what is mapped)."""
+def _count_part(run: SegmentRun, first_offset: int, next_offset: int, length: int, batch_start: int) -> None:
+    """One batch's lines added to the run (the caller holds run.lock and skipped what is mapped);
+    `batch_start`: where the walk's last batch ended, this batch's start in its file."""
     if run.length - run.positions[-1] >= MAP_INTERVAL:
         run.positions.append(run.length)
         run.offsets.append(first_offset)
+        run.probe_positions.append(batch_start)
     run.length += length
     run.mapped_to = max(next_offset, first_offset + 1)
 
 
 def _count_parts(run: SegmentRun, parts: bytes) -> None:
     """Several batches' lines (kfs.views.plain_runs: (first, next, bytes, end) each) added to the run."""
-    for first_offset, next_offset, length, _ in iter_unpack("=qqqq", parts):
+    batch_start = run.file_end
+    for first_offset, next_offset, length, batch_end in iter_unpack("=qqqq", parts):
         if first_offset >= run.mapped_to:  # (else a reader mapped it meanwhile)
-            _count_part(run, first_offset, next_offset, length)
+            _count_part(run, first_offset, next_offset, length, batch_start)
+        batch_start = batch_end
 
 
 def count_into(run: SegmentRun, batches: Iterable[CountedBatch], end: int, progress: MappingProgress | None) -> None:
@@ -176,7 +224,7 @@ def count_into(run: SegmentRun, batches: Iterable[CountedBatch], end: int, progr
                 else:
                     if batch.first_offset < run.mapped_to:
                         continue  # a reader mapped it meanwhile
-                    _count_part(run, batch.first_offset, batch.next_offset, batch.length)
+                    _count_part(run, batch.first_offset, batch.next_offset, batch.length, run.file_end)
                 walked, run.file_end = batch.file_end - run.file_end, batch.file_end
             if progress is not None:
                 progress.advance(batch, walked)
