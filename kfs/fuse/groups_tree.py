@@ -21,6 +21,7 @@ import stat
 import threading
 import time
 
+from kfs.fuse.access import Access, access_of, as_directory, as_search, narrow
 from kfs.fuse.handles import Attr, BytesHandle, Handle, TreeError
 from kfs.groups.reader import GroupsReader
 from kfs.groups.render import group_json, json_lines
@@ -49,6 +50,7 @@ class GroupsTree:
         self.logdirs = logdirs
         self.reader = GroupsReader(logdirs)
         self._rendered: dict[str, tuple[float, Attr, bytes]] = {}
+        self._read_from: tuple[float, Access, os.stat_result, os.stat_result] | None = None  # see _access
         self._lock = threading.Lock()
 
     def exists(self) -> bool:
@@ -135,23 +137,45 @@ class GroupsTree:
 
     # ---- attributes -----------------------------------------------------------------------------
 
-    def _newest(self) -> os.stat_result:
-        """The stat of the newest `__consumer_offsets` segment: the files change when it does."""
-        newest = os.stat(self.logdirs.paths[0])
-        for plog in offsets_partitions(self.logdirs):
-            segments = plog.segments()
-            if segments:
-                st = os.stat(segments[-1].log_path)
+    def _access(self) -> tuple[Access, os.stat_result, os.stat_result]:
+        """What every file here is made from, no more open than any of it (kfs.fuse.access): the
+        combined access of the log dirs and directories of the `__consumer_offsets` partitions (their
+        search bits: kfs.fuse.access.as_search) and of their segments (as a directory's: a group's name
+        listed is read from them); the stat of the directory that comes first (owner, times of the
+        directories); the newest segment's stat (the files change when it does). Taken at most once
+        per SMALL_TTL: it stats every segment."""
+        now = time.monotonic()
+        kept = self._read_from
+        if kept is not None and now - kept[0] < SMALL_TTL:
+            return kept[1], kept[2], kept[3]
+        plogs = offsets_partitions(self.logdirs)
+        first = os.stat(os.path.dirname(plogs[0].path) if plogs else self.logdirs.paths[0])
+        acc, newest = as_search(access_of(first)), os.stat(self.logdirs.paths[0])
+        logdirs_seen: set[str] = set()
+        for plog in plogs:
+            logdir = os.path.dirname(plog.path)
+            if logdir not in logdirs_seen:
+                logdirs_seen.add(logdir)
+                acc = narrow(acc, *as_search(access_of(os.stat(logdir))))
+            acc = narrow(acc, *as_search(access_of(os.stat(plog.path))))
+            for segment in plog.segments():
+                try:
+                    st = os.stat(segment.log_path)
+                except FileNotFoundError:  # deleted since the listing: not read any more
+                    continue
+                acc = narrow(acc, *as_directory(access_of(st)))
                 if st.st_mtime_ns > newest.st_mtime_ns:
                     newest = st
-        return newest
+        self._read_from = (now, acc, first, newest)
+        return acc, first, newest
 
     def _dir_attr(self) -> Attr:
-        st = os.stat(self.logdirs.paths[0])
-        return Attr.of_dir(st)
+        acc, first, _newest = self._access()
+        attr = Attr.of_dir(first)
+        attr.mode = acc[2]
+        return attr
 
     def _file_attr(self, size: int) -> Attr:
-        st = os.stat(self.logdirs.paths[0])
-        newest = self._newest()
-        return Attr(stat.S_IFREG | (stat.S_IMODE(st.st_mode) & 0o444), size, st.st_uid, st.st_gid,
+        acc, first, newest = self._access()
+        return Attr(stat.S_IFREG | (stat.S_IMODE(acc[2]) & 0o444), size, first.st_uid, first.st_gid,
                     newest.st_mtime_ns, newest.st_ctime_ns, newest.st_atime_ns)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from kfs.fuse import fast_small
+from kfs.fuse.access import Access, access_of, as_search, combined, narrow, suffixes
 from kfs.fuse.groups_tree import GROUPS_DIR, GroupsTree
 from kfs.fuse.handles import Attr, BytesHandle, DecodedHandle, Handle, RawHandle, TreeError, as_errno
 from kfs.storage import Extent, Location, LogDirs, OffsetOutOfRange, PartitionLog, UnknownPartition, VanishedError
@@ -90,6 +91,8 @@ class KfsTree:
         # Decoded files: the last size the kernel was given, and the readers open (see _open_decoded).
         self._answered: LruCache[str, tuple[float, Measure]] = LruCache(MAX_DECODED_PATHS)
         self._readers: LruCache[str, weakref.WeakSet[DecodedHandle]] = LruCache(MAX_DECODED_PATHS)
+        # Per partition, the combined access of its segments from each one to the last (_segments_access).
+        self._kept_access: LruCache[str, _SegmentsAccess] = LruCache(MAX_DECODED_LOGS)
         self._lock = threading.Lock()
         self.groups = GroupsTree(logdirs)
 
@@ -129,12 +132,12 @@ class KfsTree:
         parts = _split(path)
         with as_errno(path):
             if not parts:
-                return Attr.of_dir(os.stat(self.logdirs.paths[0]))
+                return _dir_attr([os.stat(p) for p in self.logdirs.paths])
             if parts[0] == GROUPS_DIR:
                 return self.groups.getattr(parts[1:], path)
             plog = self._partition(parts[0], path)
             if len(parts) == 1 or (len(parts) == 2 and parts[1] in ("offset", "time")):
-                return Attr.of_dir(os.stat(plog.path))
+                return _partition_dir_attr(plog)
             if len(parts) == 2 and parts[1] == "info.json":
                 return self._info(plog, path)[0]
             if len(parts) == 2 and parts[1] == "messages.jsonl":
@@ -177,7 +180,7 @@ class KfsTree:
                 if name.kind == "raw":
                     location = self._locate(plog, name)
                     extents = plog.raw_extents(location)
-                    handle = RawHandle(self._raw_attr(extents), plog=plog, location=location, extents=extents)
+                    handle = RawHandle(self._raw_attr(plog, extents), plog=plog, location=location, extents=extents)
                     if not name.spec.isdigit():
                         # `latest`, `earliest`, `-K` move: the size the kernel holds for the name may
                         # be of another batch, and it would end the read there (a batch cut short).
@@ -214,16 +217,48 @@ class KfsTree:
 
     def _view_attr(self, path: str, plog: PartitionLog, name: ViewName) -> Attr:
         if name.kind == "raw":
-            return self._raw_attr(plog.raw_extents(self._locate(plog, name)))
+            return self._raw_attr(plog, plog.raw_extents(self._locate(plog, name)))
         if name.kind == "value":
             return self._value(plog, name, path)[0]
         return self._decoded_attr(path, self._decoded_view(plog, name))[0]
 
-    def _raw_attr(self, extents: list[Extent]) -> Attr:
+    def _raw_attr(self, plog: PartitionLog, extents: list[Extent]) -> Attr:
+        """The batches' size; the mode no more open than any segment the extents are in (kfs.fuse.access)."""
         if not extents:
             raise OffsetOutOfRange("no complete batch from here")
         first, last = os.stat(extents[0].path), os.stat(extents[-1].path)
-        return Attr.of_view(first, sum(e.end - e.start for e in extents), last)
+        attr = Attr.of_view(first, sum(e.end - e.start for e in extents), last)
+        return self._narrowed(attr, plog, extents[0].segment_base_offset, last)
+
+    def _narrowed(self, attr: Attr, plog: PartitionLog, base_offset: int, last: os.stat_result) -> Attr:
+        """`attr` (a view of the segments from `base_offset` to the last, made from the first's stat)
+        no more open than any of them: the first and last as stat'ed now, the ones between as
+        stat'ed within SMALL_TTL (_segments_access)."""
+        acc = narrow((attr.uid, attr.gid, attr.mode), *self._segments_access(plog, base_offset))
+        attr.mode = narrow(acc, *access_of(last))[2]
+        return attr
+
+    def _segments_access(self, plog: PartitionLog, base_offset: int) -> Access:
+        """The combined access (kfs.fuse.access) of the partition's segments from the one at
+        `base_offset` to the last. A view's attributes are asked for at every lookup and getattr, and a
+        decoded or raw view may span every segment: the segments are stat'ed once per listing and
+        SMALL_TTL (the kernel's own attribute timeout, so a chmod shows as soon as anything else),
+        and the combination from each segment to the last kept, so that each answer is a lookup."""
+        now = time.monotonic()
+        kept = self._kept_access.get(plog.name)
+        if (kept is None or kept.plog is not plog or kept.listing != plog.listing_seen()
+                or now - kept.taken >= SMALL_TTL or base_offset not in kept.positions):
+            listing = plog.listing_seen()  # (before the listing: a change after it is seen next time)
+            segments = plog.segments()
+            suffix = suffixes([access_of(os.stat(segment.log_path)) for segment in segments])
+            kept = _SegmentsAccess(plog, listing, now, {s.base_offset: i for i, s in enumerate(segments)}, suffix)
+            self._kept_access.put(plog.name, kept)
+        position = kept.positions.get(base_offset)
+        if position is not None:
+            return kept.suffix[position]
+        # A segment that rolled in between the listings: each file stat'ed now.
+        return combined([access_of(os.stat(s.log_path)) for s in plog.segments() if s.base_offset >= base_offset]
+                        or [access_of(os.stat(plog.path))])
 
     def _decoded_log(self, plog: PartitionLog) -> DecodedLog:
         with self._lock:
@@ -253,11 +288,13 @@ class KfsTree:
             attr = Attr.of_view(os.stat(view.log.plog.path), 0)
             attr.mode &= ~0o111
             return attr, None
-        first, last = os.stat(segments[0].log_path), os.stat(segments[-1].log_path)
         measure = view.measured()
+        first_segment = view.log.plog.floor_segment(measure.start) or segments[0]
+        first, last = os.stat(first_segment.log_path), os.stat(segments[-1].log_path)
         if answered:
             self._answered.put(path, (time.monotonic(), measure))
-        return Attr.of_view(first, measure.size, last), measure
+        attr = Attr.of_view(first, measure.size, last)
+        return self._narrowed(attr, view.log.plog, first_segment.base_offset, last), measure
 
     def _open_decoded(self, path: str, view: DecodedView) -> Handle:
         """An ordinary page-cached file of exact size: mmap, sendfile and readahead work, and a
@@ -333,9 +370,9 @@ class KfsTree:
         if cached is not None:
             return cached
         data = (json.dumps(plog.info(), indent=2) + "\n").encode()
-        st = os.stat(plog.path)
-        attr = Attr(stat.S_IFREG | (stat.S_IMODE(st.st_mode) & 0o444), len(data), st.st_uid, st.st_gid,
-                    st.st_mtime_ns, st.st_ctime_ns, st.st_atime_ns)
+        dir_attr = _partition_dir_attr(plog)
+        attr = Attr(stat.S_IFREG | (dir_attr.mode & 0o444), len(data), dir_attr.uid, dir_attr.gid,
+                    dir_attr.mtime_ns, dir_attr.ctime_ns, dir_attr.atime_ns)
         segments = plog.segments()
         if segments:
             newest = os.stat(segments[-1].log_path)
@@ -353,6 +390,35 @@ class KfsTree:
             handle.keep_cache = self._signatures.get(path) == signature
             self._signatures.put(path, signature)
         return handle
+
+
+@dataclass
+class _SegmentsAccess:
+    """A partition's segments' combined access from each one to the last (KfsTree._segments_access)."""
+
+    plog: PartitionLog
+    listing: int
+    taken: float
+    positions: dict[int, int]  # base offset -> index in suffix
+    suffix: list[Access]  # suffix[i]: segments i.. combined
+
+
+def _partition_dir_attr(plog: PartitionLog) -> Attr:
+    """A partition's directory (and its offset/ and time/, and info.json's mode): the partition
+    directory on disk, no more open than its log dir lets anyone reach it (a partition of a 0700
+    log dir is closed; of a 0711 one, open as on disk: kfs.fuse.access.as_search)."""
+    st = os.stat(plog.path)
+    attr = Attr.of_dir(st)
+    attr.mode = narrow(access_of(st), *as_search(access_of(os.stat(os.path.dirname(plog.path)))))[2]
+    return attr
+
+
+def _dir_attr(stats: list[os.stat_result]) -> Attr:
+    """A directory made from these directories: the first's owner and times, no more open than any
+    (kfs.fuse.access)."""
+    attr = Attr.of_dir(stats[0])
+    attr.mode = combined([access_of(st) for st in stats])[2]
+    return attr
 
 
 def _split(path: str) -> list[str]:
