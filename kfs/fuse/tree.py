@@ -85,7 +85,7 @@ class KfsTree:
         self._decoded: LruCache[str, DecodedLog] = LruCache(MAX_DECODED_LOGS)
         self._small: LruCache[str, tuple[float, Attr, bytes]] = LruCache(
             MAX_SMALL_FILES, MAX_SMALL_BYTES, weigh=lambda item: len(item[2]) + 200)
-        self._signatures: LruCache[str, tuple[int, int, int]] = LruCache(MAX_SIGNATURES)
+        self._signatures: LruCache[str, tuple[int, int, int, int]] = LruCache(MAX_SIGNATURES)
         self._locations: LruCache[tuple[str, str, str], tuple[float, PartitionLog, Location, int]] = LruCache(
             MAX_LOCATIONS)
         # Decoded files: the last size the kernel was given, and the readers open (see _open_decoded).
@@ -185,7 +185,7 @@ class KfsTree:
                         # `latest`, `earliest`, `-K` move: the size the kernel holds for the name may
                         # be of another batch, and it would end the read there (a batch cut short).
                         handle.direct_io, handle.keep_cache = True, False
-                    return self._cached(path, handle)
+                    return self._cached(path, handle, _extent_files(extents))
                 if name.kind == "value":
                     attr, data = self._value(plog, name, path)
                     return self._cached(path, BytesHandle(attr, data=data))
@@ -385,7 +385,7 @@ class KfsTree:
         closed segments never change, and a live file that changed size or mtime (or, `files`,
         the segment files a decoded view was measured over) starts afresh (the kernel also drops
         the pages when a getattr shows a new size)."""
-        signature = (handle.attr.size, handle.attr.mtime_ns, hash(files))
+        signature = (handle.attr.size, handle.attr.mtime_ns, handle.attr.ctime_ns, hash(files))
         with self._lock:
             handle.keep_cache = self._signatures.get(path) == signature
             self._signatures.put(path, signature)
@@ -419,6 +419,16 @@ def _dir_attr(stats: list[os.stat_result]) -> Attr:
     attr = Attr.of_dir(stats[0])
     attr.mode = combined([access_of(st) for st in stats])[2]
     return attr
+
+
+def _extent_files(extents: list[Extent]) -> tuple[tuple[str, int, int, int, int], ...]:
+    """Each file a raw view reads, as (path, inode, size, mtime, ctime): a file rewritten in place
+    (its ctime), or one of the middle replaced, is another file for the kernel's kept pages."""
+    files = []
+    for extent in extents:
+        st = os.stat(extent.path)
+        files.append((extent.path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return tuple(files)
 
 
 def _split(path: str) -> list[str]:

@@ -247,7 +247,7 @@ class SizeCache:
                             os.utime(name, dir_fd=shard_fd, follow_symlinks=False)  # used now: pruned last
         except OSError:
             saved = None
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError):  # (tampered: ignored)
             log.warning("ignoring the unreadable size cache entry %s", os.path.join(self.directory, shard, name))
             saved = None
         if saved is None:
@@ -443,6 +443,8 @@ def _parse(data: bytes, encoded_key: bytes) -> SavedMap | None:
         raise ValueError("not a kfs size cache entry")
     end = data.index(b"\n", len(MAGIC))
     header = json.loads(data[len(MAGIC):end])
+    if not isinstance(header, dict) or not isinstance(header.get("key"), str):
+        raise ValueError("not a kfs size cache entry")
     if header["key"].encode() != encoded_key:
         return None  # a hash collision, or a stale file under a reused name
     n, probes = int(header["entries"]), int(header["probes"])

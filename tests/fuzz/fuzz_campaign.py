@@ -138,6 +138,10 @@ class Runner:
 
                     self.mounted += 1
                     fuzz_mount.run_mount_input(partition, logdir, self.scratch)
+            elif name == "cache":
+                import fuzz_cache
+
+                fuzz_cache.run_cache_input(rnd, self.scratch)
             else:
                 raise ValueError(name)
         except t.Failure as f:
