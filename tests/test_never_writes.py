@@ -151,8 +151,46 @@ def writes_under(trace: str, root: str) -> list[str]:
 
 
 def strace(out: Path, command: list[str], **kwargs: object) -> subprocess.Popen:
-    return subprocess.Popen(["strace", "-f", "-qq", "-o", str(out), "-e", "trace=" + ",".join(MODIFYING),
+    # -y: a descriptor argument shows its path, so calls relative to a directory descriptor
+    # (the size cache's openat/unlinkat/renameat) name where they act.
+    return subprocess.Popen(["strace", "-f", "-qq", "-y", "-o", str(out), "-e", "trace=" + ",".join(MODIFYING),
                              *command], **kwargs)  # type: ignore[call-overload]
+
+
+FD_PATH = re.compile(r"\b(?:AT_FDCWD|\d+<([^>]*)>),\s*\"([^\"]*)\"")
+PATH_ARG = re.compile(r"\"([^\"]*)\"")
+FD_ONLY_CALLS = ("ftruncate", "fchmod", "fchown", "fsetxattr", "fremovexattr", "fallocate")
+
+
+def changed_paths(trace: str) -> Iterator[tuple[str, str, str]]:
+    """(call, absolute path, line) of every call in `trace` that succeeded and created, opened for
+    writing, removed, renamed or changed a name (calls on a descriptor alone change what was opened
+    for writing already, and are counted there)."""
+    for line in trace.splitlines():
+        m = re.match(r"\d+\s+(\w+)\((.*)", line)
+        if not m or re.search(r"= -1 E", line) or m.group(1) in FD_ONLY_CALLS:
+            continue
+        call, args = m.groups()
+        if call in ("open", "openat", "openat2") and not WRITE_FLAGS.search(args):
+            continue
+        relative = {name: directory for directory, name in FD_PATH.findall(args)}
+        for name in PATH_ARG.findall(args):
+            directory = relative.get(name)
+            yield call, os.path.join(directory, name) if directory and not name.startswith("/") else name, line
+
+
+def changes_outside(traces: list[str], allowed: list[str]) -> tuple[int, list[str]]:
+    """How many changing calls the traces hold, and those acting outside `allowed` (prefixes).
+    Python's own bytecode cache (__pycache__) is not kfs's doing and is left out."""
+    count, outside = 0, []
+    for trace in traces:
+        for _call, path, line in changed_paths(trace):
+            count += 1
+            if "/__pycache__/" in path or any(path == a.rstrip("/") or path.startswith(a.rstrip("/") + "/")
+                                              for a in allowed):
+                continue
+            outside.append(line)
+    return count, outside
 
 
 @needs_fuse
@@ -184,6 +222,8 @@ def test_no_kfs_process_opens_a_log_dir_file_for_writing(tmp_path: Path) -> None
             with contextlib.suppress(OSError):
                 (mnt / partition / "offset" / "3.value").read_bytes()
         (mnt / "orders-0" / "time" / "1526384725718.jsonl").read_bytes()
+        device = os.stat(mnt).st_dev
+        own_readahead = f"/sys/class/bdi/{os.major(device)}:{os.minor(device)}/read_ahead_kb"  # (kfs.fuse.readahead)
         wrong = sweep(mnt)
     finally:
         subprocess.run(["fusermount3", "-u", str(mnt)], check=False)
@@ -208,3 +248,12 @@ def test_no_kfs_process_opens_a_log_dir_file_for_writing(tmp_path: Path) -> None
     found = [line for t in traces for line in writes_under(t, root)]
     assert not found, "\n".join(found[:20])
     assert digest(tmp_path / "data") == before
+    # Nor anywhere else: every file created, opened for writing, removed or renamed by any kfs
+    # process is in its size cache, its log, a device (/dev/fuse, /dev/null) or the mount's own
+    # readahead setting.
+    changes, outside = changes_outside(traces, [str(tmp_path / "cache"), str(tmp_path / "daemon.log"), "/dev/",
+                                                own_readahead])
+    print(f"audit: {sum(len(t.splitlines()) for t in traces)} calls traced, {changes} changing a name or "
+          f"opening for writing, {len(outside)} outside the cache, the log and /dev")
+    assert not outside, "\n".join(outside[:20])
+    assert changes > 0  # (the cache was written: the audit sees the calls it checks)

@@ -18,7 +18,6 @@ import re
 import select
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -301,7 +300,8 @@ class _LibfuseStderr:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._file = tempfile.TemporaryFile()  # noqa: SIM115 (lives until release)
+        # A memory file, not a temporary one: the daemon creates no file outside its log and cache.
+        self._file = os.fdopen(os.memfd_create("kfs-libfuse-stderr", os.MFD_CLOEXEC), "w+b")
         sys.stderr.flush()
         self._saved: int | None = os.dup(2)
         os.dup2(self._file.fileno(), 2)
