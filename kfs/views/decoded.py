@@ -41,6 +41,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
+from struct import iter_unpack
 from typing import NamedTuple, TypeAlias
 
 from kfs.internal.lines import line_decoder
@@ -381,10 +382,10 @@ class DecodedView:
                 return known
             i = bisect_right(run.offsets, start) - 1
             position, offset = run.positions[i], run.offsets[i]
-        if run.error is not None and start >= run.mapped_to:
-            return run.length
+        if run.error is not None and start >= run.damaged_at:
+            return run.length  # (the view starts past the damage: at its unreadable byte)
         try:
-            skip = position + sum(batch.length for batch in self.log.counted(offset, start, run.segment))
+            skip = position + self._lengths_before(offset, start, run.segment)
         except KfsError as e:
             if run.error is None or isinstance(e, VanishedError):
                 raise
@@ -397,6 +398,23 @@ class DecodedView:
             while len(run.skips) > MAX_SKIPS:
                 run.skips.popitem(last=False)
         return skip
+
+    def _lengths_before(self, offset: int, start: int, segment: LogSegment) -> int:
+        """The lines' length of the records from `offset` to `start` in `segment`. The walk stops once
+        every record below `start` is counted: damage after them is not this view's start."""
+        total = 0
+        for batch in self.log.counted(offset, start, segment):
+            if batch.parts is not None:
+                for first_offset, next_offset, length, _ in iter_unpack("=qqqq", batch.parts):
+                    if first_offset < start:
+                        total += length
+                    if next_offset >= start:
+                        return total
+            else:
+                total += batch.length
+                if batch.next_offset >= start:
+                    return total
+        return total
 
     def size(self, pace: Pace | None = None) -> int:
         """The exact length of the view now: every run mapped (from the cache, or counted)."""

@@ -50,8 +50,9 @@ class SegmentRun:
     after its last batch, a batch whose offsets go back) is met only by walking on (SPEC 7).
     """
 
-    __slots__ = ("error", "file_end", "identity", "length", "lock", "mapped_to", "mapping", "offsets", "positions",
-                 "probe_positions", "probe_values", "saved", "segment", "skips", "start", "waiters", "walked_to")
+    __slots__ = ("damaged_at", "error", "file_end", "identity", "length", "lock", "mapped_to", "mapping", "offsets",
+                 "positions", "probe_positions", "probe_values", "saved", "segment", "skips", "start", "waiters",
+                 "walked_to")
 
     def __init__(self, segment: LogSegment, start: int) -> None:
         self.segment = segment
@@ -70,6 +71,7 @@ class SegmentRun:
         self.mapped_to = start
         self.walked_to = -1
         self.error: str | None = None
+        self.damaged_at = -1  # with `error`: every record below this offset is counted before the damage
         self.file_end = 0
         self.saved = False
         self.skips: OrderedDict[int, int] = OrderedDict()
@@ -100,6 +102,7 @@ class SegmentRun:
     def load(self, saved: SavedMap, identity: list[int]) -> None:
         self.positions, self.offsets = saved.positions, saved.offsets
         self.length, self.mapped_to, self.error = saved.length, saved.mapped_to, saved.error
+        self.damaged_at = saved.damaged_at if saved.damaged_at >= 0 else saved.mapped_to
         self.probe_positions, self.probe_values = saved.probe_positions, saved.probe_values
         if len(self.probe_positions) != len(self.positions):
             self.probe_positions = array("q", [-1] * len(self.positions))
@@ -126,7 +129,7 @@ class SegmentRun:
 
     def saved_map(self) -> SavedMap:
         return SavedMap(self.length, self.mapped_to, self.positions, self.offsets, self.error,
-                        self.probe_positions, self.probe_values)
+                        self.probe_positions, self.probe_values, self.damaged_at)
 
     def commit(self, positions: list[int], offsets: list[int], position: int, exhausted: bool, end: int) -> None:
         """A reader rendered, from the frontier, the records `offsets` at `positions`, and its lines
@@ -163,6 +166,7 @@ class SegmentRun:
             if self.error is not None or self.length != position:
                 return False
             self.error = error
+            self.damaged_at = self.mapped_to
             self.mapped_to = end
         log.error("%s: decoded views stop at this damage (a read there fails)", error)
         return True
@@ -235,6 +239,7 @@ def count_into(run: SegmentRun, batches: Iterable[CountedBatch], end: int, progr
             raise
         with run.lock:
             run.error = str(e)
+            run.damaged_at = run.mapped_to
             run.mapped_to = end
         log.error("%s: decoded views stop at this damage (a read there fails)", e)
         return

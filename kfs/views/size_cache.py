@@ -111,6 +111,7 @@ class SavedMap:
     error: str | None = None
     probe_positions: array = field(default_factory=lambda: array("q"))
     probe_values: array = field(default_factory=lambda: array("q"))
+    damaged_at: int = -1  # with `error`: the offset below which every record was counted
 
 
 def _inside(path: str, directory: str) -> bool:
@@ -271,7 +272,7 @@ class SizeCache:
         shard, name, encoded = self._name(key)
         header = json.dumps({"key": encoded.decode(), "length": saved.length, "mapped_to": saved.mapped_to,
                              "entries": len(saved.positions), "error": saved.error,
-                             "probes": len(saved.probe_positions)}).encode()
+                             "probes": len(saved.probe_positions), "damaged_at": saved.damaged_at}).encode()
         arrays = [array("q", a) for a in (saved.positions, saved.offsets, saved.probe_positions, saved.probe_values)]
         if sys.byteorder != "little":
             for a in arrays:
@@ -466,4 +467,4 @@ def _parse(data: bytes, encoded_key: bytes) -> SavedMap | None:
         raise ValueError("not a seek map")
     error = header.get("error")
     return SavedMap(length, mapped_to, positions, offsets, str(error) if error is not None else None,
-                    probe_positions, probe_values)
+                    probe_positions, probe_values, int(header.get("damaged_at", -1)))
