@@ -26,9 +26,9 @@ about 0.15 s (README, Performance); a mapping that runs longer than a second log
 the lines before the damage, followed by one byte that cannot be read (reading it is EIO, with
 the error in the log). So st_size covers the readable data, the damage and whatever readable
 segments follow, and a reader meets the error where the data stops instead of a short file. The
-FUSE layer never answers with a short read (the kernel takes one for the end of the file, and
-sendfile would copy a short file without a word): the page holding the damage fails whole, so a
-reader through the mount gets every page before it, then EIO.
+FUSE layer never answers a page-cached read short (the kernel takes one for the end of the file, and
+sendfile would copy a short file without a word): a view known to hold damage is opened direct_io,
+where a short read reaches the reader as it is, so it gets every line before the damage, then EIO.
 """
 
 from __future__ import annotations
