@@ -227,10 +227,12 @@ def test_mounting_5000_partitions_is_lazy(tmp_path: Path) -> None:
     background size scan, which reads them all, is off here: it is a reader like any other)."""
     logdir = tmp_path / "logdir"
     source = Path(LOGDIRS[0]) / "orders-0"
+    shared = tmp_path / "segment.log"  # hard links to one copy: kfs follows no symbolic link to a segment
+    shutil.copyfile(source / f"{0:020d}.log", shared)
     for i in range(5000):
         partition = logdir / f"topic-{i}"
         partition.mkdir(parents=True)
-        os.symlink(source / f"{0:020d}.log", partition / f"{0:020d}.log")
+        os.link(shared, partition / f"{0:020d}.log")
     from kfs.fuse.mount import mount, unmount
 
     mountpoint = tmp_path / "mnt"
@@ -243,7 +245,7 @@ def test_mounting_5000_partitions_is_lazy(tmp_path: Path) -> None:
         listed = time.perf_counter()
         assert len(os.listdir(mountpoint)) == 5000
         listed = time.perf_counter() - listed
-        assert _open_segment_files(pid, [logdir, source.resolve()]) == []
+        assert _open_segment_files(pid, [logdir, source.resolve(), shared]) == []
         assert (mountpoint / "topic-4321" / "offset" / "0").read_bytes() == (source / f"{0:020d}.log").read_bytes()
     finally:
         unmount(str(mountpoint))

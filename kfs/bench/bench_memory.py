@@ -5,7 +5,7 @@ many distinct `offset/N.value` files, from /proc/PID/status (VmRSS now, VmHWM th
 
 Builds a log dir in a temporary directory: `bench-0`, one segment with more records than --values
 (kfs.bench.bench_core's generated batches), and --partitions small partitions (a ~32 KiB segment
-each, symlinked to one file), mounts it with `kfs.fuse.mount.mount` (a real daemon; the size cache
+each, hard links to one file), mounts it with `kfs.fuse.mount.mount` (a real daemon; the size cache
 in a temporary XDG_CACHE_HOME), and measures. Every cache the daemon keeps is bounded
 (kfs.storage.lru), so the figures should stay flat as the counts grow.
 """
@@ -51,7 +51,7 @@ def build_logdir(root: Path, partitions: int, values: int) -> tuple[Path, int]:
     for i in range(partitions):
         directory = logdir / f"wide-{i}"
         directory.mkdir()
-        os.symlink(small, directory / f"{0:020d}.log")
+        os.link(small, directory / f"{0:020d}.log")  # (kfs follows no symbolic link to a segment)
     return logdir, records
 
 

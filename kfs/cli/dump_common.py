@@ -42,7 +42,8 @@ def sibling_file(path: str, suffix: str) -> str:
 
 def segment_of_file(log_path: str) -> LogSegment:
     """A LogSegment for this very file (its name need not be the 20-digit form)."""
-    return LogSegment(os.path.dirname(log_path) or ".", base_offset_of_file(log_path), log_path=log_path)
+    return LogSegment(os.path.dirname(log_path) or ".", base_offset_of_file(log_path), log_path=log_path,
+                      follow_links=True)  # (the files a user names are read, links or not)
 
 
 def java_bool(value: bool) -> str:

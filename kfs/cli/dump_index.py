@@ -45,7 +45,7 @@ def _log_beside(index_path: str) -> LogSegment:
 def dump_offset_index(path: str, out: Out, problems: Problems, *, verify_only: bool,
                        max_message_size: int) -> None:
     """`DumpLogSegments.dumpIndex`: the batch at each entry's position must end at the entry's offset."""
-    index = OffsetIndex(path, base_offset_of_file(path))
+    index = OffsetIndex(path, base_offset_of_file(path), follow_links=True)
     segment = _log_beside(path)
     try:
         entries = _index_entries(index, path)
@@ -81,9 +81,9 @@ def dump_time_index(path: str, out: Out, problems: Problems, *, verify_only: boo
     """`DumpLogSegments.dumpTimeIndex`: the batch holding each entry's offset must end at that offset,
     and its largest record timestamp must be the entry's timestamp; timestamps must increase."""
     base_offset = base_offset_of_file(path)
-    time_index = TimeIndex(path, base_offset)
+    time_index = TimeIndex(path, base_offset, follow_links=True)
     index_path = sibling_file(path, INDEX_SUFFIX)
-    offset_index = OffsetIndex(index_path, base_offset) if os.path.isfile(index_path) else None
+    offset_index = OffsetIndex(index_path, base_offset, follow_links=True) if os.path.isfile(index_path) else None
     segment = _log_beside(path)
     abs_path = os.path.abspath(path)
     try:
@@ -143,7 +143,8 @@ def sanity_check(path: str, suffix: str, out: Out) -> bool:
     base_offset = base_offset_of_file(path)
     abs_path = os.path.abspath(path)
     is_offset_index = suffix == INDEX_SUFFIX
-    index: SegmentIndex = OffsetIndex(path, base_offset) if is_offset_index else TimeIndex(path, base_offset)
+    index: SegmentIndex = (OffsetIndex(path, base_offset, follow_links=True) if is_offset_index
+                           else TimeIndex(path, base_offset, follow_links=True))
     try:
         length = os.path.getsize(path)
         slots = length // index.entry_size

@@ -47,7 +47,7 @@ def dump_log(path: str, out: Out, problems: Problems, *, deep: bool, print_data:
     """`DumpLogSegments.dumpLog`: batches from position 0, `position` being the bytes before each."""
     out(_first_line(path))
     segment = segment_of_file(path) if path.endswith(".log") else LogSegment(
-        os.path.dirname(path) or ".", 0, log_path=path)
+        os.path.dirname(path) or ".", 0, log_path=path, follow_links=True)
     pending: list[str] = []  # written a few batches at a time: one write per batch cost a tenth of a dump
     emit = pending.append
     try:

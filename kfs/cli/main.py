@@ -18,14 +18,15 @@ from kfs.cli.arguments import non_negative_int
 from kfs.internal.lines import DECODE_MODES, line_decoder
 from kfs.storage import (
     CorruptBatch,
-    CorruptLogError,
     KfsError,
     Location,
     LogDirs,
     OffsetOutOfRange,
     PartitionLog,
+    VanishedError,
     parse_partition_dir,
 )
+from kfs.storage.files import open_regular
 from kfs.storage.logdir import split_log_dirs
 from kfs.views import plain_runs
 from kfs.views.batch_lines import joined_lines
@@ -73,8 +74,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
             for s in info["segments"]:
                 print(f"  {s['base_offset']:>20}  {s['size']:>12}  {s['offset_index_entries']:>6}  "
                       f"{s['time_index_entries']:>6}  {s['largest_timestamp']}{'  (active)' if s['active'] else ''}")
-                for problem in s.get("problems", []):
-                    print(f"  {'':>20}  DAMAGED at {problem}")
+                for problem in s.get("problems", []):  # "position N: ...", or a sentence naming its file
+                    print(f"  {'':>20}  DAMAGED{' at ' if problem.startswith('position ') else ': '}{problem}")
     return 0
 
 
@@ -218,16 +219,21 @@ def _cat_raw(plog: PartitionLog, location: Location, count: int | None) -> int:
     if count is None:
         for extent in plog.raw_extents(location):
             if extent.damage is not None:
-                raise CorruptLogError(extent.path, extent.start, extent.damage)
-            with open(extent.path, "rb") as f:
-                f.seek(extent.start)
-                remaining = extent.end - extent.start
+                raise extent.damage_error()
+            fd = open_regular(extent.path)  # (never a FIFO or a link put there since the listing)
+            try:
+                if extent.file_id is not None and os.fstat(fd).st_ino != extent.file_id:
+                    raise VanishedError(f"{extent.path}: segment replaced since it was measured")
+                position, remaining = extent.start, extent.end - extent.start
                 while remaining > 0:
-                    chunk = f.read(min(remaining, 1 << 20))
+                    chunk = os.pread(fd, min(remaining, 1 << 20), position)
                     if not chunk:
-                        raise KfsError(f"{extent.path} ended early at position {extent.end - remaining}")
+                        raise KfsError(f"{extent.path} ended early at position {position}")
                     _write(chunk)
+                    position += len(chunk)
                     remaining -= len(chunk)
+            finally:
+                os.close(fd)
         return 0
     seen = 0
     segment = plog.floor_segment(location.segment_base_offset)

@@ -160,7 +160,7 @@ class GroupsTree:
             acc = narrow(acc, *as_search(access_of(os.stat(plog.path))))
             for segment in plog.segments():
                 try:
-                    st = os.stat(segment.log_path)
+                    st = os.lstat(segment.log_path)
                 except FileNotFoundError:  # deleted since the listing: not read any more
                     continue
                 acc = narrow(acc, *as_directory(access_of(st)))

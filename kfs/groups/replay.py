@@ -130,7 +130,7 @@ class PartitionScan:
 
 
 def _identity(segment: LogSegment) -> tuple[int, int, int]:
-    st = os.stat(segment.log_path)
+    st = os.lstat(segment.log_path)  # (the entry: kfs follows no link to a segment)
     return (segment.base_offset, st.st_ino, st.st_size)
 
 

@@ -7,6 +7,11 @@ still being written (the tail of a live segment, or its preallocated zeros) ends
 offsets against the segment's base offset and the batch before (the base offset is outside the CRC).
 `records_of` checks the CRC before decoding. `kfs.storage.segment.LogSegment` adds the indexes, the
 tail and the lookups.
+
+An error names values read from the file (a magic, a length, an offset, a CRC) only when the file is a
+segment as far as its first batch shows (`is_segment`: whole, with a CRC that holds, which no other
+file's bytes pass by accident). A file that is not (a secret hard-linked under a segment's name, a
+copy gone wrong) gets `NOT_A_SEGMENT` instead: no byte of it is ever echoed.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from kfs.record import (
     parse_batch_header,
     peek_size,
 )
-from kfs.storage.errors import CorruptLogError
+from kfs.storage.errors import CorruptLogError, VanishedError
 from kfs.storage.log_file import LogFile
 
 FIRST_WINDOW = 4096             # a walk's first read: a lookup's walk mostly ends within it
@@ -51,6 +56,9 @@ MAX_SEGMENT_BYTES = 2**31 - 1
 MAX_RELATIVE_OFFSET = 2**31 - 1
 # The largest batch read whole: the decompression limit plus a v2 header (kfs.record.compression).
 MAX_BATCH_ON_DISK = MAX_BATCH_BYTES + HEADER_PROBE_SIZE
+# What an error says of a file whose first batch is not a batch (is_segment), instead of its values.
+NOT_A_SEGMENT = ("no record batch with a valid CRC starts at its first byte: not a Kafka log segment, or one "
+                 "damaged from its start (nothing read from it is shown)")
 
 
 def _ahead(with_body: bool, window: int, left: int) -> int:
@@ -64,6 +72,35 @@ class BatchFile(LogFile):
 
     base_offset: int
     _tail: tuple[int, int, int, int]
+    _vouched = False  # a batch of this file passed its CRC check (is_segment)
+
+    def is_segment(self) -> bool:
+        """Whether the file is a Kafka log segment as far as its first batch shows: the batch at
+        position 0 is whole and its CRC holds (or a batch of it already passed its CRC check, or the
+        file is empty: nothing to show). Only then do errors name values read from it (`corrupt`)."""
+        if self._vouched:
+            return True
+        try:
+            data = memoryview(self.read(0, FIRST_WINDOW))
+            if not data:
+                return self.file_size() == 0
+            size, _ = peek_size(data, 0)
+            if size > MAX_BATCH_ON_DISK:
+                return False
+            if len(data) < size:
+                data = memoryview(self.read(0, size))
+            if len(data) < size:
+                return False
+            header = parse_batch_header(data, 0, 0)
+            self._vouched = crc_is_valid(data[:size], header)
+        except (CorruptBatchError, VanishedError):
+            return False
+        return self._vouched
+
+    def corrupt(self, position: int, reason: str) -> CorruptLogError:
+        """The error for damage at `position`, whose `reason` names values read from the file: as it
+        is where the file is a segment (`is_segment`), else NOT_A_SEGMENT."""
+        return CorruptLogError(self.log_path, position, reason if self.is_segment() else NOT_A_SEGMENT)
 
     def headers(self, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
         """Headers of the complete batches in [start, end), reading only header bytes."""
@@ -144,10 +181,10 @@ class BatchFile(LogFile):
                         return
                 header = parse_batch_header(buf, at, position)
             except CorruptBatchError as e:
-                raise CorruptLogError(self.log_path, position, str(e)) from None
+                raise self.corrupt(position, str(e)) from None
             problem = self._offsets_problem(header, previous_last)
             if problem is not None:
-                raise CorruptLogError(self.log_path, position, problem)
+                raise self.corrupt(position, problem)
             previous_last = header.last_offset
             body = buf[at:at + size] if with_body else None
             yield header, body
@@ -181,7 +218,8 @@ class BatchFile(LogFile):
         """The batch's records, after checking its CRC (a consumer's check.crcs): a flipped bit is
         an error naming the file and position, never a silently wrong value."""
         if not crc_is_valid(body, header):
-            raise CorruptLogError(self.log_path, header.position, f"CRC mismatch (stored {header.crc})")
+            raise self.corrupt(header.position, f"CRC mismatch (stored {header.crc})")
+        self._vouched = True
         try:
             records = decode_records(body, header)
         except CorruptBatchError as e:
@@ -208,5 +246,5 @@ class BatchFile(LogFile):
             try:
                 complete_legacy_header(header, body)
             except CorruptBatchError as e:
-                raise CorruptLogError(self.log_path, header.position, str(e)) from None
+                raise self.corrupt(header.position, str(e)) from None
         return header.base_offset

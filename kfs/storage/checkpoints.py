@@ -9,8 +9,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+
+from kfs.storage.files import NotARegularFile, read_regular, refusal
+
+log = logging.getLogger("kfs")
 
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
@@ -26,22 +31,31 @@ class OffsetCheckpointFile:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int, int] | None = None
         self._offsets: dict[tuple[str, int], int] | None = None
         self._lock = threading.Lock()
 
     def entries(self) -> dict[tuple[str, int], int] | None:
-        """(topic, partition) -> offset; None when the file does not exist."""
+        """(topic, partition) -> offset; None when the file does not exist, or is not a regular file
+        (a FIFO, a directory, a symbolic link: never opened, taken as missing, and said once)."""
         with self._lock:
             try:
-                st = os.stat(self.path)
+                st = os.lstat(self.path)
             except OSError:
                 self._stamp, self._offsets = None, None
                 return None
-            stamp = (st.st_mtime_ns, st.st_size)
-            if stamp != self._stamp or self._offsets is None:
-                self._offsets = _parse_checkpoint(self.path)
+            stamp = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)
+            if stamp != self._stamp:
                 self._stamp = stamp
+                try:
+                    found = refusal(self.path, st.st_mode)
+                    if found is not None:
+                        raise found
+                    self._offsets = _parse_checkpoint(read_regular(self.path, _MAX_CHECKPOINT_BYTES))
+                except (NotARegularFile, OSError) as e:
+                    reason = e if isinstance(e, NotARegularFile) else f"{self.path}: {e.strerror or e}"
+                    log.warning("%s; kfs goes on as if it were missing", reason)
+                    self._offsets = None
             return self._offsets
 
 
@@ -68,13 +82,12 @@ class CheckpointReader:
         return entries.get((topic, partition), 0) if entries is not None else None
 
 
-def _parse_checkpoint(path: str) -> dict[tuple[str, int], int]:
+_MAX_CHECKPOINT_BYTES = 64 << 20  # a line per partition of the log dir: far more than any broker's
+
+
+def _parse_checkpoint(data: bytes) -> dict[tuple[str, int], int]:
     offsets: dict[tuple[str, int], int] = {}
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return offsets
+    lines = data.decode("utf-8", errors="replace").splitlines()
     for line in lines[2:]:
         parts = line.split()
         if len(parts) == 3 and parts[1].isdigit() and parts[2].lstrip("-").isdigit():

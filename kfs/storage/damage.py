@@ -20,9 +20,15 @@ is missing (a copy without it) only rule 1 is applied. Known limit: a follower t
 an already compacted leader log, before its own cleaner ever ran, has inherited gaps that rule 2
 would report.
 
+Rule 0, for every segment, the active one too: its `.log` is a regular file. One that is not (a
+FIFO, a directory, a symbolic link, a device: kfs.storage.files) is never opened and is damaged at
+position 0, with the one sentence that says what it is: the log ends there for a reader, after the
+records of the segments before it.
+
 A damaged segment becomes a `CorruptLogError` at the end of its complete batches: the read that
 reaches that point fails (EIO through the mount, one sentence from `kfs cat`, an `{"error": ...}`
-line with on_corrupt=skip), after every record before it.
+line with on_corrupt=skip), after every record before it. A file that is not a segment at all (its
+first batch is no batch: `is_segment`) is described without any value read from it.
 """
 
 from __future__ import annotations
@@ -30,20 +36,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kfs.record import HEADER_SIZE_UP_TO_MAGIC, CorruptBatchError, peek_size
+from kfs.storage.batch_walk import NOT_A_SEGMENT
 from kfs.storage.errors import CorruptLogError
+from kfs.storage.files import NotARegularFile
 from kfs.storage.segment import LogSegment
 
 
 @dataclass(frozen=True)
 class SegmentDamage:
-    """What is wrong with a closed segment, and where its readable batches end."""
+    """What is wrong with a segment, and where its readable batches end. `refused`: its `.log` is
+    not a regular file (rule 0), the error is that sentence."""
 
     path: str
     position: int
     reason: str
+    refused: NotARegularFile | None = None
 
     def error(self) -> CorruptLogError:
-        return CorruptLogError(self.path, self.position, self.reason)
+        return self.refused if self.refused is not None else CorruptLogError(self.path, self.position, self.reason)
+
+    def problem(self) -> str:
+        """The line `info()` lists under the segment's problems."""
+        return str(self.refused) if self.refused is not None else f"position {self.position}: {self.reason}"
+
+
+def refused_segment_damage(segment: LogSegment) -> SegmentDamage | None:
+    """Rule 0 (module docstring), for any segment: its `.log` is not a regular file."""
+    refused = segment.refusal()
+    return SegmentDamage(segment.log_path, 0, refused.reason, refused) if refused is not None else None
 
 
 def closed_segment_damage(segment: LogSegment, next_segment: LogSegment | None,
@@ -53,11 +73,15 @@ def closed_segment_damage(segment: LogSegment, next_segment: LogSegment | None,
     end = segment.valid_size()
     next_offset = segment.next_offset()
     if end < size:
+        if not segment.is_segment():
+            return SegmentDamage(segment.log_path, end, NOT_A_SEGMENT)
         return SegmentDamage(segment.log_path, end,
                              f"truncated: {_describe_tail(segment, end, size)}; the records from offset "
                              f"{next_offset} to the end of this closed segment are missing")
     if next_segment is not None and cleaned_up_to is not None and segment.base_offset >= cleaned_up_to \
             and next_offset < next_segment.base_offset:
+        if not segment.is_segment():
+            return SegmentDamage(segment.log_path, end, NOT_A_SEGMENT)
         return SegmentDamage(segment.log_path, end,
                              f"truncated: the batches of this closed segment end before offset {next_offset} "
                              f"but the next segment starts at offset {next_segment.base_offset}, and the log "

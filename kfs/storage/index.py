@@ -16,6 +16,9 @@ the last written page. A file without a hole there (copied without holes, or a f
 without SEEK_HOLE) is searched for its first all-zero entry instead. Later refreshes only look
 past the last count, so a growing index costs a look at its tail.
 
+Opened only as a regular file (kfs.storage.files): an index that is a FIFO, a directory, a symbolic
+link or a device is `UnusableIndex` (the log is scanned instead) and is never opened.
+
 The file may be truncated under us (the broker trims an index when it rolls the segment, or on
 log truncation): touching a page of a mapping past the end of its file raises SIGBUS and would
 kill the daemon, so every search first checks the file is still as long as the entries it reads.
@@ -30,6 +33,7 @@ import threading
 from collections.abc import Callable
 
 from kfs.record.speedups import index_slot as _index_slot
+from kfs.storage.files import NotARegularFile, open_regular, refusal
 from kfs.storage.open_files import OPEN_FILES
 
 # Kafka's AbstractIndex.warmEntries(): the last 8 KiB of an index are the "warm" section.
@@ -60,8 +64,9 @@ class SegmentIndex:
 
     entry_size = 0
 
-    def __init__(self, path: str, base_offset: int) -> None:
+    def __init__(self, path: str, base_offset: int, follow_links: bool = False) -> None:
         self.path = path
+        self.follow_links = follow_links  # (a file named on the command line: `kfs dump`'s)
         self.base_offset = base_offset
         self._lock = threading.Lock()
         self._map: mmap.mmap | None = None
@@ -77,7 +82,18 @@ class SegmentIndex:
         kfs holds no other), or by path while nothing is mapped."""
         if self._map is not None:
             return self._map.size()
-        return os.stat(self.path).st_size
+        st = os.stat(self.path) if self.follow_links else os.lstat(self.path)
+        refused = refusal(self.path, st.st_mode)
+        if refused is not None:
+            raise UnusableIndex(str(refused))
+        return st.st_size
+
+    def _open_fd(self) -> int:
+        """A descriptor of the index, a regular file (UnusableIndex otherwise: never opened)."""
+        try:
+            return open_regular(self.path, self.follow_links)
+        except NotARegularFile as e:
+            raise UnusableIndex(str(e)) from None
 
     def _open(self) -> None:
         """Map the file (O_RDONLY, PROT_READ) and count its entries; cheap to call again."""
@@ -91,7 +107,7 @@ class SegmentIndex:
             self._release()
             data_end = file_bytes
             if file_bytes:
-                fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                fd = self._open_fd()
                 try:
                     self._map = mmap.mmap(fd, file_bytes, access=mmap.ACCESS_READ)
                     data_end = _written_end(fd, file_bytes)
@@ -142,7 +158,7 @@ class SegmentIndex:
             while known < capacity and not self._is_zero(known):
                 known += 1
             return known
-        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = self._open_fd()
         try:
             data_end = _written_end(fd, capacity * self.entry_size)
         finally:

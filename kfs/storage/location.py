@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from kfs.storage.errors import CorruptLogError
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class Extent:
     `damage` (the reason of its CorruptLogError) marks where a damaged closed segment's complete
     batches end: the extent covers what follows them in the file (nothing, when batches are missing
     at a batch boundary), and a read that reaches it fails instead of silently going on to the next
-    segment."""
+    segment; `error` is the error to raise there (`damage_error`)."""
 
     path: str
     start: int
@@ -46,3 +48,9 @@ class Extent:
     segment_base_offset: int
     file_id: int | None = None
     damage: str | None = None
+    error: CorruptLogError | None = field(default=None, compare=False, repr=False)
+
+    def damage_error(self) -> CorruptLogError:
+        """What a read reaching this damage extent raises: the segment's own error (for a `.log` that
+        is not a regular file, the sentence that says so), else one made from `damage`."""
+        return self.error if self.error is not None else CorruptLogError(self.path, self.start, self.damage or "")

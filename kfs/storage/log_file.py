@@ -4,14 +4,21 @@ Never mmapped: a segment truncated under a mapping would SIGBUS the daemon. The 
 under a lock while a read uses it, so the open-files LRU (kfs.storage.open_files) can close idle
 files without closing one under a reader; a file deleted or swapped by the log cleaner is retired
 and never reopened by its name.
+
+Opened only as a regular file (kfs.storage.files.open_regular). A `.log` that is something else (a
+FIFO, a directory, a symbolic link, a device: `refused`, from the directory listing or from the
+open) is never opened: it reads as an empty file, and its segment is damaged at position 0
+(PartitionLog.damage), so a read that reaches it fails there, after the records before it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
 from kfs.storage.errors import VanishedError
+from kfs.storage.files import NotARegularFile, open_regular
 from kfs.storage.open_files import OPEN_FILES
 
 _LOOKUP = threading.local()  # .reads: {LogFile: [size, (position, bytes, to_end), ...]} inside one_lookup()
@@ -48,23 +55,46 @@ def one_lookup() -> _OneLookup:
 class LogFile:
     """One `.log` file by path; thread-safe for concurrent readers."""
 
-    def __init__(self, log_path: str) -> None:
+    def __init__(self, log_path: str, refused: NotARegularFile | None = None, follow_links: bool = False) -> None:
         self.log_path = log_path
+        self.follow_links = follow_links  # (a file named on the command line: `kfs dump`'s)
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._retired = False
-        self._file_id: int | None = None  # the inode first opened (a symlink's target, if one)
+        self._file_id: int | None = None  # the inode first opened
+        self._refused = refused  # not a regular file (the listing's entry type, or the open's fstat)
 
-    def _open_locked(self) -> int:
-        """The `.log` descriptor, opened on first use; the caller holds self._lock, so an eviction
-        (which only try-locks) can never close it under a read in progress."""
+    @property
+    def refused(self) -> NotARegularFile | None:
+        """Why this `.log` is not read (it is not a regular file), as found so far; None otherwise."""
+        return self._refused
+
+    def refusal(self) -> NotARegularFile | None:
+        """`refused`, once the file was tried: opened now if it never was (a regular file at listing
+        may be something else by the time it is opened)."""
+        if self._refused is None and self._file_id is None and not self._retired:
+            with contextlib.suppress(VanishedError):
+                self._file_size()
+        return self._refused
+
+    def _open_locked(self) -> int | None:
+        """The `.log` descriptor, opened on first use; None when the file is refused (not a regular
+        file: it reads as empty). The caller holds self._lock, so an eviction (which only try-locks)
+        can never close it under a read in progress."""
         if self._fd is None:
+            if self._refused is not None:
+                return None
             if self._retired:
                 raise VanishedError(f"{self.log_path}: segment deleted or replaced while reading")
             try:
-                fd = os.open(self.log_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                fd = open_regular(self.log_path, self.follow_links)
             except FileNotFoundError:
                 raise VanishedError(f"{self.log_path}: segment deleted while reading") from None
+            except NotARegularFile as e:
+                if self._file_id is not None:  # a regular file when first opened: replaced since
+                    raise VanishedError(f"{self.log_path}: segment replaced while reading") from None
+                self._refused = e
+                return None
             # No kernel read-ahead: a lookup reads a header or two and one batch, and read-ahead
             # would pull in tens of pages around each; long walks ask for what follows themselves.
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
@@ -125,9 +155,12 @@ class LogFile:
         `touch -r` restore size and mtime, but no utime call sets ctime."""
         with self._lock:
             try:
-                st = os.fstat(self._open_locked())
+                fd = self._open_locked()
+                st = os.fstat(fd) if fd is not None else os.lstat(self.log_path)  # (refused: the entry's own)
             except OSError as e:
                 raise VanishedError(f"{self.log_path}: {e.strerror}") from None
+        if fd is None:
+            return [st.st_dev, st.st_ino, 0, st.st_mtime_ns, st.st_ctime_ns]  # read as empty
         OPEN_FILES.touch(self)
         return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
@@ -145,7 +178,10 @@ class LogFile:
     def _file_size(self) -> int:
         with self._lock:
             try:
-                size = os.fstat(self._open_locked()).st_size
+                fd = self._open_locked()
+                if fd is None:
+                    return 0  # refused: read as empty (its segment is damaged at position 0)
+                size = os.fstat(fd).st_size
             except OSError as e:
                 raise VanishedError(f"{self.log_path}: {e.strerror}") from None
         OPEN_FILES.touch(self)
@@ -175,6 +211,8 @@ class LogFile:
         with self._lock:
             try:
                 fd = self._open_locked()
+                if fd is None:
+                    return b""  # refused: read as empty
                 data = os.pread(fd, length, position)
                 if ahead:
                     os.posix_fadvise(fd, position + length, ahead, os.POSIX_FADV_WILLNEED)

@@ -16,8 +16,14 @@ import time
 from kfs.record import BatchHeader, Record
 from kfs.record.speedups import v2_record_at as _v2_record_at
 from kfs.storage.checkpoints import CheckpointReader
-from kfs.storage.damage import SegmentDamage, closed_segment_damage
-from kfs.storage.errors import NoRecordAtOffset, OffsetOutOfRange, TimestampNotFound, UnknownPartition
+from kfs.storage.damage import SegmentDamage, closed_segment_damage, refused_segment_damage
+from kfs.storage.errors import (
+    CorruptLogError,
+    NoRecordAtOffset,
+    OffsetOutOfRange,
+    TimestampNotFound,
+    UnknownPartition,
+)
 from kfs.storage.location import Location
 from kfs.storage.log_file import one_lookup
 from kfs.storage.partition_reads import PartitionReads
@@ -162,9 +168,14 @@ class PartitionLog(PartitionReads):
         return None
 
     def damage(self, segment: LogSegment) -> SegmentDamage | None:
-        """What is wrong with a closed segment (kfs.storage.damage's rules); None for a healthy one and
-        for the active segment, whose half-written tail is normal. Remembered per segment file, size,
-        next segment and cleaner checkpoint: closed segments do not change."""
+        """What is wrong with a segment (kfs.storage.damage's rules): a `.log` that is not a regular
+        file, for any segment; else, for a closed one, its batches against its file's end and the
+        next segment. None for a healthy one, and for the active segment's half-written tail, which
+        is normal. Remembered per segment file, size, next segment and cleaner checkpoint: closed
+        segments do not change."""
+        refused = refused_segment_damage(segment)
+        if refused is not None:
+            return refused
         following = self._segments.higher(segment.base_offset)
         if following is None:
             return None
@@ -332,15 +343,23 @@ class PartitionLog(PartitionReads):
         segments = []
         for segment in self.segments():
             damage = self.damage(segment)
+            problems = [damage.problem()] if damage else []
+            garbage = segment.tail_error()
+            try:
+                largest = self.largest_timestamp(segment)
+            except CorruptLogError as e:  # (its headers reach garbage: a read there fails with it)
+                largest, garbage = -1, garbage or e
+            if garbage is not None and damage is None:
+                problems.append(f"position {garbage.position}: {garbage.reason}")
             segments.append({
                 "base_offset": segment.base_offset,
                 "size": segment.valid_size(),
                 "offset_index_entries": len(segment.offset_index_entries()),
                 "time_index_entries": len(segment.time_index_entries(active=self.is_active(segment))),
-                "largest_timestamp": self.largest_timestamp(segment),
+                "largest_timestamp": largest,
                 "active": self.is_active(segment),
                 "log_path": segment.log_path,
-                "problems": [f"position {damage.position}: {damage.reason}"] if damage else [],
+                "problems": problems + segment.index_refusals(),
             })
         return {
             "topic": self.topic,

@@ -14,7 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, TypeAlias
 
 from kfs.record import BatchHeader, PlainRun, Record
-from kfs.storage.errors import CorruptLogError, OffsetOutOfRange, VanishedError
+from kfs.storage.errors import OffsetOutOfRange, VanishedError
 from kfs.storage.location import Extent, Location
 from kfs.storage.record_stream import record_lists_from, record_lists_skipping_corrupt, selected_batches
 from kfs.storage.segment import LogSegment
@@ -86,6 +86,7 @@ class PartitionReads:
         (a batch that is not a half-written tail): CorruptLogError, as a decoded view's run meets it."""
         last = self._segments.last()
         if last is not None:
+            self.raise_if_damaged(last)  # (the active segment's: its `.log` is not a regular file)
             last.translate_offset(log_end)
 
     def _placed_batches(self, segment: LogSegment, position: int, take: RunTaker | None = None
@@ -105,15 +106,14 @@ class PartitionReads:
                 return take(segment, window, at, previous_last, below)  # type: ignore[arg-type]
         for header, body in segment.batches(position, segment.valid_size(), offered):
             if following is not None and header.last_offset >= following.base_offset:
-                raise CorruptLogError(segment.log_path, header.position,
-                                      f"offset {header.last_offset} is at or past the next segment's "
-                                      f"base offset {following.base_offset}")
+                raise segment.corrupt(header.position, f"offset {header.last_offset} is at or past the next "
+                                                       f"segment's base offset {following.base_offset}")
             if log_end is not None and header.last_offset >= log_end:
                 log_end = segment.next_offset()  # (the segment may have grown since)
                 if header.last_offset >= log_end:
-                    raise CorruptLogError(segment.log_path, header.position,
-                                          f"offset {header.last_offset} is at or past the log end offset "
-                                          f"{log_end}, where the segment's last batches end")
+                    raise segment.corrupt(header.position, f"offset {header.last_offset} is at or past the log "
+                                                           f"end offset {log_end}, where the segment's last "
+                                                           "batches end")
             yield segment, header, body
 
     def raw_extents(self, location: Location) -> list[Extent]:
@@ -135,7 +135,7 @@ class PartitionReads:
             damage = self.damage(segment)
             if damage is not None:
                 extents.append(Extent(segment.log_path, end, segment.file_size(), segment.base_offset,
-                                      segment.file_id, damage=damage.reason))
+                                      segment.file_id, damage=damage.reason, error=damage.error()))
             segment = self._segments.higher(segment.base_offset)
             start = 0
         return extents

@@ -91,8 +91,7 @@ def selected_batches(batches: Batches, first_offset: int, end_offset: int | None
                 and header.last_offset >= first_offset:
             first = segment.base_offset_of(header, body)
             if first <= previous_last:
-                raise CorruptLogError(segment.log_path, header.position,
-                                      f"offsets go backwards: {first} after {previous_last}")
+                raise segment.corrupt(header.position, f"offsets go backwards: {first} after {previous_last}")
         previous_last = header.last_offset
         if end_offset is not None and header.last_offset >= 0 \
                 and end_offset <= segment.base_offset_of(header, body) <= header.last_offset:

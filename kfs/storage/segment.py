@@ -26,6 +26,7 @@ from kfs.record import BatchHeader, Record, crc_is_valid, parse_batch_header
 from kfs.record.speedups import find_v2_batch as _find_v2_batch
 from kfs.storage.batch_walk import FIRST_WINDOW, BatchFile
 from kfs.storage.errors import CorruptLogError, VanishedError
+from kfs.storage.files import NotARegularFile, refusal
 from kfs.storage.index import OffsetIndex, TimeIndex
 from kfs.storage.txn_index import AbortedTxn, read_txn_index
 
@@ -41,19 +42,22 @@ class LogSegment(BatchFile):
     """A segment's files, opened lazily; thread-safe for concurrent readers."""
 
     def __init__(self, directory: str, base_offset: int, inode: int | None = None, log_path: str | None = None,
-                 suffix: str = "") -> None:
+                 suffix: str = "", refused: NotARegularFile | None = None, follow_links: bool = False) -> None:
         """log_path: the `.log` under another name than `<20-digit base offset>.log` (a file given to
         `kfs dump`); its indexes are still looked for under their segment names. suffix: ".swap" for a
-        cleaned segment not yet renamed (`<base>.log.swap`, `<base>.index.swap`, ...)."""
-        super().__init__(log_path or os.path.join(directory, segment_file_name(base_offset, ".log" + suffix)))
+        cleaned segment not yet renamed (`<base>.log.swap`, `<base>.index.swap`, ...). refused: the
+        `.log` is not a regular file (the listing saw its entry type): never opened, read as empty.
+        follow_links: its files may be symbolic links (files named on `kfs dump`'s command line)."""
+        super().__init__(log_path or os.path.join(directory, segment_file_name(base_offset, ".log" + suffix)),
+                         refused, follow_links)
         self.directory = directory
         self.base_offset = base_offset
         self.suffix = suffix
         self.inode = inode  # of the `.log` when listed: a different inode later is a different segment
         self.offset_index = OffsetIndex(os.path.join(directory, segment_file_name(base_offset, ".index" + suffix)),
-                                        base_offset)
+                                        base_offset, follow_links)
         self.time_index = TimeIndex(os.path.join(directory, segment_file_name(base_offset, ".timeindex" + suffix)),
-                                    base_offset)
+                                    base_offset, follow_links)
         self.txn_index_path = os.path.join(directory, segment_file_name(base_offset, ".txnindex" + suffix))
         # What we know of the complete batches: (file size when walked, end of the last complete
         # batch, last offset + 1 of it, largest batch max timestamp seen past the time index).
@@ -67,7 +71,9 @@ class LogSegment(BatchFile):
         # offset, position) of a batch every MARK_BYTES, up to `walked to` (WalkMarks).
         self._marks: WalkMarks | None = None
         self._truncations = 0  # times the tail walk found the file shorter than it was
+        self._tail_error: CorruptLogError | None = None  # what the tail walk met instead of batches
         self._warned_index = False
+        self._warned_txn_index = False
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path})"
@@ -106,10 +112,12 @@ class LogSegment(BatchFile):
             start = valid_end
             from_entry = False
             marks = self._marks
+            tail_error = self._tail_error
             if size < valid_end:
                 self._truncations += 1
             if start == 0 or size < valid_end:
                 start, next_offset, tail_max = 0, self.base_offset, -1
+                tail_error = None
                 marks = None
                 entry = self._checked_index_entry(None)
                 if entry is not None:
@@ -144,10 +152,18 @@ class LogSegment(BatchFile):
                 # error (EIO, or an error line with on_corrupt=skip) instead of a silently shorter log.
                 log.warning("%s; the segment's end is taken as its file size", e)
                 valid_end = size
+                tail_error = e
             self._marks = marks  # (up to the last complete batch walked, damage or not)
             self._tail_probe = self._probe(valid_end, size) if valid_end < size else None
+            self._tail_error = tail_error
             self._tail = (size, valid_end, next_offset, tail_max)
             return self._tail
+
+    def tail_error(self) -> CorruptLogError | None:
+        """The garbage the walk of the segment's batch headers met (a read there fails), if any: for
+        `info()`, which otherwise reads no batch of a segment."""
+        self._refresh_tail()
+        return self._tail_error
 
     def _probe(self, valid_end: int, size: int) -> bytes:
         """The bytes after the complete batches: a batch's offset and length fields, or what there is of them."""
@@ -197,7 +213,7 @@ class LogSegment(BatchFile):
             except (CorruptLogError, VanishedError):
                 found = None
         if found is None or found[1].max_timestamp != timestamp or self._first_offset(found[1]) > offset:
-            self._index_problem(f"time index entry ({timestamp}, {offset}) does not match the log")
+            self._index_problem("a time index entry does not match the log")  # (no values: see is_segment)
             return None
         return entry, found[1]
 
@@ -226,15 +242,45 @@ class LogSegment(BatchFile):
         return entries
 
     def aborted_transactions(self) -> list[AbortedTxn] | None:
-        """Entries of the `.txnindex`, or None if the segment has none (callers then follow markers)."""
+        """Entries of the `.txnindex`, or None if the segment has none (callers then follow markers).
+
+        One that cannot be read (not a regular file, no permission, an I/O error) is taken as none, with
+        a warning: read_committed then follows the segment's transaction markers, as it does where a
+        `.txnindex` is missing (SPEC section 3) or disagrees with them (kfs.storage.transactions). Kafka
+        fails such a read_committed fetch (TransactionIndex: a KafkaException, which the consumer sees as
+        an error and retries; one it cannot open at startup takes its log dir offline); kfs reads the
+        markers, which it trusts over the index anyway, and reads that need no index never open it."""
         try:
             return read_txn_index(self.txn_index_path)
         except FileNotFoundError:
             return None
+        except (OSError, NotARegularFile) as e:
+            if not self._warned_txn_index:
+                self._warned_txn_index = True
+                reason = e if isinstance(e, NotARegularFile) else f"{self.txn_index_path}: {e.strerror or e}"
+                log.warning("%s; read_committed follows the segment's transaction markers instead", reason)
+            return None
+
+    def index_refusals(self) -> list[str]:
+        """A sentence for each of the segment's index files that is there but is not a regular file
+        (its entry's type: nothing is opened), with what kfs does instead; for `info()`'s problems."""
+        found = []
+        for path, instead in ((self.offset_index.path, "offset lookups scan the log instead"),
+                              (self.time_index.path, "time lookups scan the log instead"),
+                              (self.txn_index_path, "read_committed follows the log's transaction markers")):
+            try:
+                refused = refusal(path, os.lstat(path).st_mode)
+            except OSError:
+                continue
+            if refused is not None:
+                found.append(f"{refused}; {instead}")
+        return found
 
     # ---- index lookups, checked against the log -------------------------------------------------
 
     def _safe_index(self, call):
+        if self.refused is not None:
+            return None  # no index of a `.log` that is not read: its segment is damage from position 0
         try:
             return call()
         except FileNotFoundError:
@@ -268,13 +314,14 @@ class LogSegment(BatchFile):
         if offset >= self.base_offset and 0 <= position < self.file_size():
             try:
                 found = self.batch_at(position)
-                good = (found is not None and crc_is_valid(found[1], found[0])
-                        and self.base_offset_of(found[0], found[1]) <= offset
+                crc_holds = found is not None and crc_is_valid(found[1], found[0])
+                self._vouched = self._vouched or crc_holds
+                good = (found is not None and crc_holds and self.base_offset_of(found[0], found[1]) <= offset
                         and (target_offset is None or self._walk_lands(position, following)))
             except (CorruptLogError, VanishedError):
                 good = False
         if not good:
-            self._index_problem(f"entry ({offset}, {position}) does not match the log")
+            self._index_problem("an offset index entry does not match the log")  # (no values: see is_segment)
             return None
         return entry
 

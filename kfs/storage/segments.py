@@ -17,6 +17,7 @@ from bisect import bisect_right
 
 from sortedcontainers import SortedDict
 
+from kfs.storage.files import NotARegularFile, entry_refusal
 from kfs.storage.segment import LogSegment
 
 # `<20-digit base offset>.log`, or `.log.swap`: a cleaned segment between the old files' removal and
@@ -26,17 +27,25 @@ _SEGMENT_LOG = re.compile(r"^(\d{20})\.log(\.swap)?$")
 SWAP_SUFFIX = ".swap"
 
 
-def list_segment_files(directory: str) -> dict[int, tuple[int, str]]:
-    """base offset -> (inode, suffix: "" or ".swap") of every segment's `.log` (scandir gives inodes
-    without a stat call); a `.log` wins over a `.log.swap` (the swap has not replaced it yet)."""
-    found: dict[int, tuple[int, str]] = {}
+def list_segment_files(directory: str) -> dict[int, tuple[int, str, NotARegularFile | None]]:
+    """base offset -> (inode, suffix: "" or ".swap", refusal) of every segment's `.log` (scandir gives
+    inodes and entry types without a stat call); a `.log` wins over a `.log.swap` (the swap has not
+    replaced it yet). `refusal`: the entry is not a regular file (a FIFO, a directory, a symbolic
+    link, a device: kfs.storage.files), noticed without opening it; it is still a segment of the
+    listing, damaged at its first byte, so the log ends there with an error instead of going on
+    silently past the records it should hold."""
+    found: dict[int, tuple[int, str, NotARegularFile | None]] = {}
     with os.scandir(directory) as entries:
         for entry in entries:
             m = _SEGMENT_LOG.match(entry.name)
             if m is not None:
                 base, suffix = int(m.group(1)), m.group(2) or ""
                 if suffix == "" or base not in found:
-                    found[base] = (entry.inode(), suffix)
+                    try:
+                        refused = entry_refusal(entry)
+                    except FileNotFoundError:
+                        continue  # deleted since the directory was read
+                    found[base] = (entry.inode(), suffix, refused)
     return found
 
 
@@ -61,10 +70,10 @@ class LogSegments:
             for base in [b for b, seg in self._segments.items() if found.get(b, (None,))[0] != seg.inode]:
                 self._segments.pop(base).retire()
                 self.generation += 1
-            for base, (inode, suffix) in found.items():
+            for base, (inode, suffix, refused) in found.items():
                 segment = self._segments.get(base)
                 if segment is None:
-                    self._segments[base] = LogSegment(self.directory, base, inode, suffix=suffix)
+                    self._segments[base] = LogSegment(self.directory, base, inode, suffix=suffix, refused=refused)
                     self.generation += 1
                 elif segment.suffix != suffix:
                     segment.renamed(suffix)

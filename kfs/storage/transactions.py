@@ -55,6 +55,9 @@ def collect_aborted(segments: list[LogSegment]) -> AbortedIndex:
     open_txn: dict[int, int] = {}
     for segment in segments:
         try:
+            refused = segment.refusal()
+            if refused is not None:
+                raise refused  # a `.log` that is not a regular file has no markers to read
             found = aborted_from_markers(segment, open_txn)
         except CorruptLogError as e:
             listed = segment.aborted_transactions()

@@ -16,6 +16,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from kfs.storage.files import read_regular
+
 _ENTRY = struct.Struct(">hqqqq")
 
 
@@ -27,8 +29,8 @@ class AbortedTxn(NamedTuple):
 
 
 def read_txn_index(path: str) -> list[AbortedTxn]:
-    """Every complete entry of the file; a torn last entry (a live broker mid-write) is left out."""
-    with open(path, "rb") as f:
-        data = f.read()
+    """Every complete entry of the file; a torn last entry (a live broker mid-write) is left out.
+    NotARegularFile (kfs.storage.files) unless it is a regular file; OSError as reading raises it."""
+    data = read_regular(path)
     usable = len(data) - len(data) % _ENTRY.size
     return [AbortedTxn(pid, first, last, lso) for _version, pid, first, last, lso in _ENTRY.iter_unpack(data[:usable])]

@@ -17,6 +17,7 @@ value at its first NUL byte, and fails on an escape that makes a NUL; kfs prints
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -24,6 +25,9 @@ from operator import attrgetter
 
 from kfs.record import Record
 from kfs.storage import KfsError
+from kfs.storage.files import NotARegularFile, read_regular
+
+log = logging.getLogger("kfs")
 
 
 class BadFormat(KfsError):
@@ -234,13 +238,18 @@ class KcatJson:
 
 
 def broker_id(logdir: str) -> int:
-    """The broker that wrote a log dir, from its meta.properties (broker.id, or KRaft's node.id); -1."""
+    """The broker that wrote a log dir, from its meta.properties (broker.id, or KRaft's node.id); -1.
+    Read only if it is a regular file (kfs.storage.files); one that is not is said, and taken as missing."""
+    path = os.path.join(logdir, "meta.properties")
     try:
-        with open(os.path.join(logdir, "meta.properties"), encoding="utf-8", errors="replace") as f:
-            properties = dict(line.strip().partition("=")[::2] for line in f if "=" in line
-                              and not line.lstrip().startswith("#"))
+        text = read_regular(path, 1 << 20).decode("utf-8", errors="replace")
+    except NotARegularFile as e:
+        log.warning("%s; the broker id is taken as unknown (-1)", e)
+        return -1
     except OSError:
         return -1
+    properties = dict(line.strip().partition("=")[::2] for line in text.splitlines() if "=" in line
+                      and not line.lstrip().startswith("#"))
     for key in ("broker.id", "node.id"):
         value = properties.get(key, "").strip()
         if value.lstrip("-").isdigit():
