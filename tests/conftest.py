@@ -56,10 +56,15 @@ def golden_logdir(partition: str) -> str:
     return next(d for d in LOGDIRS if os.path.isdir(os.path.join(d, partition)))
 
 
+def kfs_command() -> list[str]:
+    """The `kfs` command: the installed console script, or this Python running kfs's CLI (a checkout
+    with kfs importable but not installed, or a venv not on PATH)."""
+    return [KFS] if KFS else [sys.executable, "-m", "kfs.cli.main"]
+
+
 def run_kfs(*args: str) -> subprocess.CompletedProcess:
     """`kfs ARGS...` as a user runs it, output captured as bytes."""
-    command = [KFS] if KFS else [sys.executable, "-m", "kfs.cli.main"]
-    return subprocess.run([*command, *args], capture_output=True, timeout=120)
+    return subprocess.run([*kfs_command(), *args], capture_output=True, timeout=120)
 
 
 # ---- a log writer independent of kfs -------------------------------------------------------------

@@ -16,6 +16,7 @@ import struct
 import subprocess
 
 import pytest
+from conftest import kfs_command
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "kafka-written")
 GOLDEN = os.path.join(FIXTURES, "golden")
@@ -26,7 +27,8 @@ FIELD = re.compile(r"(\w+): (\S+)")
 
 
 def kfs_dump(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["kfs", "dump", *args], capture_output=True, text=True, errors="replace", timeout=120)
+    return subprocess.run([*kfs_command(), "dump", *args], capture_output=True, text=True, errors="replace",
+                          timeout=120)
 
 
 def partition_dir(name: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import crc32c
 import pytest
-from conftest import LOGDIRS, v2_batch, write_segment
+from conftest import LOGDIRS, kfs_command, v2_batch, write_segment
 from message_bytes import (
     carray,
     commit_key,
@@ -35,7 +35,8 @@ COMMIT_VALUE_V3 = i16(3) + i64(42) + i32(7) + string("meta") + i64(1_700_000_000
 
 
 def kfs_dump(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["kfs", "dump", *args], capture_output=True, text=True, errors="replace", timeout=120)
+    return subprocess.run([*kfs_command(), "dump", *args], capture_output=True, text=True, errors="replace",
+                          timeout=120)
 
 
 def segment(tmp_path: Path, name: str, records: list) -> str:
