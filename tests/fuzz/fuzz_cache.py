@@ -109,7 +109,7 @@ def run_cache_input(rnd: random.Random, scratch: Path) -> None:
         elif action in ("foreign-name", "foreign-entry-name"):
             shard = cache_dir / f"{rnd.randrange(256):02x}"
             shard.mkdir(exist_ok=True)
-            name = "%040x" % rnd.getrandbits(160) if action == "foreign-entry-name" else f"notes-{rnd.randrange(99)}"
+            name = f"{rnd.getrandbits(160):040x}" if action == "foreign-entry-name" else f"notes-{rnd.randrange(99)}"
             path = shard / name
             if not path.exists():
                 path.write_bytes(rnd.choice([b"", b"kfs", b"x" * rnd.randint(1, 5000)]))
