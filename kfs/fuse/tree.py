@@ -226,7 +226,8 @@ class KfsTree:
         """The batches' size; the mode no more open than any segment the extents are in (kfs.fuse.access)."""
         if not extents:
             raise OffsetOutOfRange("no complete batch from here")
-        first, last = os.stat(extents[0].path), os.stat(extents[-1].path)
+        # (lstat, here and for every segment below: the entry itself; kfs follows no link to a segment)
+        first, last = os.lstat(extents[0].path), os.lstat(extents[-1].path)
         attr = Attr.of_view(first, sum(e.end - e.start for e in extents), last)
         return self._narrowed(attr, plog, extents[0].segment_base_offset, last)
 
@@ -250,14 +251,14 @@ class KfsTree:
                 or now - kept.taken >= SMALL_TTL or base_offset not in kept.positions):
             listing = plog.listing_seen()  # (before the listing: a change after it is seen next time)
             segments = plog.segments()
-            suffix = suffixes([access_of(os.stat(segment.log_path)) for segment in segments])
+            suffix = suffixes([access_of(os.lstat(segment.log_path)) for segment in segments])
             kept = _SegmentsAccess(plog, listing, now, {s.base_offset: i for i, s in enumerate(segments)}, suffix)
             self._kept_access.put(plog.name, kept)
         position = kept.positions.get(base_offset)
         if position is not None:
             return kept.suffix[position]
         # A segment that rolled in between the listings: each file stat'ed now.
-        return combined([access_of(os.stat(s.log_path)) for s in plog.segments() if s.base_offset >= base_offset]
+        return combined([access_of(os.lstat(s.log_path)) for s in plog.segments() if s.base_offset >= base_offset]
                         or [access_of(os.stat(plog.path))])
 
     def _decoded_log(self, plog: PartitionLog) -> DecodedLog:
@@ -290,7 +291,7 @@ class KfsTree:
             return attr, None
         measure = view.measured()
         first_segment = view.log.plog.floor_segment(measure.start) or segments[0]
-        first, last = os.stat(first_segment.log_path), os.stat(segments[-1].log_path)
+        first, last = os.lstat(first_segment.log_path), os.lstat(segments[-1].log_path)
         if answered:
             self._answered.put(path, (time.monotonic(), measure))
         attr = Attr.of_view(first, measure.size, last)
@@ -360,7 +361,7 @@ class KfsTree:
         data = record.value or b""
         segment = plog.floor_segment(record.offset)
         assert segment is not None
-        attr = Attr.of_view(os.stat(segment.log_path), len(data))
+        attr = Attr.of_view(os.lstat(segment.log_path), len(data))
         self._keep_small(path, attr, data)
         return attr, data
 
@@ -381,7 +382,7 @@ class KfsTree:
                     dir_attr.mtime_ns, dir_attr.ctime_ns, dir_attr.atime_ns)
         segments = plog.segments()
         if segments:
-            newest = os.stat(segments[-1].log_path)
+            newest = os.lstat(segments[-1].log_path)
             attr.mtime_ns = max(attr.mtime_ns, newest.st_mtime_ns)
         self._keep_small(path, attr, data)
         return attr, data
@@ -432,7 +433,7 @@ def _extent_files(extents: list[Extent]) -> tuple[tuple[str, int, int, int, int]
     (its ctime), or one of the middle replaced, is another file for the kernel's kept pages."""
     files = []
     for extent in extents:
-        st = os.stat(extent.path)
+        st = os.lstat(extent.path)  # (a damage extent's file may be a dangling link: never followed)
         files.append((extent.path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
     return tuple(files)
 
