@@ -142,6 +142,10 @@ class Runner:
                 import fuzz_cache
 
                 fuzz_cache.run_cache_input(rnd, self.scratch)
+            elif name == "entries":
+                import fuzz_entries
+
+                fuzz_entries.run_entries_input(*fuzz_entries.make_entries_input(rnd, self.scratch))
             else:
                 raise ValueError(name)
         except t.Failure as f:
@@ -367,6 +371,8 @@ class Campaign:
             "view_disagreements": counts.get("finding:view-disagreement", 0),
             "mount_checks": counts.get("_mounted", 0),
             "mount_disagreements": counts.get("finding:mount-disagreement", 0),
+            "blocked_inputs": counts.get("finding:hang", 0),  # (the entries target's own wall-clock alarm)
+            "leaks": counts.get("finding:leak", 0),  # (an error showing bytes of a file that is no segment)
             "seconds": round(elapsed),
             "sanitized": bool(self.sanitized),
             "pure_python_only": bool(self.env.get("KFS_PURE_PYTHON")) and not self.sanitized,
@@ -411,6 +417,10 @@ def main(argv: list[str] | None = None) -> int:
             t.run_record_input(t.make_record_input(rnd, runner.corpus))
         elif name == "index":
             t.run_index_input(rnd, *t.make_index_input(rnd, scratch))
+        elif name == "entries":
+            import fuzz_entries
+
+            fuzz_entries.run_entries_input(*fuzz_entries.make_entries_input(rnd, scratch))
         else:
             partition, logdir = t.make_partition_input(rnd, scratch)
             t.run_partition_input(rnd, partition, logdir)
