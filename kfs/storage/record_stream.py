@@ -10,10 +10,10 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from kfs.record import BatchHeader, Record, parse_control_record
+from kfs.record import BatchHeader, Record, crc_is_valid
 from kfs.storage.errors import CorruptLogError
 from kfs.storage.segment import LogSegment
-from kfs.storage.transactions import AbortedIndex
+from kfs.storage.transactions import AbortedIndex, marker_kinds
 
 if TYPE_CHECKING:
     from kfs.storage.partition_reads import PartitionReads
@@ -59,17 +59,15 @@ def record_lists_from(batches: Batches, first_offset: int, end_offset: int | Non
     reads but whose CRC or records do not becomes a `CorruptBatch`, and the walk goes on.
     """
     for segment, header, body in selected_batches(batches, first_offset, end_offset, control=control,
-                                                  aborted=aborted):
+                                                  aborted=aborted, yield_damaged=skip_bad_batches):
         try:
-            records = segment.records_of(header, body)
+            records = _decoded(segment, header, body)
         except CorruptLogError as e:
             if not skip_bad_batches:
                 raise
             log.warning("%s; skipping it", e)
             yield segment, header, [CorruptBatch(e, _first_offset_of(header, first_offset))]
             continue
-        if header.is_control:
-            records = [_marker(header, record) for record in records]
         in_range = _in_range(records, first_offset, end_offset)
         if in_range:
             yield segment, header, in_range
@@ -78,13 +76,19 @@ def record_lists_from(batches: Batches, first_offset: int, end_offset: int | Non
 
 
 def selected_batches(batches: Batches, first_offset: int, end_offset: int | None, *, control: bool,
-                     aborted: AbortedIndex | None) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:
+                     aborted: AbortedIndex | None, yield_damaged: bool = False
+                     ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:
     """The batches `record_lists_from` decodes: those that may hold records of [first_offset,
     end_offset) a reader sees (for front ends that only measure them, kfs.views.line_lengths).
 
     A legacy compressed wrapper's first offset is known only inside it (its header has its last), so
     the segment's walk cannot see it overlap the batch before; it is checked here, where the
-    wrapper is opened anyway: the same offset twice would be two records at one place."""
+    wrapper is opened anyway: the same offset twice would be two records at one place.
+
+    A control batch hidden from the reader is still checked where the reader reaches it, as a
+    consumer checks it (`check_hidden_markers`): its CRC always, its markers under read_committed.
+    One that fails raises, or with `yield_damaged` is yielded, for the decoding to meet its damage
+    (on_corrupt="skip": it becomes one CorruptBatch, and the walk goes on after it)."""
     previous_last: int | None = None
     for segment, header, body in batches:
         if header.base_offset < 0 <= header.last_offset and previous_last is not None \
@@ -96,7 +100,17 @@ def selected_batches(batches: Batches, first_offset: int, end_offset: int | None
         if end_offset is not None and header.last_offset >= 0 \
                 and end_offset <= segment.base_offset_of(header, body) <= header.last_offset:
             return  # (a wrapper whose records start past its last offset is damage: decoding it says so)
-        if header.last_offset < first_offset or _hidden(header, control, aborted):
+        if header.last_offset < first_offset:
+            continue
+        if header.is_control and not control:
+            try:
+                check_hidden_markers(segment, header, body, parse=aborted is not None)
+            except CorruptLogError:
+                if not yield_damaged:
+                    raise
+                yield segment, header, body
+            continue
+        if aborted is not None and header.is_transactional and aborted.is_aborted(header):
             continue
         yield segment, header, body
 
@@ -104,21 +118,33 @@ def selected_batches(batches: Batches, first_offset: int, end_offset: int | None
 def batch_records(segment: LogSegment, header: BatchHeader, body: memoryview, first_offset: int,
                   end_offset: int | None) -> list[Record]:
     """What `record_lists_from` yields for one selected batch (raises CorruptLogError)."""
+    return _in_range(_decoded(segment, header, body), first_offset, end_offset)
+
+
+def _decoded(segment: LogSegment, header: BatchHeader, body: memoryview) -> list[Record]:
+    """The batch's records, a control batch's as markers (raises CorruptLogError)."""
     records = segment.records_of(header, body)
     if header.is_control:
-        records = [_marker(header, record) for record in records]
-    return _in_range(records, first_offset, end_offset)
+        return markers(segment, header, records)
+    return records
 
 
-def _hidden(header: BatchHeader, control: bool, aborted: AbortedIndex | None) -> bool:
-    if header.is_control:
-        return not control
-    return aborted is not None and header.is_transactional and aborted.is_aborted(header)
+def markers(segment: LogSegment, header: BatchHeader, records: list[Record]) -> list[Record]:
+    """A control batch's records as markers (`ControlRecord`s); one Kafka refuses is damage at the batch
+    (CorruptLogError: kfs.storage.transactions.marker_kinds)."""
+    return [ControlRecord(record, kind, header.producer_id, epoch)
+            for record, (kind, epoch) in zip(records, marker_kinds(segment, header, records), strict=True)]
 
 
-def _marker(header: BatchHeader, record: Record) -> ControlRecord:
-    kind, epoch = parse_control_record(record)
-    return ControlRecord(record, kind, header.producer_id, epoch)
+def check_hidden_markers(segment: LogSegment, header: BatchHeader, body: memoryview, *, parse: bool) -> None:
+    """A control batch a reader passes without showing it, checked as a Kafka consumer checks it: its
+    CRC (`check.crcs`: a consumer checks every batch, markers too), and with `parse` (read_committed,
+    whose consumer reads each marker's type: `containsAbortMarker`) its records and markers. Raises
+    CorruptLogError; a read_uncommitted reader never parses the markers it hides, as Kafka's does not."""
+    if parse:
+        marker_kinds(segment, header, segment.records_of(header, body))
+    elif not crc_is_valid(body, header):
+        segment.records_of(header, body)  # (raises the batch's CRC error, as for any batch)
 
 
 def _in_range(records: list[Record], first_offset: int, end_offset: int | None) -> list[Record]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 
-from kfs.record import BatchHeader, parse_control_record
+from kfs.record import BatchHeader, CorruptBatchError, Record, parse_control_record
 from kfs.storage.errors import CorruptLogError
 from kfs.storage.segment import LogSegment
 from kfs.storage.txn_index import AbortedTxn
@@ -82,8 +82,15 @@ def _spans(entries: list[AbortedTxn]) -> set[tuple[int, int]]:
 def aborted_from_markers(segment: LogSegment, open_txn: dict[int, int]) -> list[AbortedTxn]:
     """The transactions a segment's ABORT markers close, as the broker's ProducerStateManager finds
     them: a producer's transaction starts at its first transactional batch after its last marker
-    (`open_txn`, carried from segment to segment) and ends at its COMMIT or ABORT marker."""
+    (`open_txn`, carried from segment to segment) and ends at its COMMIT or ABORT marker.
+
+    A marker that cannot be read (its batch's CRC fails, its key or value is short) is damage, which
+    every read reaching it reports; the transaction it ends is decided by the segment's `.txnindex`
+    (aborted if an entry ends at its offset, else committed), and the markers around it still decide
+    the rest: taking the whole segment from its index left the transaction open, and the next marker
+    of that producer (an ABORT in a later segment) hid the committed records before the damage."""
     found: list[AbortedTxn] = []
+    listed: list[AbortedTxn] | None = None
     for header in segment.headers(0, segment.valid_size()):
         if not header.is_transactional:
             continue
@@ -93,9 +100,40 @@ def aborted_from_markers(segment: LogSegment, open_txn: dict[int, int]) -> list[
         batch = segment.batch_at(header.position)
         if batch is None:
             continue
-        for record in segment.records_of(*batch):
-            kind, _ = parse_control_record(record)
+        try:
+            kinds = marker_kinds(segment, header, segment.records_of(*batch))
+        except CorruptLogError as e:
+            if listed is None:
+                listed = segment.aborted_transactions() or []
+            found.extend(_undecided(e, header, open_txn, listed))
+            continue
+        for kind, _ in kinds:
             start = open_txn.pop(header.producer_id, header.last_offset)
             if kind == "ABORT":
                 found.append(AbortedTxn(header.producer_id, start, header.last_offset, -1))
     return found
+
+
+def _undecided(error: CorruptLogError, header: BatchHeader, open_txn: dict[int, int],
+               listed: list[AbortedTxn]) -> list[AbortedTxn]:
+    """The transaction a damaged marker ends, as the segment's `.txnindex` has it (said at info level: the
+    damage itself is the error of every read that reaches it)."""
+    entry = next((txn for txn in listed if txn.last_offset == header.last_offset), None)
+    if entry is None:
+        open_txn.pop(header.producer_id, None)
+        log.info("%s; read_committed takes the transaction it ends as committed (no aborted transaction ends "
+                 "there in the segment's .txnindex)", error)
+        return []
+    log.info("%s; read_committed takes the transaction it ends as aborted, as the segment's .txnindex says", error)
+    return [AbortedTxn(entry.producer_id, open_txn.pop(entry.producer_id, entry.first_offset), entry.last_offset, -1)]
+
+
+def marker_kinds(segment: LogSegment, header: BatchHeader, records: list[Record]) -> list[tuple[str, int | None]]:
+    """(type name, coordinator epoch or None) of each record of a control batch. A record Kafka refuses
+    (`ControlRecordType.parse`: a key of fewer than 4 bytes; `EndTransactionMarker.deserializeValue`: a
+    COMMIT or ABORT value of fewer than 6) is damage at the batch, as a record that does not decode:
+    CorruptLogError."""
+    try:
+        return [parse_control_record(record) for record in records]
+    except CorruptBatchError as e:  # (the batch's CRC held: the file is a segment, its values may be named)
+        raise CorruptLogError(segment.log_path, header.position, str(e)) from None
