@@ -146,6 +146,11 @@ def test_an_odd_segment_in_the_middle_is_damage_after_the_records_before_it(tmp_
     lost = kfs("cat", str(logdir), "orders-0", "--offset", "700", "--format", "value")
     assert lost.returncode == 1 and one_sentence(lost.stderr) == f"kfs: {sentence}\n"
     assert kfs("locate", str(logdir), "orders-0", "--offset", "700").returncode == 1
+    records = read_jsonl(GOLDEN / "orders-0" / "records.jsonl")
+    inside = max(r["timestamp"] for r in records if 661 <= r["offset"] < 940)  # only the odd segment reaches it
+    if inside > max(r["timestamp"] for r in records if r["offset"] < 661):
+        timed = kfs("locate", str(logdir), "orders-0", "--time", str(inside))
+        assert timed.returncode == 1 and one_sentence(timed.stderr) == f"kfs: {sentence}\n"  # not a later record
     skipped = kfs("cat", str(logdir), "orders-0", "--on-corrupt", "skip")
     assert skipped.returncode == 0
     errors = [json.loads(x) for x in skipped.stdout.splitlines() if b'"error"' in x]

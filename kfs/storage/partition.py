@@ -228,6 +228,9 @@ class PartitionLog(PartitionReads):
                 entry, record, header = found
                 return Location(segment.base_offset, entry, header.position, segment.base_offset_of(header),
                                 header.last_offset, record.offset, record.timestamp, segment.file_id)
+            # Passed over: unless it is damaged (a `.log` that is not a regular file, records lost), in
+            # which case the first record at or after T may be among those it lost, as locate_offset says.
+            self.raise_if_damaged(segment)
         return None
 
     def offset_for_time(self, target_ms: int) -> int:
