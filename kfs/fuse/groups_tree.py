@@ -7,15 +7,17 @@
     .groups/all/at/<T>.jsonl        `kfs groups --json --at T`
 
 `.groups` is looked up, not listed at the root (so `grep -r` and `find` over the mount do not
-replay the offsets), and `at/` lists nothing: its names are times. A group name is a file name
-with `%` and `/` written `%25` and `%2F`. Every file is rendered when stat'ed, so st_size is exact,
-and the rendering is reused for the kernel's attribute timeout. `<group>/` exists for every group a
-record names (a deleted group too: it may have had offsets at an earlier T).
+replay the offsets), and `at/` lists nothing: its names are times. `<group>` is the group id as a
+name the tree can carry (`file_name`: one name per id, and back; the README says how). Every file is
+rendered when stat'ed, so st_size is exact, and the rendering is reused for the kernel's attribute
+timeout. `<group>/` exists for every group a record names (a deleted group too: it may have had
+offsets at an earlier T).
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 import threading
@@ -35,12 +37,66 @@ ALL = "all"
 SMALL_TTL = 1.0  # seconds a rendering is reused (the kernel's attribute timeout)
 
 
+NAME_MAX = 255  # bytes in a directory entry's name (FUSE_NAME_MAX; a longer one failed the whole listing)
+_NAME_BYTES = NAME_MAX - len(".json")  # a group's name, so that its file's name fits too
+_ESCAPES = {"%": "%25", "/": "%2F", "\0": "%00"}
+_UNESCAPES = {"25": "%", "2F": "/", "00": "\0", "2E": "."}
+_EMPTY = "%"  # the empty id's name (a lone % is no escape)
+_HASHED = "%~"  # in a long id's name: the escaped id's first bytes, this, then HASH_HEX hex digits of its hash
+_HASH_HEX = 32  # of the SHA-256 of the id's UTF-8 bytes: 128 bits
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
 def file_name(group: str) -> str:
-    return group.replace("%", "%25").replace("/", "%2F")
+    """A group id as a name in `.groups/` (its directory; its file is this + `.json`), one name per id:
+    `%`, `/` and NUL written `%25`, `%2F`, `%00`; a leading `.` (so `.`, `..` and hidden names) and the
+    `.` of a trailing `.json` or `.jsonl` (a directory's name would read as a file's) written `%2E`; the
+    empty id `%`. An id whose name would pass NAME_MAX bytes with `.json` is its name's first bytes
+    (whole characters and escapes) then `%~` and 32 hex digits of the SHA-256 of the id's UTF-8 bytes."""
+    if not group:
+        return _EMPTY
+    pieces = [_ESCAPES.get(c, c) for c in group]
+    if group[0] == ".":
+        pieces[0] = "%2E"
+    for suffix in (".jsonl", ".json"):
+        if group.endswith(suffix):
+            pieces[len(group) - len(suffix)] = "%2E"
+            break
+    name = "".join(pieces)
+    if len(_utf8(name)) <= _NAME_BYTES:
+        return name
+    budget, used, kept = _NAME_BYTES - len(_HASHED) - _HASH_HEX, 0, []
+    for piece in pieces:
+        used += len(_utf8(piece))
+        if used > budget:
+            break
+        kept.append(piece)
+    return "".join(kept) + _HASHED + hashlib.sha256(_utf8(group)).hexdigest()[:_HASH_HEX]
 
 
-def group_name(name: str) -> str:
-    return name.replace("%2F", "/").replace("%2f", "/").replace("%25", "%")
+def group_name(name: str) -> str | None:
+    """The id `file_name` gave `name`, or None: a long id's name (found among the ids a record names:
+    GroupsTree), or a name file_name gives no id (`%2f` for `%2F`, say: one name per id)."""
+    if name == _EMPTY:
+        return ""
+    if _HASHED in name:
+        return None
+    out = []
+    i = 0
+    while i < len(name):
+        c = name[i]
+        if c == "%":
+            c = _UNESCAPES.get(name[i + 1:i + 3], "")
+            if not c:
+                return None
+            i += 2
+        out.append(c)
+        i += 1
+    group = "".join(out)
+    return group if file_name(group) == name else None
 
 
 class GroupsTree:
@@ -50,6 +106,7 @@ class GroupsTree:
         self.logdirs = logdirs
         self.reader = GroupsReader(logdirs)
         self._rendered: dict[str, tuple[float, Attr, bytes]] = {}
+        self._long_names: tuple[object, dict[str, str]] = (None, {})  # (snapshot, long ids by name) (_group)
         self._read_from: tuple[float, Access, os.stat_result, os.stat_result] | None = None  # see _access
         self._lock = threading.Lock()
 
@@ -92,9 +149,28 @@ class GroupsTree:
             return False
         if len(parts) > 2 or (len(parts) == 2 and parts[1] != "at"):
             return False
-        if name == ALL or group_name(name) in self.reader.snapshot().known:
+        if name == ALL:
             return True
-        raise TreeError(errno.ENOENT, path)
+        self._group(name, path)
+        return True
+
+    def _group(self, name: str, path: str) -> str:
+        """The group id `name` stands for (file_name), if a record names it; else ENOENT."""
+        snapshot = self.reader.snapshot()
+        group = group_name(name)
+        if group is None and _HASHED in name:
+            kept, long_names = self._long_names
+            if kept is not snapshot:
+                long_names = {}
+                for known in snapshot.known:
+                    known_name = file_name(known)
+                    if _HASHED in known_name:
+                        long_names[known_name] = known
+                self._long_names = (snapshot, long_names)
+            group = long_names.get(name)
+        if group is None or group not in snapshot.known:
+            raise TreeError(errno.ENOENT, path)
+        return group
 
     def _render(self, parts: list[str], path: str) -> tuple[Attr, bytes]:
         cached = self._rendered.get(path)
@@ -112,12 +188,13 @@ class GroupsTree:
         if len(parts) == 1 and parts[0] == ALL + ".jsonl":
             return "".join(json_lines(self.reader.snapshot())).encode()
         if len(parts) == 1 and parts[0].endswith(".json"):
-            return self._group_doc(self.reader.snapshot(), group_name(parts[0][:-len(".json")]), path)
+            return self._group_doc(self.reader.snapshot(), self._group(parts[0][:-len(".json")], path), path)
         if len(parts) == 3 and parts[1] == "at":
-            group, name = group_name(parts[0]), parts[2]
-            if group == ALL and name.endswith(".jsonl"):
+            name = parts[2]
+            if parts[0] == ALL and name.endswith(".jsonl"):
                 return "".join(json_lines(self.reader.snapshot(self._time(name[:-len(".jsonl")], path)))).encode()
             if name.endswith(".json"):
+                group = self._group(parts[0], path)
                 at = self._time(name[:-len(".json")], path)
                 return self._group_doc(self.reader.snapshot(at, group), group, path)
         raise TreeError(errno.ENOENT, path)
