@@ -26,6 +26,7 @@ from kfs.storage import (
     UnknownPartition,
     VanishedError,
 )
+from kfs.storage.files import open_regular
 from kfs.views.cursor import Cursor, Piece
 from kfs.views.decoded import Measure
 
@@ -169,7 +170,7 @@ class RawHandle(Handle):
         fd = self.fds.get(extent.path)
         if fd is None:
             try:
-                fd = os.open(extent.path, os.O_RDONLY | os.O_CLOEXEC)
+                fd = open_regular(extent.path)  # (never a FIFO or a link put there since it was measured)
             except FileNotFoundError as exc:
                 raise VanishedError(f"{extent.path}: segment file vanished before it was read") from exc
             if extent.file_id is not None and os.fstat(fd).st_ino != extent.file_id:
