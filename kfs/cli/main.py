@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 import kfs
 from kfs.cli.arguments import non_negative_int
 from kfs.internal.lines import DECODE_MODES, line_decoder
+from kfs.registry import Registry, SchemasSourceError, load_registry
 from kfs.storage import (
     CorruptBatch,
     KfsError,
@@ -114,7 +115,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
     if args.kcat_format is not None or args.kcat_json:
         return _cat_kcat_format(plog, start, args)
     prefix = line_prefix(plog.topic, plog.partition)
-    decoder = line_decoder(plog.topic, args.decode, plog)
+    decoder = line_decoder(plog.topic, args.decode, plog, _registry(args))
     remaining = args.count
     if remaining == 0:
         return 0
@@ -132,6 +133,16 @@ def cmd_cat(args: argparse.Namespace) -> int:
         if remaining == 0:
             break
     return 0
+
+
+def _registry(args: argparse.Namespace) -> Registry | None:
+    """The schema registry's state for decoding framed payloads (kfs.registry), unless --decode raw."""
+    if args.decode == "raw":
+        return None
+    try:
+        return load_registry([args.logdir], args.schemas, args.schemas_topic)
+    except SchemasSourceError as e:
+        raise CliError(str(e)) from None
 
 
 _WRITE_SIZE = 1 << 18  # bytes gathered before one write: a batch's lines are a few KiB
@@ -308,7 +319,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--on-corrupt", choices=("fail", "skip"), default="fail",
                    help='skip: a corrupt batch becomes an {"error": ...} line and reading goes on (jsonl)')
     p.add_argument("--decode", choices=DECODE_MODES, default="auto",
-                   help="auto: keys and values of Kafka's internal topics as decoded objects; raw: as bytes")
+                   help="auto: keys and values of Kafka's internal topics, and schema-registry framed ones, "
+                        "decoded; raw: as bytes")
+    p.add_argument("--schemas", metavar="PATH",
+                   help="where the schema registry's schemas are: log dirs holding its topic (comma-separated), "
+                        "or a directory of <id>.avsc|.proto|.json files (default: the registry topic in LOGDIR)")
+    p.add_argument("--schemas-topic", default="_schemas", metavar="NAME",
+                   help="the schema registry's topic (default: _schemas)")
     p.set_defaults(func=cmd_cat)
 
     for hook in _extension_hooks():
@@ -320,7 +337,8 @@ def _extension_hooks() -> list[Callable[[argparse._SubParsersAction], None]]:
     """Subcommands that live with their layer (dump, mount, spark), added when importable."""
     hooks = []
     for module, name in (("kfs.cli.dump", "add_dump_command"), ("kfs.fuse.cli", "add_mount_commands"),
-                         ("kfs.spark.cli", "add_spark_commands"), ("kfs.groups.cli", "add_groups_command")):
+                         ("kfs.spark.cli", "add_spark_commands"), ("kfs.groups.cli", "add_groups_command"),
+                         ("kfs.registry.cli", "add_schemas_command")):
         try:
             mod = __import__(module, fromlist=[name])
         except ImportError:

@@ -42,7 +42,7 @@ IGNORED_OPTIONS = frozenset({
 })
 #: kfs's own options; everything else is handed to libfuse as `-o key[=value]`.
 KFS_OPTIONS = frozenset({"isolation", "control", "decode", "log", "size_cache", "size_scan", "verbose", "debug",
-                         "foreground", "readahead",
+                         "foreground", "readahead", "schemas", "schemas_topic",
                          "nonempty"})
 #: libfuse options that would keep a file's cached pages across opens whatever changed under it.
 REFUSED_CACHE_OPTIONS = ("kernel_cache", "auto_cache")
@@ -103,6 +103,12 @@ def mount(logdirs: list[str], mountpoint: str, options: dict[str, Any] | None = 
     logdirs = [os.path.abspath(p) for p in check_log_dirs(logdirs)]
     check_mountpoint(mountpoint, bool(options.get("nonempty")))
     check_size_cache(options, logdirs)
+    if options.get("schemas"):  # (checked here, in the caller: one sentence, not a daemon that fails)
+        from kfs.registry.sources import SchemasSourceError, check_schemas_source
+        try:
+            options["schemas"] = check_schemas_source(str(options["schemas"]))
+        except SchemasSourceError as exc:
+            raise MountError(str(exc)) from None
     mountpoint = os.path.abspath(mountpoint)
     log_path = os.path.abspath(str(options.get("log") or default_log_path(mountpoint)))
     options["log"] = log_path
@@ -229,8 +235,14 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
                 raise
             log.warning("%s Going on without a size cache.", exc)  # (the default directory: not worth failing for)
             cache = SizeCache(None)
+        registry = None
+        if options.get("decode", "auto") != "raw":
+            from kfs.registry import load_registry
+            registry = load_registry(logdirs, options.get("schemas") or None,
+                                     str(options.get("schemas_topic") or "_schemas"))
         tree = KfsTree(LogDirs(logdirs), isolation=options.get("isolation", "read_uncommitted"),
-                       control=options.get("control", "hide"), decode=options.get("decode", "auto"), cache=cache)
+                       control=options.get("control", "hide"), decode=options.get("decode", "auto"), cache=cache,
+                       registry=registry)
         operations = KfsOperations(tree, size_scan=str(options.get("size_scan", "yes")) != "no",
                                    given=frozenset(name for name in CACHE_DEFAULTS if name in options))
         fuse_options = {k: v for k, v in options.items() if k not in KFS_OPTIONS}

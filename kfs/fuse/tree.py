@@ -32,6 +32,7 @@ from kfs.fuse import fast_small
 from kfs.fuse.access import Access, access_of, as_search, combined, narrow, suffixes
 from kfs.fuse.groups_tree import GROUPS_DIR, GroupsTree
 from kfs.fuse.handles import Attr, BytesHandle, DecodedHandle, Handle, RawHandle, TreeError, as_errno
+from kfs.registry.decode import Registry
 from kfs.storage import Extent, Location, LogDirs, OffsetOutOfRange, PartitionLog, UnknownPartition, VanishedError
 from kfs.storage.lru import LruCache
 from kfs.views.decoded import DecodedLog, DecodedView, Measure
@@ -73,11 +74,12 @@ class KfsTree:
     """The whole mounted tree over some log dirs. Thread-safe; nothing is opened until asked."""
 
     def __init__(self, logdirs: LogDirs, isolation: str = "read_uncommitted", control: str = "hide",
-                 cache: SizeCache | None = None, decode: str = "auto") -> None:
+                 cache: SizeCache | None = None, decode: str = "auto", registry: Registry | None = None) -> None:
         self.logdirs = logdirs
         self.isolation = isolation
         self.control = control
         self.decode = decode
+        self.registry = registry  # the schema registry's state (kfs.registry), loaded when mounting
         self.cache = cache or SizeCache(None)
         self.foreground = Foreground()  # reads mark it; the background size scan gives way (kfs.views.pacing)
         # Every cache is bounded (kfs.storage.lru): the daemon's memory stays flat however many
@@ -265,7 +267,7 @@ class KfsTree:
         with self._lock:
             log = self._decoded.get(plog.name)
             if log is None or log.plog is not plog:
-                log = DecodedLog(plog, self.isolation, self.control, self.cache, self.decode)
+                log = DecodedLog(plog, self.isolation, self.control, self.cache, self.decode, self.registry)
                 self._decoded.put(plog.name, log)
             return log
 

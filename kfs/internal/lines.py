@@ -4,12 +4,16 @@
 is) and, for an internal topic, a function giving a record's key and value as JSON text:
 `{"type": NAME, "version": V, "data": {...}}` objects, or, when the record does not decode, the
 section-3 rendering of both and the reason, which the renderer adds as `"decode_error"`.
+
+With a schema registry (kfs.registry, SPEC section 9), an ordinary topic's partition that holds
+registry-framed payloads gets kfs.registry.lines.FramedLines instead, whose fourth element is the
+line's tail (`"value_schema"`, `"key_schema"`, `"value_decode_error"`, `"key_decode_error"`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kfs.internal.framing import (
     CLUSTER_METADATA,
@@ -24,20 +28,32 @@ from kfs.internal.reader import DecodeError
 from kfs.internal.render import jsonl
 from kfs.storage import KfsError, PartitionLog
 
-# (record) -> (key JSON, value JSON, decode error); a None JSON: that part is rendered as bytes.
-LineDecoder = Callable[[Any], "tuple[str | None, str | None, str | None]"]
+if TYPE_CHECKING:
+    from kfs.registry.decode import Registry
 
-DECODE_MODES = ("auto", "raw")  # mount option decode=, `kfs cat --decode`: auto decodes the internal topics
+# (record) -> (key JSON, value JSON, decode error, tail); a None JSON: that part is rendered as bytes;
+# the tail (or None) is JSON text the line gains after its headers (", \"value_schema\": {...}").
+LineDecoder = Callable[[Any], "tuple[str | None, str | None, str | None, str | None]"]
+
+# mount option decode=, `kfs cat --decode`: auto decodes the internal topics and registry-framed payloads
+DECODE_MODES = ("auto", "raw")
 _KEYS_KEPT = 4096  # rendered keys kept per decoder
 
 
-def line_decoder(topic: str, decode: str = "auto", plog: PartitionLog | None = None) -> LineDecoder | None:
+def line_decoder(topic: str, decode: str = "auto", plog: PartitionLog | None = None,
+                 registry: Registry | None = None) -> LineDecoder | None:
     """The key/value renderer for `topic`'s records, or None where section 3's bytes apply.
 
     With the partition at hand, the data records of a `__cluster_metadata` partition are decoded only
-    if it is a KRaft metadata log (`is_metadata_log`)."""
-    if decode == "raw" or not internal_topic(topic):
+    if it is a KRaft metadata log (`is_metadata_log`); with a registry, an ordinary topic's partition
+    holding framed payloads decodes them (kfs.registry.lines)."""
+    if decode == "raw":
         return None
+    if not internal_topic(topic):
+        if registry is None or plog is None:
+            return None
+        from kfs.registry.lines import framed_line_decoder
+        return framed_line_decoder(plog, registry)
     # Control records are Kafka's own whatever the partition holds; its data records are metadata
     # records only in a KRaft metadata log.
     data_records = topic != CLUSTER_METADATA or plog is None or is_metadata_log(plog)
@@ -45,25 +61,25 @@ def line_decoder(topic: str, decode: str = "auto", plog: PartitionLog | None = N
     # A partition commits the same few keys (group, topic, partition) again and again: their JSON is kept.
     keys: dict[bytes | None, str] = {}
 
-    def decoded(record: Any) -> tuple[str | None, str | None, str | None]:
+    def decoded(record: Any) -> tuple[str | None, str | None, str | None, str | None]:
         control = getattr(record, "control", None)
         try:
             if control is not None:  # a control record (listed with control=show)
                 value = decode_control(control, record.value)
-                return jsonl(decode_control_key(record.key)), None if value is None else jsonl(value), None
+                return jsonl(decode_control_key(record.key)), None if value is None else jsonl(value), None, None
             if not data_records:
-                return None, None, None
+                return None, None, None, None
             key = keys.get(record.key)
             if key is None:
                 key = jsonl(decode_key(topic, record.key))
                 if len(keys) >= _KEYS_KEPT:
                     keys.clear()
                 keys[record.key] = key
-            return key, jsonl(decode_value(topic, record.key, record.value)), None
+            return key, jsonl(decode_value(topic, record.key, record.value)), None, None
         except DecodeError as e:
-            return None, None, str(e)
+            return None, None, str(e), None
         except Exception as e:  # never a failed read over one odd record: it shows as raw, with the reason
-            return None, None, f"{type(e).__name__}: {e}"
+            return None, None, f"{type(e).__name__}: {e}", None
 
     return decoded
 

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from struct import iter_unpack
-from typing import NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from kfs.internal.lines import line_decoder
 from kfs.record import Record
@@ -54,6 +54,9 @@ from kfs.views.jsonl import line_prefix, render_line_list
 from kfs.views.line_lengths import counted_batches
 from kfs.views.runs import DamagedLog, MappingProgress, SegmentRun, StaleMap, count_into, same_file
 from kfs.views.size_cache import SizeCache, code_fingerprint
+
+if TYPE_CHECKING:
+    from kfs.registry.decode import Registry
 
 __all__ = ["Cursor", "DamagedLog", "DecodedLog", "DecodedView", "Measure", "Piece", "SegmentRun", "StaleMap"]
 
@@ -87,17 +90,22 @@ MAX_SKIPS = 256  # view starts remembered per run
 class DecodedLog:
     """The decoded stream of one partition under one isolation/control/decode setting, and its run maps.
 
-    `decode`: "auto" shows Kafka's internal topics decoded (SPEC section 8), "raw" as bytes."""
+    `decode`: "auto" shows Kafka's internal topics decoded (SPEC section 8), and with a `registry`
+    (kfs.registry) the registry-framed payloads of a partition that holds them (section 9); "raw"
+    shows bytes."""
 
     def __init__(self, plog: PartitionLog, isolation: str = "read_uncommitted", control: str = "hide",
-                 cache: SizeCache | None = None, decode: str = "auto") -> None:
+                 cache: SizeCache | None = None, decode: str = "auto", registry: Registry | None = None) -> None:
         self.plog = plog
         self.isolation = isolation
         self.control = control
         self.decode = decode
         self.cache = cache or SizeCache(None)
         self.prefix = line_prefix(plog.topic, plog.partition)
-        self.decoder = line_decoder(plog.topic, decode, plog)
+        self.decoder = line_decoder(plog.topic, decode, plog, registry)
+        # Decoded framed payloads depend on the registry's state: a schema registered later makes an
+        # old record decodable, so counts are kept under the digest of the state they were made with.
+        self.registry_digest: str | None = getattr(self.decoder, "digest", None)
         # The internal topics' lines have a renderer of their own: they are measured by rendering
         # them, never counted as plain ones.
         self.countable = self.decoder is None
@@ -208,7 +216,7 @@ class DecodedLog:
         return {"file": identity, "topic": self.plog.topic, "partition": self.plog.partition,
                 "start": start, "end": end, "isolation": self.isolation, "control": self.control,
                 "decode": self.decode if self.decoder is not None else "plain", "aborted": aborted,
-                "code": code_fingerprint()}
+                "registry": self.registry_digest, "code": code_fingerprint()}
 
     def rendered(self, start: int, end: int, segment: LogSegment | None = None) -> Iterator[BatchLines]:
         """The JSON lines a batch at a time (BatchLines) from `start` to `end` (kfs.views.batch_lines:

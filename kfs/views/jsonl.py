@@ -64,14 +64,16 @@ def render_line(prefix: str, record: Record, decoder: LineDecoder | None = None)
             "[" + _encode_str(k) + ", " + render_bytes(v) + "]" for k, v in headers) + "]"
     else:
         rendered_headers = "[]"
-    key = value = decode_error = None
+    key = value = decode_error = tail = None
     if decoder is not None:
-        key, value, decode_error = decoder(record)
+        key, value, decode_error, tail = decoder(record)
     line = (prefix + str(record.offset) + ', "timestamp": ' + str(record.timestamp)
             + ', "timestamp_type": "' + record.timestamp_type + '", "key": '
             + (render_bytes(record.key) if key is None else key)
             + ', "value": ' + (render_bytes(record.value) if value is None else value)
             + ', "headers": ' + rendered_headers)
+    if tail is not None:  # a registry-framed key or value's schema or decode error (kfs.registry.lines)
+        line += tail
     control = getattr(record, "control", None)
     if control is not None:
         epoch = record.coordinator_epoch  # type: ignore[attr-defined]

@@ -1,0 +1,343 @@
+"""Avro datums to the Avro specification's JSON encoding, decoded by fastavro.
+
+fastavro (Cython; what confluent-kafka-python decodes with) reads the binary datum into Python
+objects, which lose what the JSON encoding needs: which branch of a union a value took (an `int`
+or a `long`?), and that bytes and fixed are bytes. So the schema is rewritten once, before fastavro
+parses it, into one with the same binary encoding that keeps that information:
+
+- each union branch that is not `null` and not a named type becomes a one-field record named
+  `kfs__u<N>` (a record of one field is encoded as that field): fastavro's `return_named_type`
+  then gives `(name, {"v": value})`, and the name says the branch (`int`, `array`, ...); named
+  branches come as `(full name, value)` already;
+- each `float` becomes a one-field record whose field is named `kfs__float`, so that a 32-bit
+  float is written with the digits that read back as that float (`0.1`, as Java prints it, not
+  the double `0.10000000149011612`);
+- `logicalType` is dropped: logical types are shown as their underlying type (SPEC section 9).
+
+The decoded objects are then turned into the JSON encoding (unions as `{"<branch>": value}`, bytes
+and fixed as strings of code points 0-255) and written by one C-accelerated JSON encoder.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import struct
+from collections.abc import Callable
+from typing import Any
+
+PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
+_UNION_PREFIX = "kfs__u"
+_FLOAT_FIELD = "kfs__float"
+# Zero-width items: an array of them costs no bytes per item, so a count alone could ask for billions.
+MAX_ZERO_WIDTH_ITEMS = 1 << 20
+
+
+class AvroSchemaError(ValueError):
+    """A schema text that does not parse as Avro (one sentence)."""
+
+
+class AvroDatumError(ValueError):
+    """A datum that does not decode with its schema (one sentence)."""
+
+
+def _latin1(value: object) -> object:
+    if isinstance(value, bytes):
+        return value.decode("latin-1")  # bytes and fixed: a string of code points 0-255
+    raise TypeError(f"cannot render {type(value).__name__}")
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=_latin1)
+
+
+def float32_text(x: float) -> float | str:
+    """A 32-bit float as the shortest decimal that reads back as it (a float that prints so);
+    NaN and the infinities as the strings Jackson writes."""
+    if not math.isfinite(x):
+        return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+    packed = struct.pack("<f", x)
+    for digits in range(1, 10):
+        shorter = float(f"{x:.{digits}g}")
+        if struct.pack("<f", shorter) == packed:
+            return shorter
+    return x
+
+
+class _Rewriter:
+    """The schema rewrite of the module doc, over a schema and the schemas it references."""
+
+    def __init__(self) -> None:
+        self.labels: dict[str, str] = {}  # wrapper full name -> union branch label
+        self.count = 0
+        self.walk_needed = False  # unions or floats: decoded objects need converting
+        self.named: dict[str, Any] = {}  # full name -> rewritten named type (zero-width checks)
+        self.zero_width_arrays = False
+
+    def rewrite(self, schema: Any, namespace: str) -> Any:
+        if isinstance(schema, str):
+            if schema == "float":
+                return self._float_wrapper(namespace)
+            return schema
+        if isinstance(schema, list):
+            return [self._branch(b, namespace) for b in schema]
+        if not isinstance(schema, dict):
+            raise AvroSchemaError(f"{json.dumps(schema)[:80]} is not an Avro schema")
+        kind = schema.get("type")
+        out = {k: v for k, v in schema.items() if k != "logicalType"}
+        if kind in ("record", "error"):
+            ns = _namespace_of(schema, namespace)
+            fields = schema.get("fields")
+            if not isinstance(fields, list):
+                raise AvroSchemaError(f"record {schema.get('name')!r} has no fields list")
+            out["fields"] = [dict(f, type=self.rewrite(f.get("type"), ns)) if isinstance(f, dict) else f
+                             for f in fields]
+            self.named[_full_name(schema, namespace)] = out
+        elif kind in ("enum", "fixed"):
+            self.named[_full_name(schema, namespace)] = out
+        elif kind == "array":
+            out["items"] = self.rewrite(schema.get("items"), namespace)
+            if self._zero_width(schema.get("items"), namespace, set()):
+                self.zero_width_arrays = True
+        elif kind == "map":
+            out["values"] = self.rewrite(schema.get("values"), namespace)
+        elif isinstance(kind, (dict, list)):
+            return self.rewrite(kind, namespace)
+        elif kind == "float":
+            return self._float_wrapper(namespace)
+        elif kind in PRIMITIVES:
+            return kind  # (a primitive with attributes, a logical type's among them)
+        return out
+
+    def _branch(self, branch: Any, namespace: str) -> Any:
+        self.walk_needed = True
+        label = _branch_label(branch)
+        if label is None:  # null, or a named type: fastavro says which already
+            return self.rewrite(branch, namespace)
+        self.count += 1
+        name = f"{namespace}.{_UNION_PREFIX}{self.count}" if namespace else f"{_UNION_PREFIX}{self.count}"
+        self.labels[name] = label
+        return {"type": "record", "name": name, "fields": [{"name": "v", "type": self.rewrite(branch, namespace)}]}
+
+    def _float_wrapper(self, namespace: str) -> dict[str, Any]:
+        self.walk_needed = True
+        self.count += 1
+        name = f"{namespace}.kfs__f{self.count}" if namespace else f"kfs__f{self.count}"
+        return {"type": "record", "name": name, "fields": [{"name": _FLOAT_FIELD, "type": "float"}]}
+
+    def _zero_width(self, schema: Any, namespace: str, seen: set[str]) -> bool:
+        """Whether a value of `schema` may take no bytes (null, fixed of size 0, a record of such)."""
+        if isinstance(schema, str):
+            if schema == "null":
+                return True
+            named = self.named.get(schema) or self.named.get(f"{namespace}.{schema}")
+            if named is None or schema in seen:
+                return False
+            return self._zero_width(named, namespace, seen | {schema})
+        if isinstance(schema, dict):
+            kind = schema.get("type")
+            if kind == "null":
+                return True
+            if kind == "fixed":
+                return schema.get("size") == 0
+            if kind in ("record", "error"):
+                ns = _namespace_of(schema, namespace)
+                return all(isinstance(f, dict) and self._zero_width(f.get("type"), ns, seen)
+                           for f in schema.get("fields") or [])
+            if isinstance(kind, (dict, str)) and kind not in PRIMITIVES and kind not in ("array", "map", "enum"):
+                return self._zero_width(kind, namespace, seen)
+        return False
+
+
+def _namespace_of(schema: dict[str, Any], enclosing: str) -> str:
+    name = schema.get("name")
+    if isinstance(name, str) and "." in name:
+        return name.rsplit(".", 1)[0]
+    ns = schema.get("namespace")
+    return ns if isinstance(ns, str) else enclosing
+
+
+def _full_name(schema: dict[str, Any], enclosing: str) -> str:
+    name = str(schema.get("name"))
+    if "." in name:
+        return name
+    ns = _namespace_of(schema, enclosing)
+    return f"{ns}.{name}" if ns else name
+
+
+def _branch_label(branch: Any) -> str | None:
+    """The JSON encoding's label of an unnamed union branch; None for null and named types."""
+    if isinstance(branch, str):
+        return branch if branch in PRIMITIVES and branch != "null" else None
+    if isinstance(branch, dict):
+        kind = branch.get("type")
+        if kind in ("array", "map"):
+            return str(kind)
+        if isinstance(kind, str) and kind in PRIMITIVES:
+            return kind if kind != "null" else None
+    return None
+
+
+class AvroRenderer:
+    """One writer schema, compiled once: `render(datum)` is the datum's JSON encoding as text."""
+
+    def __init__(self, schema_text: str, references: list[str] | None = None) -> None:
+        """`references`: the texts of the schemas it references, dependencies first."""
+        from fastavro import parse_schema
+        from fastavro.read import schemaless_reader
+
+        self._read = schemaless_reader
+        rewriter = _Rewriter()
+        named: dict[str, Any] = {}
+        try:
+            for text in [*(references or []), schema_text]:
+                parsed = parse_schema(rewriter.rewrite(_json(text), ""), named_schemas=named)
+        except AvroSchemaError:
+            raise
+        except Exception as e:  # fastavro's SchemaParseException, UnknownType, a KeyError...
+            raise AvroSchemaError(f"the schema does not parse as Avro ({type(e).__name__}: {e})") from None
+        self.schema = parsed
+        self._named = named
+        self.labels = rewriter.labels
+        self.zero_width_arrays = rewriter.zero_width_arrays
+        self._convert: Callable[[Any], Any] | None = self._converter() if rewriter.walk_needed else None
+
+    def _converter(self) -> Callable[[Any], Any]:
+        labels = self.labels
+
+        def convert(x: Any) -> Any:
+            t = type(x)
+            if t is dict:
+                if len(x) == 1 and _FLOAT_FIELD in x:
+                    return float32_text(x[_FLOAT_FIELD])
+                return {k: convert(v) for k, v in x.items()}
+            if t is list:
+                return [convert(v) for v in x]
+            if t is tuple:
+                name, value = x
+                label = labels.get(name)
+                if label is not None:
+                    return {label: convert(value["v"])}
+                return {name: convert(value)}
+            return x
+
+        return convert
+
+    def render(self, datum: bytes | memoryview) -> str:
+        """The datum's JSON encoding; AvroDatumError when it does not decode or leaves bytes over."""
+        if self.zero_width_arrays:
+            _Skipper(bytes(datum), self._named).skip(self.schema)
+        stream = io.BytesIO(datum)
+        try:
+            value = self._read(stream, self.schema, None, return_named_type=True)
+        except EOFError:
+            raise AvroDatumError("the datum ends early") from None
+        except IndexError as e:  # (fastavro's reader: a varint cut short, or a union or enum index out of range)
+            if "string index" in str(e):
+                raise AvroDatumError("the datum ends early") from None
+            raise AvroDatumError("the datum holds a union branch or enum symbol index out of range") from None
+        except Exception as e:  # a bad union index, an enum index out of range, invalid UTF-8...
+            raise AvroDatumError(f"the datum does not decode ({type(e).__name__}: {e})") from None
+        left = len(datum) - stream.tell()
+        if left:
+            raise AvroDatumError(f"{left} bytes are left after the datum")
+        if self._convert is not None:
+            value = self._convert(value)
+        try:
+            return _ENCODER.encode(value)
+        except ValueError:  # a double that is NaN or infinite: Jackson writes it as a string
+            return json.dumps(_quote_non_finite(value), ensure_ascii=False, default=_latin1)
+
+
+def _quote_non_finite(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+    if isinstance(x, dict):
+        return {k: _quote_non_finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_quote_non_finite(v) for v in x]
+    return x
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise AvroSchemaError(f"the schema is not JSON ({e})") from None
+
+
+class _Skipper:
+    """Walks a datum by its parsed schema without building it, for schemas with arrays of zero-width
+    items: a datum declaring more than MAX_ZERO_WIDTH_ITEMS items in all is refused, where fastavro
+    would build every one of them (a 5-byte count asks for 2^34 objects)."""
+
+    def __init__(self, data: bytes, named: dict[str, Any]) -> None:
+        self.data = data
+        self.named = named
+        self.pos = 0
+        self.items = 0
+
+    def long(self) -> int:
+        result = shift = 0
+        while True:
+            if self.pos >= len(self.data) or shift > 63:
+                raise AvroDatumError("the datum ends early")
+            b = self.data[self.pos]
+            self.pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return (result >> 1) ^ -(result & 1)
+            shift += 7
+
+    def take(self, n: int) -> None:
+        if n < 0 or self.pos + n > len(self.data):
+            raise AvroDatumError("the datum ends early")
+        self.pos += n
+
+    def skip(self, schema: Any) -> None:
+        if isinstance(schema, list):
+            index = self.long()
+            if not 0 <= index < len(schema):
+                raise AvroDatumError(f"union index {index} out of range")
+            self.skip(schema[index])
+            return
+        if isinstance(schema, str) and schema in self.named:
+            schema = self.named[schema]
+        kind = schema if isinstance(schema, str) else schema.get("type")
+        if kind == "null":
+            return
+        if kind == "boolean":
+            self.take(1)
+        elif kind in ("int", "long", "enum"):
+            self.long()
+        elif kind == "float":
+            self.take(4)
+        elif kind == "double":
+            self.take(8)
+        elif kind in ("bytes", "string"):
+            self.take(self.long())
+        elif kind == "fixed":
+            self.take(schema["size"])
+        elif kind in ("record", "error"):
+            for f in schema["fields"]:
+                self.skip(f["type"])
+        elif kind in ("array", "map"):
+            inner = schema["items"] if kind == "array" else schema["values"]
+            while True:
+                count = self.long()
+                if count == 0:
+                    return
+                if count < 0:
+                    count = -count
+                    self.long()  # the block's size in bytes
+                self.items += count
+                if self.items > MAX_ZERO_WIDTH_ITEMS:
+                    raise AvroDatumError(f"the datum declares more than {MAX_ZERO_WIDTH_ITEMS} array items")
+                for _ in range(count):
+                    if kind == "map":
+                        self.take(self.long())
+                    self.skip(inner)
+        elif isinstance(kind, (dict, list)):
+            self.skip(kind)
+        else:
+            raise AvroDatumError(f"unknown type {kind!r}")

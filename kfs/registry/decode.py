@@ -1,0 +1,136 @@
+"""Registry-framed keys and values decoded (SPEC section 9): byte 0, a 4-byte big-endian schema id,
+then an Avro datum or UTF-8 JSON (JSON Schema); Protobuf is recognised and said not decoded yet.
+
+`Registry` holds one rebuilt state and compiles each schema once, on first use; it is shared by
+every partition of a mount or command and is thread-safe (compiling twice in a race is harmless).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+
+from kfs.registry.avro import AvroDatumError, AvroRenderer, AvroSchemaError
+from kfs.registry.state import RegistryState, SchemaVersion
+
+MAX_REFERENCE_DEPTH = 32  # references of references: deeper is taken for a cycle
+
+
+class PayloadError(ValueError):
+    """A framed key or value that does not decode: one sentence naming the id and what failed."""
+
+
+def framed_id(data: bytes | None) -> int | None:
+    """The schema id of a registry-framed payload (byte 0 + 4-byte id + at least nothing), else None."""
+    if data is None or len(data) < 5 or data[0] != 0:
+        return None
+    return int.from_bytes(data[1:5], "big")
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    kind: str
+    renderer: AvroRenderer | None
+    error: str | None
+
+
+class Registry:
+    """Decoding with one registry state: `decode(payload, subject)` -> (JSON text, schema JSON)."""
+
+    def __init__(self, state: RegistryState) -> None:
+        self.state = state
+        self._digest = state.digest()
+        self._compiled: dict[int, _Compiled] = {}
+        self._schema_json: dict[tuple[int, str | None], str] = {}
+        self._lock = threading.Lock()
+
+    def digest(self) -> str:
+        """A digest of the state: decoded sizes depend on it (kfs.views.decoded's cache key)."""
+        return self._digest
+
+    def knows(self, schema_id: int) -> bool:
+        return schema_id in self.state.by_id
+
+    def decode(self, data: bytes, subject: str) -> tuple[str, str]:
+        """A framed payload's decoded JSON text and its `*_schema` object's JSON text; PayloadError
+        when it does not decode. `subject`: the topic's subject for this part (`<topic>-value`)."""
+        schema_id = int.from_bytes(data[1:5], "big")
+        compiled = self._compiled.get(schema_id)
+        if compiled is None:
+            compiled = self._compile(schema_id)
+        if compiled.error is not None:
+            raise PayloadError(f"schema id {schema_id}: {compiled.error}")
+        body = data[5:]
+        if compiled.kind == "AVRO":
+            assert compiled.renderer is not None
+            try:
+                text = compiled.renderer.render(body)
+            except AvroDatumError as e:
+                raise PayloadError(f"schema id {schema_id}: {e}") from None
+        else:  # JSON Schema: the JSON itself
+            try:
+                text = _JSON.encode(json.loads(body.decode("utf-8")))
+            except (UnicodeDecodeError, ValueError, RecursionError) as e:
+                raise PayloadError(f"schema id {schema_id}: the value is not JSON text ({type(e).__name__})") from None
+        return text, self._schema_object(schema_id, subject)
+
+    def _compile(self, schema_id: int) -> _Compiled:
+        schema = self.state.by_id.get(schema_id)
+        if schema is None:
+            compiled = _Compiled("", None, "not in the schema registry")
+        elif schema.type == "AVRO":
+            try:
+                compiled = _Compiled("AVRO", AvroRenderer(schema.schema, self._reference_texts(schema)), None)
+            except (AvroSchemaError, PayloadError) as e:
+                compiled = _Compiled("AVRO", None, str(e))
+            except ImportError:
+                compiled = _Compiled("AVRO", None, "decoding Avro needs fastavro (pip install 'kfs[schemas]')")
+        elif schema.type == "JSON":
+            compiled = _Compiled("JSON", None, None)
+        else:
+            compiled = _Compiled(schema.type, None, "a Protobuf schema: kfs does not decode Protobuf payloads yet")
+        with self._lock:
+            self._compiled[schema_id] = compiled
+        return compiled
+
+    def _reference_texts(self, schema: SchemaVersion) -> list[str]:
+        """The texts of the schemas `schema` references, each after its own references."""
+        texts: list[str] = []
+        seen: set[tuple[str, int]] = set()
+
+        def visit(s: SchemaVersion, depth: int) -> None:
+            if depth > MAX_REFERENCE_DEPTH:
+                raise PayloadError("its references nest deeper than 32 (a cycle?)")
+            for ref in s.references:
+                if (ref.subject, ref.version) in seen:
+                    continue
+                seen.add((ref.subject, ref.version))
+                target = self.state.version(ref.subject, ref.version)
+                if target is None:
+                    raise PayloadError(f"its reference {ref.name} ({ref.subject} version {ref.version}) "
+                                       "is not in the schema registry")
+                visit(target, depth + 1)
+                texts.append(target.schema)
+
+        visit(schema, 0)
+        return texts
+
+    def _schema_object(self, schema_id: int, subject: str) -> str:
+        key = (schema_id, subject)
+        text = self._schema_json.get(key)
+        if text is None:
+            holder = self.state.subject_of(schema_id, subject)
+            kind = holder.type if holder is not None else "AVRO"
+            if holder is None or not holder.subject:  # (a schema file: no subject)
+                subject_text, version_text = "null", "null"
+            else:
+                subject_text, version_text = json.dumps(holder.subject, ensure_ascii=False), str(holder.version)
+            text = (f'{{"id": {schema_id}, "subject": {subject_text}, "version": {version_text}, '
+                    f'"type": "{kind}"}}')
+            with self._lock:
+                self._schema_json[key] = text
+        return text
+
+
+_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=True)

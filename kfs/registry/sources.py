@@ -1,0 +1,115 @@
+"""Where the registry's schemas come from (SPEC section 9): the `_schemas` topic of the log dirs
+given, other log dirs (`--schemas PATH`, `schemas=PATH`), or a directory of `<id>.avsc`,
+`<id>.proto` and `<id>.json` files.
+
+The topic is read with kfs's own partition reading, as `kfs groups` reads `__consumer_offsets`:
+every record in offset order, control records and aborted transactions left out (what the
+registry's read_committed consumer sees). A partition that is damaged gives what comes before the
+damage, and the daemon log says where.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from kfs.registry.state import RegistryState, SchemaVersion
+from kfs.storage import KfsError, LogDirs, NotALogDir
+from kfs.storage.logdir import check_log_dir
+
+log = logging.getLogger("kfs")
+
+DEFAULT_TOPIC = "_schemas"
+_FILE_TYPES = {".avsc": "AVRO", ".proto": "PROTOBUF", ".json": "JSON"}
+MAX_SCHEMA_FILE = 16 << 20  # a schema file larger than this is not a schema
+
+
+class SchemasSourceError(ValueError):
+    """`--schemas PATH` names nothing kfs can read schemas from: one sentence."""
+
+
+def topic_partitions(logdirs: LogDirs, topic: str) -> list[str]:
+    """The names of `topic`'s partition directories in the log dirs."""
+    return [name for name in logdirs.partition_names() if name.rpartition("-")[0] == topic]
+
+
+def state_from_logdirs(logdirs: LogDirs, topic: str = DEFAULT_TOPIC) -> RegistryState | None:
+    """The registry rebuilt from `topic` in `logdirs`; None when no log dir holds it."""
+    names = topic_partitions(logdirs, topic)
+    if not names:
+        return None
+    state = RegistryState()
+    for name in names:  # (the registry's topic has one partition; more are read one after the other)
+        plog = logdirs.partition(name)
+        try:
+            for records in plog.record_lists(isolation="read_committed"):
+                for record in records:
+                    state.apply(record.key, record.value, f"{name} offset {record.offset}")
+        except KfsError as e:
+            log.warning("schema registry topic %s: read up to the damage: %s", name, e)
+    return state
+
+
+def state_from_files(directory: str) -> RegistryState:
+    """Schemas from `<id>.avsc|.proto|.json` files: ids without a subject (subject "", version 0)."""
+    state = RegistryState()
+    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+        stem, ext = os.path.splitext(entry.name)
+        if ext not in _FILE_TYPES or not stem.isdigit() or not entry.is_file():
+            continue
+        if entry.stat().st_size > MAX_SCHEMA_FILE:
+            log.warning("%s: larger than %d bytes, not read as a schema", entry.path, MAX_SCHEMA_FILE)
+            continue
+        with open(entry.path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        schema_id = int(stem)
+        state.by_id[schema_id] = SchemaVersion("", 0, schema_id, _FILE_TYPES[ext], text)
+        state._hash.update(f"{entry.name}\0{len(text)}\0".encode() + text.encode())
+    return state
+
+
+def load_state(logdir_paths: list[str], schemas: str | None = None,
+               topic: str = DEFAULT_TOPIC) -> RegistryState | None:
+    """The registry for decoding: from `schemas` when given (log dirs, comma-separated, or a
+    directory of schema files), else from `topic` in the log dirs read; None when there is none."""
+    if schemas is None:
+        return state_from_logdirs(LogDirs(logdir_paths), topic)
+    paths = [p for p in schemas.split(",") if p]
+    if len(paths) == 1 and os.path.isdir(paths[0]) and _holds_schema_files(paths[0]):
+        return state_from_files(paths[0])
+    for path in paths:
+        try:
+            check_log_dir(path)
+        except NotALogDir:
+            raise SchemasSourceError(f"--schemas {path}: neither a log dir nor a directory of <id>.avsc, "
+                                     "<id>.proto or <id>.json schema files.") from None
+    state = state_from_logdirs(LogDirs(paths), topic)
+    if state is None:
+        raise SchemasSourceError(f"--schemas {schemas}: no {topic} partition there (the registry's topic; "
+                                 "--schemas-topic names another).")
+    return state
+
+
+def _holds_schema_files(directory: str) -> bool:
+    try:
+        return any(os.path.splitext(name)[1] in _FILE_TYPES and os.path.splitext(name)[0].isdigit()
+                   for name in os.listdir(directory))
+    except OSError:
+        return False
+
+
+def check_schemas_source(schemas: str) -> str:
+    """`schemas` with each path made absolute, once it names log dirs or a directory of schema
+    files; SchemasSourceError (one sentence) otherwise."""
+    paths = [os.path.abspath(p) for p in schemas.split(",") if p]
+    if not paths:
+        raise SchemasSourceError("--schemas: no path given.")
+    if len(paths) == 1 and os.path.isdir(paths[0]) and _holds_schema_files(paths[0]):
+        return paths[0]
+    for path in paths:
+        try:
+            check_log_dir(path)
+        except NotALogDir:
+            raise SchemasSourceError(f"--schemas {path}: neither a log dir nor a directory of <id>.avsc, "
+                                     "<id>.proto or <id>.json schema files.") from None
+    return ",".join(paths)

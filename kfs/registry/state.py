@@ -1,0 +1,219 @@
+"""The schema registry's state, rebuilt from its `_schemas` records as the registry itself rebuilds it.
+
+Confluent Schema Registry (its `KafkaStore` reader and `KafkaStoreMessageHandler`) and Karapace
+replay the compacted topic in offset order into a key-value store; kfs does the same, so that
+`kfs schemas` lists what the registry would serve and every framed record finds its schema:
+
+- a key is its parsed JSON (`keytype`, `subject`, `version`, ...): Karapace's older key field order
+  is the same key; the last value of a key wins and a tombstone (null, or Karapace's empty value)
+  removes it (a hard delete of a `SCHEMA` key);
+- `"deleted": true` is a soft delete; a `DELETE_SUBJECT` record soft-deletes the subject's versions
+  up to its `version`; a `CLEAR_SUBJECT` record drops the subject's soft-deleted versions;
+- a `SCHEMA` value that reuses a known id for another schema text is ignored, as the registry
+  ignores it (its validateUpdate);
+- `CONFIG`, `MODE`, `NOOP`, `CONTEXT` and association records are read and play no part in
+  decoding.
+
+For decoding, an id resolves to the schema last registered under it whatever its deletion state
+(`by_id`): a hard delete removes the version from the listing, not the id, since the record that
+registered it may still be in the log (SPEC section 9: old records stay readable).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("kfs")
+
+SCHEMA_TYPES = ("AVRO", "PROTOBUF", "JSON")
+
+
+class RegistryRecordError(ValueError):
+    """A `_schemas` record the registry would not take: one sentence (logged, never raised to a reader)."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A schema reference: the name the schema imports it by, and the subject version holding it."""
+
+    name: str
+    subject: str
+    version: int
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    """One registered subject version, as the registry's `SchemaValue` holds it."""
+
+    subject: str
+    version: int
+    id: int
+    type: str  # AVRO, PROTOBUF or JSON
+    schema: str
+    references: tuple[Reference, ...] = ()
+    deleted: bool = False
+
+    def listing(self) -> dict[str, Any]:
+        """`kfs schemas --json`'s object for this version."""
+        return {"subject": self.subject, "version": self.version, "id": self.id, "type": self.type,
+                "deleted": self.deleted,
+                "references": [{"name": r.name, "subject": r.subject, "version": r.version} for r in self.references],
+                "schema": self.schema}
+
+
+def parse_key(data: bytes | None) -> tuple[Any, ...]:
+    """A `_schemas` key as a tuple that compares equal for the same key in any field order."""
+    if data is None:
+        raise RegistryRecordError("the key is null")
+    try:
+        key = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RegistryRecordError(f"the key is not JSON ({e})") from None
+    if not isinstance(key, dict) or not isinstance(key.get("keytype"), str):
+        raise RegistryRecordError("the key has no keytype")
+    keytype = key["keytype"]
+    if keytype == "SCHEMA":
+        subject, version = key.get("subject"), key.get("version")
+        if not isinstance(subject, str) or not isinstance(version, int) or isinstance(version, bool):
+            raise RegistryRecordError("a SCHEMA key without a subject and a version")
+        return ("SCHEMA", subject, version)
+    if keytype in ("CONFIG", "MODE", "DELETE_SUBJECT", "CLEAR_SUBJECT"):
+        return (keytype, key.get("subject"))
+    if keytype == "CONTEXT":
+        return (keytype, key.get("tenant"), key.get("context"))
+    if keytype in ("NOOP", "ASSOC"):
+        return (keytype, json.dumps(key, sort_keys=True))
+    raise RegistryRecordError(f"unknown keytype {keytype!r}")
+
+
+def parse_value(data: bytes | None) -> dict[str, Any] | None:
+    """A value as a JSON object; None for a tombstone (null, or Karapace's empty or `null` value)."""
+    if data is None or data == b"":
+        return None
+    try:
+        value = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RegistryRecordError(f"the value is not JSON ({e})") from None
+    if value is None or value == "":
+        return None
+    if not isinstance(value, dict):
+        raise RegistryRecordError("the value is not a JSON object")
+    return value
+
+
+def schema_version(value: dict[str, Any], key: tuple[Any, ...]) -> SchemaVersion:
+    """A `SCHEMA` record's value (SchemaValue's fields; `schemaType` absent: AVRO)."""
+    subject = value.get("subject", key[1])
+    version, schema_id, text = value.get("version", key[2]), value.get("id"), value.get("schema")
+    kind = value.get("schemaType") or "AVRO"
+    if not isinstance(subject, str) or not isinstance(version, int) or not isinstance(schema_id, int) \
+            or isinstance(version, bool) or isinstance(schema_id, bool) or not isinstance(text, str):
+        raise RegistryRecordError("a SCHEMA value without subject, version, id and schema")
+    if kind not in SCHEMA_TYPES:
+        raise RegistryRecordError(f"unknown schemaType {kind!r}")
+    references = []
+    for ref in value.get("references") or []:
+        if not isinstance(ref, dict) or not isinstance(ref.get("name"), str) \
+                or not isinstance(ref.get("subject"), str) or not _is_int(ref.get("version")):
+            raise RegistryRecordError("a reference without name, subject and version")
+        references.append(Reference(ref["name"], ref["subject"], ref["version"]))
+    return SchemaVersion(subject, version, schema_id, kind, text, tuple(references), value.get("deleted") is True)
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+@dataclass
+class RegistryState:
+    """The registry's subject versions and the schema behind every id seen (see the module doc)."""
+
+    versions: dict[tuple[str, int], SchemaVersion] = field(default_factory=dict)
+    by_id: dict[int, SchemaVersion] = field(default_factory=dict)
+    skipped: int = 0  # records the registry would not take (each logged)
+    _hash: Any = field(default_factory=hashlib.sha256)
+
+    def apply(self, key_bytes: bytes | None, value_bytes: bytes | None, where: str = "") -> None:
+        """One record, in offset order. A record the registry would not take is logged and skipped."""
+        self._hash.update(len(key_bytes or b"").to_bytes(8, "big") + (key_bytes or b""))
+        self._hash.update((-1 if value_bytes is None else len(value_bytes)).to_bytes(8, "big", signed=True)
+                          + (value_bytes or b""))
+        try:
+            key = parse_key(key_bytes)
+            value = parse_value(value_bytes)
+            self._apply(key, value)
+        except RegistryRecordError as e:
+            self.skipped += 1
+            log.info("schema registry record%s skipped: %s", f" at {where}" if where else "", e)
+
+    def _apply(self, key: tuple[Any, ...], value: dict[str, Any] | None) -> None:
+        kind = key[0]
+        if kind == "SCHEMA":
+            subject_version = (key[1], key[2])
+            if value is None:  # a hard delete
+                self.versions.pop(subject_version, None)
+                return
+            schema = schema_version(value, key)
+            known = self.by_id.get(schema.id)
+            if known is not None and known.schema != schema.schema and known.type == schema.type \
+                    and _context(known.subject) == _context(schema.subject):
+                raise RegistryRecordError(f"schema id {schema.id} registered again with another schema")
+            self.versions[subject_version] = schema
+            if _context(schema.subject) == "" or schema.id not in self.by_id:
+                self.by_id[schema.id] = schema
+        elif value is None:
+            return  # other tombstones change nothing that decoding or the listing use
+        elif kind == "DELETE_SUBJECT":
+            subject, up_to = value.get("subject", key[1]), value.get("version")
+            if not isinstance(subject, str) or not isinstance(up_to, int) or isinstance(up_to, bool):
+                raise RegistryRecordError("a DELETE_SUBJECT value without subject and version")
+            for (s, v), schema in list(self.versions.items()):
+                if s == subject and v <= up_to and not schema.deleted:
+                    self.versions[(s, v)] = _soft_deleted(schema)
+        elif kind == "CLEAR_SUBJECT":
+            subject = value.get("subject", key[1])
+            for (s, v), schema in list(self.versions.items()):
+                if s == subject and schema.deleted:
+                    del self.versions[(s, v)]
+
+    def digest(self) -> str:
+        """A digest of every record applied: decoded sizes counted with this state are keyed on it."""
+        return self._hash.copy().hexdigest()[:32]
+
+    def listing(self) -> list[SchemaVersion]:
+        """Every subject version, by subject then version."""
+        return [self.versions[k] for k in sorted(self.versions)]
+
+    def version(self, subject: str, version: int) -> SchemaVersion | None:
+        return self.versions.get((subject, version))
+
+    def subject_of(self, schema_id: int, preferred: str | None = None) -> SchemaVersion | None:
+        """The subject version naming `schema_id` in a framed line's `*_schema`: under `preferred`
+        (the topic's `<topic>-value` / `-key` subject) if registered there, else the lowest
+        (subject, version) holding it, else the version that registered it."""
+        if preferred is not None:
+            under = [s for (subj, _), s in self.versions.items() if subj == preferred and s.id == schema_id]
+            if under:
+                return min(under, key=lambda s: s.version)
+        holders = sorted(k for k, s in self.versions.items() if s.id == schema_id)
+        if holders:
+            return self.versions[holders[0]]
+        return self.by_id.get(schema_id)
+
+
+def _soft_deleted(schema: SchemaVersion) -> SchemaVersion:
+    return SchemaVersion(schema.subject, schema.version, schema.id, schema.type, schema.schema,
+                         schema.references, True)
+
+
+def _context(subject: str) -> str:
+    """A qualified subject's context (`:.ctx:subject`); "" for the default context."""
+    if subject.startswith(":."):
+        end = subject.find(":", 2)
+        if end > 0:
+            return subject[2:end]
+    return ""

@@ -1,0 +1,140 @@
+"""The registry's state rebuilt from `_schemas` records as Confluent Schema Registry's KafkaStore
+reader (and Karapace) replay them: keys by content, last value wins, tombstones, soft deletes,
+DELETE_SUBJECT, CLEAR_SUBJECT, records that play no part, records the registry would not take."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from conftest import run_kfs, v2_batch, write_segment
+
+from kfs.registry import Registry
+from kfs.registry.decode import PayloadError
+from kfs.registry.state import RegistryState
+
+AVRO_INT = json.dumps({"type": "record", "name": "R", "fields": [{"name": "v", "type": "int"}]})
+AVRO_STR = json.dumps({"type": "record", "name": "S", "fields": [{"name": "s", "type": "string"}]})
+
+
+def key(subject: str, version: int, karapace: bool = False) -> bytes:
+    if karapace:
+        return json.dumps({"subject": subject, "version": version, "magic": 1, "keytype": "SCHEMA"}).encode()
+    return json.dumps({"keytype": "SCHEMA", "subject": subject, "version": version, "magic": 1},
+                      separators=(",", ":")).encode()
+
+
+def value(subject: str, version: int, schema_id: int, schema: str = AVRO_INT, deleted: bool = False,
+          **extra: object) -> bytes:
+    return json.dumps({"subject": subject, "version": version, "id": schema_id, **extra, "schema": schema,
+                       "deleted": deleted}).encode()
+
+
+def listing(state: RegistryState) -> list[tuple[str, int, int, bool]]:
+    return [(s.subject, s.version, s.id, s.deleted) for s in state.listing()]
+
+
+def test_last_value_wins_in_any_key_field_order() -> None:
+    state = RegistryState()
+    state.apply(key("a-value", 1), value("a-value", 1, 1))
+    state.apply(key("a-value", 1, karapace=True), value("a-value", 1, 1, deleted=True))
+    assert listing(state) == [("a-value", 1, 1, True)]
+
+
+def test_hard_delete_removes_the_version_but_old_records_decode() -> None:
+    state = RegistryState()
+    state.apply(key("a-value", 1), value("a-value", 1, 7))
+    state.apply(key("a-value", 1), value("a-value", 1, 7, deleted=True))
+    state.apply(key("a-value", 1), None)
+    state.apply(key("a-value", 1, karapace=True), b"")  # Karapace's empty tombstone: the same
+    assert listing(state) == []
+    text, schema = Registry(state).decode(b"\x00\x00\x00\x00\x07\x54", "a-value")
+    assert json.loads(text) == {"v": 42}
+    assert json.loads(schema) == {"id": 7, "subject": "a-value", "version": 1, "type": "AVRO"}
+
+
+def test_delete_subject_soft_deletes_up_to_its_version_and_clear_subject_drops_them() -> None:
+    state = RegistryState()
+    for v in (1, 2, 3):
+        state.apply(key("s", v), value("s", v, 10 + v))
+    state.apply(b'{"keytype":"DELETE_SUBJECT","subject":"s","magic":0}', b'{"subject":"s","version":2}')
+    assert listing(state) == [("s", 1, 11, True), ("s", 2, 12, True), ("s", 3, 13, False)]
+    state.apply(b'{"keytype":"CLEAR_SUBJECT","subject":"s","magic":0}', b'{"subject":"s"}')
+    assert listing(state) == [("s", 3, 13, False)]
+    assert sorted(state.by_id) == [11, 12, 13]  # every id still decodes
+
+
+def test_records_without_a_part_in_decoding_are_read_and_ignored() -> None:
+    state = RegistryState()
+    for k, v in [(b'{"keytype":"NOOP","magic":0}', None),
+                 (b'{"keytype":"CONFIG","magic":0}', b'{"compatibilityLevel":"BACKWARD"}'),
+                 (b'{"keytype":"CONFIG","subject":"x","magic":0}', None),
+                 (b'{"keytype":"MODE","magic":0}', b'{"mode":"IMPORT"}'),
+                 (b'{"keytype":"CONTEXT","tenant":"default","context":".c"}', b'{}')]:
+        state.apply(k, v)
+    assert listing(state) == [] and state.skipped == 0
+
+
+def test_records_the_registry_would_not_take_are_skipped() -> None:
+    state = RegistryState()
+    state.apply(key("a", 1), value("a", 1, 1))
+    for k, v in [(b"not json", b"{}"), (None, b"{}"), (b'{"magic":1}', b"{}"),
+                 (b'{"keytype":"SCHEMA","subject":"b"}', b"{}"), (key("b", 1), b"[1]"), (key("b", 1), b"{bad"),
+                 (key("c", 1), value("c", 1, 1, AVRO_STR)),  # a known id for another schema
+                 (key("d", 1), value("d", 1, 2, schemaType="XML")),
+                 (b'{"keytype":"WHAT"}', b"{}")]:
+        state.apply(k, v)
+    assert state.skipped == 9
+    assert listing(state) == [("a", 1, 1, False)]
+
+
+def test_schema_types_and_references() -> None:
+    state = RegistryState()
+    state.apply(key("leaf", 1), value("leaf", 1, 1, json.dumps(
+        {"type": "record", "name": "Leaf", "namespace": "n", "fields": [{"name": "x", "type": "long"}]})))
+    state.apply(key("root-value", 1), value("root-value", 1, 2, json.dumps(
+        {"type": "record", "name": "Root", "namespace": "n", "fields": [{"name": "leaf", "type": "n.Leaf"}]}),
+        schemaType="AVRO", references=[{"name": "n.Leaf", "subject": "leaf", "version": 1}]))
+    state.apply(key("j-value", 1), value("j-value", 1, 3, '{"type":"object"}', schemaType="JSON"))
+    state.apply(key("dangling-value", 1), value("dangling-value", 1, 4, AVRO_INT,
+                                                references=[{"name": "x", "subject": "nowhere", "version": 9}]))
+    registry = Registry(state)
+    assert json.loads(registry.decode(b"\x00\x00\x00\x00\x02\x0e", "root-value")[0]) == {"leaf": {"x": 7}}
+    assert json.loads(registry.decode(b'\x00\x00\x00\x00\x03{"a": [1, 2.5]}', "j-value")[0]) == {"a": [1, 2.5]}
+    try:
+        registry.decode(b"\x00\x00\x00\x00\x04\x02", "dangling-value")
+        raise AssertionError("a dangling reference decoded")
+    except PayloadError as e:
+        assert "schema id 4" in str(e) and "nowhere" in str(e)
+    assert [s.listing()["references"] for s in state.listing() if s.subject == "root-value"] == \
+        [[{"name": "n.Leaf", "subject": "leaf", "version": 1}]]
+
+
+def test_digest_follows_every_record() -> None:
+    a, b = RegistryState(), RegistryState()
+    a.apply(key("a", 1), value("a", 1, 1))
+    b.apply(key("a", 1), value("a", 1, 1))
+    assert a.digest() == b.digest()
+    b.apply(b'{"keytype":"NOOP","magic":0}', None)
+    assert a.digest() != b.digest()
+
+
+def test_a_later_schema_makes_an_old_record_decodable(tmp_path: Path) -> None:
+    """`kfs cat` rebuilds the state from the log as it is: a record written before its schema was
+    registered (or with a registry topic copied later) decodes once the schema is there."""
+    logdir = tmp_path / "logdir"
+    (logdir / "t-0").mkdir(parents=True)
+    (logdir / "_schemas-0").mkdir()
+    (logdir / "meta.properties").write_text("version=1\nnode.id=1\n")
+    records = [(0, 1000, None, b"\x00\x00\x00\x00\x05\x54", [])]
+    write_segment(str(logdir / "t-0"), 0, [[(v2_batch(0, records), records)]], closed=False)
+    noop = [(0, 1000, b'{"keytype":"NOOP","magic":0}', None, [])]
+    write_segment(str(logdir / "_schemas-0"), 0, [[(v2_batch(0, noop), noop)]], closed=False)
+    line = json.loads(run_kfs("cat", str(logdir), "t-0").stdout)
+    assert line["value_decode_error"] == "schema id 5: not in the schema registry"
+    os.remove(logdir / "_schemas-0" / f"{0:020d}.log")
+    schema = [(0, 1000, key("t-value", 1), value("t-value", 1, 5), [])]
+    write_segment(str(logdir / "_schemas-0"), 0, [[(v2_batch(0, schema), schema)]], closed=False)
+    line = json.loads(run_kfs("cat", str(logdir), "t-0").stdout)
+    assert line["value"] == {"v": 42} and line["value_schema"]["subject"] == "t-value"
