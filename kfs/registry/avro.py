@@ -32,6 +32,9 @@ _UNION_PREFIX = "kfs__u"
 _FLOAT_FIELD = "kfs__float"
 # Zero-width items: an array of them costs no bytes per item, so a count alone could ask for billions.
 MAX_ZERO_WIDTH_ITEMS = 1 << 20
+# A recursive schema nests as deep as its datum says, a byte a level, and fastavro's reader recurses
+# in C: 100,000 levels overflowed its stack (a segfault, the daemon gone). Deeper is refused.
+MAX_DEPTH = 200
 
 
 class AvroSchemaError(ValueError):
@@ -73,11 +76,15 @@ class _Rewriter:
         self.walk_needed = False  # unions or floats: decoded objects need converting
         self.named: dict[str, Any] = {}  # full name -> rewritten named type (zero-width checks)
         self.zero_width_arrays = False
+        self.recursive = False  # a named type refers to itself, directly or not
+        self._defining: list[str] = []  # the named types being rewritten, outermost first
 
     def rewrite(self, schema: Any, namespace: str) -> Any:
         if isinstance(schema, str):
             if schema == "float":
                 return self._float_wrapper(namespace)
+            if schema in self._defining or f"{namespace}.{schema}" in self._defining:
+                self.recursive = True
             return schema
         if isinstance(schema, list):
             return [self._branch(b, namespace) for b in schema]
@@ -90,8 +97,10 @@ class _Rewriter:
             fields = schema.get("fields")
             if not isinstance(fields, list):
                 raise AvroSchemaError(f"record {schema.get('name')!r} has no fields list")
+            self._defining.append(_full_name(schema, namespace))
             out["fields"] = [dict(f, type=self.rewrite(f.get("type"), ns)) if isinstance(f, dict) else f
                              for f in fields]
+            self._defining.pop()
             self.named[_full_name(schema, namespace)] = out
         elif kind in ("enum", "fixed"):
             self.named[_full_name(schema, namespace)] = out
@@ -199,7 +208,8 @@ class AvroRenderer:
         self.schema = parsed
         self._named = named
         self.labels = rewriter.labels
-        self.zero_width_arrays = rewriter.zero_width_arrays
+        # Datums walked first, without building them, where fastavro could be asked too much.
+        self.checked_first = rewriter.zero_width_arrays or rewriter.recursive
         self._convert: Callable[[Any], Any] | None = self._converter() if rewriter.walk_needed else None
 
     def _converter(self) -> Callable[[Any], Any]:
@@ -225,7 +235,7 @@ class AvroRenderer:
 
     def render(self, datum: bytes | memoryview) -> str:
         """The datum's JSON encoding; AvroDatumError when it does not decode or leaves bytes over."""
-        if self.zero_width_arrays:
+        if self.checked_first:
             _Skipper(bytes(datum), self._named).skip(self.schema)
         stream = io.BytesIO(datum)
         try:
@@ -268,14 +278,16 @@ def _json(text: str) -> Any:
 
 class _Skipper:
     """Walks a datum by its parsed schema without building it, for schemas with arrays of zero-width
-    items: a datum declaring more than MAX_ZERO_WIDTH_ITEMS items in all is refused, where fastavro
-    would build every one of them (a 5-byte count asks for 2^34 objects)."""
+    items or recursion: a datum declaring more than MAX_ZERO_WIDTH_ITEMS items in all is refused,
+    where fastavro would build every one of them (a 5-byte count asks for 2^34 objects), and one
+    nesting deeper than MAX_DEPTH, where fastavro's recursion would overflow its stack."""
 
     def __init__(self, data: bytes, named: dict[str, Any]) -> None:
         self.data = data
         self.named = named
         self.pos = 0
         self.items = 0
+        self.depth = 0
 
     def long(self) -> int:
         result = shift = 0
@@ -295,6 +307,15 @@ class _Skipper:
         self.pos += n
 
     def skip(self, schema: Any) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise AvroDatumError(f"the datum nests deeper than {MAX_DEPTH} levels")
+        try:
+            self._skip(schema)
+        finally:
+            self.depth -= 1
+
+    def _skip(self, schema: Any) -> None:
         if isinstance(schema, list):
             index = self.long()
             if not 0 <= index < len(schema):
