@@ -331,12 +331,6 @@ class KfsTree:
         if any(not measure.extends(m) for m in earlier):
             handle.direct_io = True
             return handle
-        if view.damaged():
-            # Page-cached, the page holding the damage would fail whole and up to 4 KiB of lines
-            # before it would never reach the reader; direct_io, the reader gets every line before
-            # the damage (a short read), then EIO: exactly what `kfs cat` prints before it fails.
-            handle.direct_io = True
-            return handle
         return self._cached(path, handle, measure.runs)
 
     def decoded_logs(self) -> Iterator[DecodedLog]:

@@ -27,8 +27,10 @@ the lines before the damage, followed by one byte that cannot be read (reading i
 the error in the log). So st_size covers the readable data, the damage and whatever readable
 segments follow, and a reader meets the error where the data stops instead of a short file. The
 FUSE layer never answers a page-cached read short (the kernel takes one for the end of the file, and
-sendfile would copy a short file without a word): a view known to hold damage is opened direct_io,
-where a short read reaches the reader as it is, so it gets every line before the damage, then EIO.
+sendfile would copy a short file without a word): the page holding the damage fails whole, so a
+reader through the mount gets every page before it, then EIO. (Not direct_io for damaged views: the
+kernel's splice path reads a direct_io file through the page cache too, and takes a short read
+there for the end of the file: sendfile ended a copy at the damage with no error, 6.18.)
 """
 
 from __future__ import annotations
