@@ -205,3 +205,34 @@ def test_mount_decode_raw_and_schemas_option(tmp_path: Path) -> None:
         lines = (mnt / "orders-0" / "messages.jsonl").read_bytes().splitlines()
         for line, answer in zip(lines, golden("orders"), strict=True):
             check_line(json.loads(line), answer)
+
+
+@needs_fuse
+def test_mount_schemas_tree(tmp_path: Path) -> None:
+    expected = [json.loads(line) for line in (FIXTURE / "golden" / "schemas.jsonl").read_text().splitlines()]
+    with mounted(tmp_path, [LOGDIR], size_cache="none") as mnt:
+        tree = mnt / ".schemas"
+        assert ".schemas" not in [p.name for p in mnt.iterdir()]  # looked up, not listed: grep -r reads records
+        assert sorted(p.name for p in tree.iterdir()) == ["all.jsonl", "ids", "subjects"]
+        assert [json.loads(line) for line in (tree / "all.jsonl").read_bytes().splitlines()] == expected
+        for e in expected:
+            suffix = {"AVRO": ".avsc", "JSON": ".json"}[e["type"]]
+            assert (tree / "subjects" / e["subject"] / f"{e['version']}{suffix}").read_text() == e["schema"]
+            assert (tree / "ids" / f"{e['id']}{suffix}").read_text() == e["schema"]
+        ids = sorted(int(p.name.split(".")[0]) for p in (tree / "ids").iterdir())
+        assert ids == [1, 2, 3, 4, 5, 6, 7, 8, 9, 90]  # deleted schemas' ids too: old records use them
+        assert (tree / "ids" / "7.avsc").stat().st_size == len((tree / "ids" / "7.avsc").read_bytes())
+        assert not (tree / "ids" / "999.avsc").exists()
+        assert not (tree / "subjects" / "legacy-value").exists()  # hard-deleted
+        grep = subprocess.run(["grep", "-rl", "customer_id", str(mnt)], capture_output=True)
+        found = sorted(Path(p).parent.name for p in grep.stdout.decode().split())
+        assert found == ["_schemas-0", "mixed-0", "orders-0"]  # (the registry topic's own lines: its schemas)
+
+
+def test_spark_grep_decodes_framed_values() -> None:
+    pytest.importorskip("pyspark")
+    result = run_kfs("spark", "grep", "customer_id-42", LOGDIR)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    by_topic = {line["topic"]: line for line in lines}
+    check_line(by_topic["orders"], golden("orders")[1])

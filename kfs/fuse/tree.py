@@ -10,6 +10,7 @@ comes from the storage core (`kfs.storage`) and the decoded views (`kfs.views.de
     /<topic>-<partition>/messages.jsonl      = offset/<log start>.jsonl
     /<topic>-<partition>/info.json
     /.groups/...                             committed offsets and groups (kfs.fuse.groups_tree)
+    /.schemas/...                            the schema registry's state (kfs.fuse.schemas_tree)
 
 Errors leave as OSError with an errno: ENOENT for names outside the log, EIO for a corrupt or
 vanished log (with the storage error chained, so the daemon log names file and position).
@@ -32,6 +33,7 @@ from kfs.fuse import fast_small
 from kfs.fuse.access import Access, access_of, as_search, combined, narrow, suffixes
 from kfs.fuse.groups_tree import GROUPS_DIR, GroupsTree
 from kfs.fuse.handles import Attr, BytesHandle, DecodedHandle, Handle, RawHandle, TreeError, as_errno
+from kfs.fuse.schemas_tree import SCHEMAS_DIR, SchemasTree
 from kfs.registry.decode import Registry
 from kfs.storage import Extent, Location, LogDirs, OffsetOutOfRange, PartitionLog, UnknownPartition, VanishedError
 from kfs.storage.lru import LruCache
@@ -97,6 +99,7 @@ class KfsTree:
         self._kept_access: LruCache[str, _SegmentsAccess] = LruCache(MAX_DECODED_LOGS)
         self._lock = threading.Lock()
         self.groups = GroupsTree(logdirs)
+        self.schemas = SchemasTree(registry) if registry is not None else None
 
     # ---- paths ----------------------------------------------------------------------------------
 
@@ -122,7 +125,8 @@ class KfsTree:
             except (FileNotFoundError, TreeError) as e:
                 vanished = isinstance(e, FileNotFoundError) or isinstance(getattr(e, "cause", None), VanishedError)
                 parts = _split(path)
-                if not vanished or attempt + 1 == VANISHED_RETRIES or len(parts) < 2 or parts[0] == GROUPS_DIR:
+                if not vanished or attempt + 1 == VANISHED_RETRIES or len(parts) < 2 \
+                        or parts[0] in (GROUPS_DIR, SCHEMAS_DIR):
                     raise
                 try:
                     self.logdirs.partition(parts[0]).refresh(force=True)
@@ -137,6 +141,8 @@ class KfsTree:
                 return _dir_attr([os.stat(p) for p in self.logdirs.paths])
             if parts[0] == GROUPS_DIR:
                 return self.groups.getattr(parts[1:], path)
+            if parts[0] == SCHEMAS_DIR and self.schemas is not None:
+                return self.schemas.getattr(parts[1:], path)
             plog = self._partition(parts[0], path)
             if len(parts) == 1 or (len(parts) == 2 and parts[1] in ("offset", "time")):
                 return _partition_dir_attr(plog)
@@ -155,6 +161,9 @@ class KfsTree:
         if parts[0] == GROUPS_DIR:
             with as_errno(path):
                 return self.groups.readdir(parts[1:], path)
+        if parts[0] == SCHEMAS_DIR and self.schemas is not None:
+            with as_errno(path):
+                return self.schemas.readdir(parts[1:], path)
         if len(parts) == 1:
             self._partition(parts[0], path)
             return list(PARTITION_DIR_NAMES)
@@ -169,6 +178,8 @@ class KfsTree:
         with as_errno(path):
             if parts and parts[0] == GROUPS_DIR:
                 return self.groups.open(parts[1:], path)
+            if parts and parts[0] == SCHEMAS_DIR and self.schemas is not None:
+                return self.schemas.open(parts[1:], path)
             if len(parts) == 2 and parts[1] == "info.json":
                 plog = self._partition(parts[0], path)
                 attr, data = self._info(plog, path)

@@ -41,6 +41,7 @@ def state_from_logdirs(logdirs: LogDirs, topic: str = DEFAULT_TOPIC) -> Registry
     state = RegistryState()
     for name in names:  # (the registry's topic has one partition; more are read one after the other)
         plog = logdirs.partition(name)
+        state.sources += [os.path.dirname(plog.path), plog.path] + [s.log_path for s in plog.segments()]
         try:
             for records in plog.record_lists(isolation="read_committed"):
                 for record in records:
@@ -53,6 +54,7 @@ def state_from_logdirs(logdirs: LogDirs, topic: str = DEFAULT_TOPIC) -> Registry
 def state_from_files(directory: str) -> RegistryState:
     """Schemas from `<id>.avsc|.proto|.json` files: ids without a subject (subject "", version 0)."""
     state = RegistryState()
+    state.sources.append(directory)
     for entry in sorted(os.scandir(directory), key=lambda e: e.name):
         stem, ext = os.path.splitext(entry.name)
         if ext not in _FILE_TYPES or not stem.isdigit() or not entry.is_file():
@@ -63,6 +65,7 @@ def state_from_files(directory: str) -> RegistryState:
         with open(entry.path, encoding="utf-8", errors="replace") as f:
             text = f.read()
         schema_id = int(stem)
+        state.sources.append(entry.path)
         state.by_id[schema_id] = SchemaVersion("", 0, schema_id, _FILE_TYPES[ext], text)
         state._hash.update(f"{entry.name}\0{len(text)}\0".encode() + text.encode())
     return state

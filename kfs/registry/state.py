@@ -135,6 +135,7 @@ class RegistryState:
     versions: dict[tuple[str, int], SchemaVersion] = field(default_factory=dict)
     by_id: dict[int, SchemaVersion] = field(default_factory=dict)
     skipped: int = 0  # records the registry would not take (each logged)
+    sources: list[str] = field(default_factory=list)  # the directories and files it was read from
     _hash: Any = field(default_factory=hashlib.sha256)
 
     def apply(self, key_bytes: bytes | None, value_bytes: bytes | None, where: str = "") -> None:

@@ -135,13 +135,17 @@ def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: boo
 
     test = matcher(pattern, regex)
     dirs = LogDirs(list(opts.logdirs))
+    registry = None
+    if decode != "raw":  # schema-registry framed payloads (kfs.registry): the registry topic of these log dirs
+        from kfs.registry import load_registry
+        registry = load_registry(list(opts.logdirs))
     chunk: list[bytes] = []
     size = 0
     with no_cyclic_gc():
         for piece in split.pieces:
             prefix = line_prefix(piece.topic, piece.partition)
             plog = dirs.partition(piece.partition_name)
-            decoder = line_decoder(piece.topic, decode, plog)
+            decoder = line_decoder(piece.topic, decode, plog, registry)
             for record in piece_records(plog, piece, opts):
                 if record_matches(record, test):
                     line = render_line(prefix, record, decoder).encode("utf-8")
