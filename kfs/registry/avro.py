@@ -210,28 +210,13 @@ class AvroRenderer:
         self.labels = rewriter.labels
         # Datums walked first, without building them, where fastavro could be asked too much.
         self.checked_first = rewriter.zero_width_arrays or rewriter.recursive
-        self._convert: Callable[[Any], Any] | None = self._converter() if rewriter.walk_needed else None
-
-    def _converter(self) -> Callable[[Any], Any]:
-        labels = self.labels
-
-        def convert(x: Any) -> Any:
-            t = type(x)
-            if t is dict:
-                if len(x) == 1 and _FLOAT_FIELD in x:
-                    return float32_text(x[_FLOAT_FIELD])
-                return {k: convert(v) for k, v in x.items()}
-            if t is list:
-                return [convert(v) for v in x]
-            if t is tuple:
-                name, value = x
-                label = labels.get(name)
-                if label is not None:
-                    return {label: convert(value["v"])}
-                return {name: convert(value)}
-            return x
-
-        return convert
+        self._convert: Callable[[Any], Any] | None = None
+        if rewriter.walk_needed:
+            # A converter compiled from the schema visits only what needs converting (a union, a
+            # float) and leaves the rest of the decoded objects as fastavro built them; a recursive
+            # schema takes the walker over everything.
+            self._convert = _generic_converter(self.labels) if rewriter.recursive \
+                else _Converters(self.labels, named).of(parsed)
 
     def render(self, datum: bytes | memoryview) -> str:
         """The datum's JSON encoding; AvroDatumError when it does not decode or leaves bytes over."""
@@ -257,6 +242,106 @@ class AvroRenderer:
             return _ENCODER.encode(value)
         except ValueError:  # a double that is NaN or infinite: Jackson writes it as a string
             return json.dumps(_quote_non_finite(value), ensure_ascii=False, default=_latin1)
+
+
+def _generic_converter(labels: dict[str, str]) -> Callable[[Any], Any]:
+    """The JSON encoding's objects from fastavro's, by walking all of them."""
+
+    def convert(x: Any) -> Any:
+        t = type(x)
+        if t is dict:
+            if len(x) == 1 and _FLOAT_FIELD in x:
+                return float32_text(x[_FLOAT_FIELD])
+            return {k: convert(v) for k, v in x.items()}
+        if t is list:
+            return [convert(v) for v in x]
+        if t is tuple:
+            name, value = x
+            label = labels.get(name)
+            if label is not None:
+                return {label: convert(value["v"])}
+            return {name: convert(value)}
+        return x
+
+    return convert
+
+
+class _Converters:
+    """Converters compiled from a rewritten, parsed schema: None where a value needs no change."""
+
+    def __init__(self, labels: dict[str, str], named: dict[str, Any]) -> None:
+        self.labels = labels
+        self.named = named
+
+    def of(self, schema: Any) -> Callable[[Any], Any] | None:
+        if isinstance(schema, str):
+            return self.of(self.named[schema]) if schema in self.named else None
+        if isinstance(schema, list):
+            return self._union(schema)
+        kind = schema.get("type")
+        if kind in ("record", "error"):
+            fields = schema["fields"]
+            if len(fields) == 1 and fields[0]["name"] == _FLOAT_FIELD:
+                return _float_of
+            convs = [(f["name"], c) for f in fields if (c := self.of(f["type"])) is not None]
+            if not convs:
+                return None
+
+            def record(x: dict[str, Any]) -> dict[str, Any]:
+                for name, c in convs:
+                    x[name] = c(x[name])
+                return x
+
+            return record
+        if kind == "array":
+            item = self.of(schema["items"])
+            return None if item is None else (lambda xs: [item(v) for v in xs])
+        if kind == "map":
+            value = self.of(schema["values"])
+            return None if value is None else (lambda m: {k: value(v) for k, v in m.items()})
+        if isinstance(kind, (dict, list)) or (isinstance(kind, str) and kind in self.named):
+            return self.of(kind)
+        return None
+
+    def _union(self, branches: list[Any]) -> Callable[[Any], Any]:
+        by_name: dict[str, tuple[str, Callable[[Any], Any] | None]] = {}
+        for branch in branches:
+            target = self.named.get(branch, branch) if isinstance(branch, str) else branch
+            if not isinstance(target, dict):
+                continue  # null
+            name = target.get("name")
+            if not isinstance(name, str):
+                continue
+            full = name if "." in name or not target.get("namespace") else f"{target['namespace']}.{name}"
+            label = self.labels.get(full)
+            if label is not None:  # a wrapped branch: its value is the record's one field
+                by_name[full] = (label, _wrapped(self.of(target["fields"][0]["type"])))
+            else:
+                by_name[full] = (full, self.of(target))
+
+        def union(x: Any) -> Any:
+            if x is None:
+                return None
+            name, value = x
+            label, c = by_name[name]
+            return {label: value if c is None else c(value)}
+
+        return union
+
+
+def _wrapped(inner: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
+    """The converter of a wrapped union branch: its record's one field, converted."""
+    if inner is None:
+        return _field_v
+    return lambda v: inner(v["v"])
+
+
+def _float_of(x: dict[str, Any]) -> float | str:
+    return float32_text(x[_FLOAT_FIELD])
+
+
+def _field_v(x: dict[str, Any]) -> Any:
+    return x["v"]
 
 
 def _quote_non_finite(x: Any) -> Any:
