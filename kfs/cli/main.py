@@ -155,6 +155,12 @@ def _write_all(pieces: Iterator[bytes]) -> None:
     size = 0
     try:
         for piece in pieces:
+            if len(piece) >= _WRITE_SIZE:  # written as it is, not copied into a join (a kcat format's value)
+                if gathered:
+                    _write(b"".join(gathered))
+                    gathered, size = [], 0
+                _write(piece)
+                continue
             gathered.append(piece)
             size += len(piece)
             if size >= _WRITE_SIZE:
@@ -167,7 +173,8 @@ def _write_all(pieces: Iterator[bytes]) -> None:
 
 def _cat_kcat_format(plog: PartitionLog, start: int, args: argparse.Namespace) -> int:
     """`-f FMT` or `-J`: the records from `start` as kcat's `-f FMT` or `-J` prints them; a corrupt batch
-    skipped with --on-corrupt skip is said on stderr (by the storage layer's warning), not printed."""
+    skipped with --on-corrupt skip is said on stderr (by the storage layer's warning), not printed.
+    Written in pieces (`pieces`), in memory bounded whatever the format."""
     fmt: KcatFormat | KcatJson
     if args.kcat_json:
         fmt = KcatJson(plog.topic, plog.partition, broker_id(os.path.dirname(plog.path)))
@@ -180,7 +187,7 @@ def _cat_kcat_format(plog: PartitionLog, start: int, args: argparse.Namespace) -
         take = plain_runs.kcat_taker(fmt.program(), fmt.null, args.isolation == "read_committed") \
             if plain_runs.available() else None
         _write_all(joined_lines(plog, start, isolation=args.isolation, control=args.control, prefix="",
-                                render=fmt.render, fused=False, take=take))
+                                render=fmt.pieces, fused=False, take=take))
         return 0
 
     def printed() -> Iterator[bytes]:
@@ -190,7 +197,7 @@ def _cat_kcat_format(plog: PartitionLog, start: int, args: argparse.Namespace) -
             if left is not None:
                 records = records[:left]
                 left -= len(records)
-            yield fmt.render([r for r in records if type(r) is not CorruptBatch])
+            yield from fmt.pieces([r for r in records if type(r) is not CorruptBatch])
             if left == 0:
                 break
 

@@ -12,6 +12,17 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _MILLISECOND = dt.timedelta(milliseconds=1)
 _DECIMAL = re.compile(r"^[0-9]+$")
 _FROM_END = re.compile(r"^-[0-9]+$")
+_INT64_MAX = (1 << 63) - 1
+_INT_DIGITS = 4300  # Python's int() reads no longer decimal string (sys.get_int_max_str_digits)
+
+
+def _number(digits: str) -> int:
+    """A string of decimal digits as a number; one longer than Python's int() reads is 2^63 - 1, past
+    every offset and time a log holds (Kafka's are int64s; kcat's -o and strtoll saturate there too)."""
+    significant = digits.lstrip("0")
+    if len(significant) > _INT_DIGITS:
+        return _INT64_MAX
+    return int(significant or "0")
 
 
 def resolve_offset_spec(spec: str, log_start_offset: Callable[[], int], log_end_offset: Callable[[], int]) -> int:
@@ -20,20 +31,20 @@ def resolve_offset_spec(spec: str, log_start_offset: Callable[[], int], log_end_
     The log's ends are asked for only when the name needs them: the log end comes from the live
     segment's index and tail, which a plain offset in a closed segment never touches."""
     if _DECIMAL.match(spec):
-        return int(spec)
+        return _number(spec)
     if spec == "earliest":
         return log_start_offset()
     if spec == "latest":
         return log_end_offset() - 1
     if _FROM_END.match(spec):
-        return log_end_offset() - int(spec[1:])  # like kcat's `-o -K`: K before the log end
+        return log_end_offset() - _number(spec[1:])  # like kcat's `-o -K`: K before the log end
     raise BadSpec(f"'{spec}' is not an offset (use a number, earliest, latest or -K)")
 
 
 def parse_time_spec(spec: str) -> int:
     """Milliseconds since the epoch, from a number of milliseconds or an ISO-8601 time (no zone = UTC)."""
     if _DECIMAL.match(spec):
-        return int(spec)
+        return _number(spec)
     text = spec.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"

@@ -16,7 +16,7 @@ same bytes.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate
 from typing import NamedTuple
 
@@ -101,11 +101,12 @@ def line_lists(plog: PartitionLog, start: int, end: int | None, *, isolation: st
 
 
 def joined_lines(plog: PartitionLog, start: int, *, isolation: str, control: str, prefix: str,
-                 render: Callable[[list[Record]], bytes], fused: bool,
+                 render: Callable[[list[Record]], bytes | Iterable[bytes]], fused: bool,
                  take: SelectedTaker | None = None) -> Iterator[bytes]:
     """The lines of every batch from `start` to the log end, each batch's joined: `kfs cat`'s stream.
     `take`: the compiled walker's taker of other lines than JSON (`kfs cat -f`), for runs of plain
-    batches; `render` makes the lines of the batches it leaves."""
+    batches; `render` makes the lines of the batches it leaves, as one bytes or in pieces (a kcat
+    format's, bounded in memory: kfs.views.kcat_format)."""
     if take is None and fused and plain_runs.available():
         take = plain_runs.line_taker(prefix, None, isolation == "read_committed")
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control, take=take):
@@ -115,6 +116,10 @@ def joined_lines(plog: PartitionLog, start: int, *, isolation: str, control: str
             continue
         out = fused_lines(header, body, prefix, first, None) if fused else None
         if out is None:
-            out = render(batch_records(segment, header, body, first, None))
+            rendered = render(batch_records(segment, header, body, first, None))
+            if not isinstance(rendered, bytes):
+                yield from rendered
+                continue
+            out = rendered
         if out:
             yield out  # type: ignore[misc]

@@ -13,6 +13,12 @@ kcat itself consuming the same records (tests/test_kcat_format.py):
 A null key or value prints as `null` (nothing by default, as kcat; kcat's -Z is `null=b"NULL"`).
 Where kcat is wrong kfs is not: kcat -Z prints NULL for an empty key or value too, cuts a header
 value at its first NUL byte, and fails on an escape that makes a NUL; kfs prints what is stored.
+A number in an escape past what strtoul reads (2^64 - 1) is that, as kcat's: its low byte 0xFF.
+
+Output comes in pieces (`pieces`) of about CHUNK bytes, in memory bounded whatever the format: kcat
+writes each token as it goes, and a format repeating `%s` made the whole batch's output at once
+(3.1 GB for one 1 MiB value). A record whose output may pass CHUNK is given a token at a time, each
+token's bytes being ones already in memory (its value, key, a literal).
 """
 
 from __future__ import annotations
@@ -20,8 +26,8 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable
-from operator import attrgetter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from operator import attrgetter, itemgetter
 
 from kfs.record import Record
 from kfs.storage import KfsError
@@ -43,6 +49,8 @@ _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
 # What C's strtoul takes from a string starting with a digit, in base 16 and in base 0.
 _NUMBER = {16: re.compile(r"0[xX][0-9a-fA-F]+|[0-9a-fA-F]+"), 0: re.compile(r"0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*")}
 _ULONG_MAX = (1 << 64) - 1  # strtoul's answer to a number past it
+_ULONG_DIGITS = 22  # significant digits past which any number, in base 8, 10 or 16, is past _ULONG_MAX
+CHUNK = 256 * 1024  # output gathered before a piece is given; a record that may pass it goes a token at a time
 
 
 def _unescape(text: str) -> bytes:
@@ -79,12 +87,16 @@ def _unescape(text: str) -> bytes:
 
 
 def _strtoul(digits: str, base: int) -> int:
-    """The number C's strtoul reads from `digits` (matched by _NUMBER[base])."""
+    """The number C's strtoul reads from `digits` (matched by _NUMBER[base]); one past _ULONG_MAX is that
+    (ERANGE), read without int() of every digit (past 4,300 digits, Python's int() refuses)."""
     if digits[:2] in ("0x", "0X"):
-        return int(digits[2:], 16)
-    if base == 16:
-        return int(digits, 16)
-    return int(digits, 8) if digits.startswith("0") else int(digits)
+        digits, base = digits[2:], 16
+    elif base == 0:
+        base = 8 if digits.startswith("0") else 10
+    significant = digits.lstrip("0")
+    if len(significant) > _ULONG_DIGITS:
+        return _ULONG_MAX
+    return min(int(significant or "0", base), _ULONG_MAX)
 
 
 def _literal_op(text: bytes) -> bytes:
@@ -122,6 +134,7 @@ class KcatFormat:
         template = b"".join(literal.replace(b"%", b"%%") if op == "L" else _TOKENS[op][0] for op, literal in self.parts)
         self.template = template
         self._values = _field_getter([_TOKENS[op][1] for op, _ in self.parts if op != "L"], null)
+        self._size_of = _size_of(self.parts, null)
 
     def _literal(self, text: bytes) -> None:
         if not text:
@@ -137,11 +150,94 @@ class KcatFormat:
         return b"".join(_literal_op(literal) if op == "L" else op.encode() for op, literal in self.parts)
 
     def render(self, records: Iterable[Record]) -> bytes:
-        template, values = self.template, self._values
-        return b"".join([template % values(record) for record in records])
+        """The records' output in one bytes (for a few records: `pieces` is bounded in memory)."""
+        return b"".join(self.pieces(list(records)))
+
+    def pieces(self, records: Sequence[Record]) -> Iterator[bytes]:
+        """The records' output in pieces of about CHUNK bytes: records rendered together (the template)
+        while their output stays small, and a record whose output passes CHUNK (known from its fields'
+        values before any is rendered) given a token at a time."""
+        template, values, size_of = self.template, self._values, self._size_of
+        if size_of is None:  # each record's output at most its own bytes and a few KiB: records in groups
+            step = CHUNK // _SMALL_OUTPUT
+            for at in range(0, len(records), step):
+                yield b"".join([template % values(record) for record in records[at:at + step]])
+            return
+        gathered: list[bytes] = []
+        size = 0
+        for record in records:
+            fields = values(record)
+            line_size = size_of(fields)
+            if line_size > CHUNK:
+                if gathered:
+                    yield b"".join(gathered)
+                    gathered, size = [], 0
+                yield from self._token_pieces(fields)
+                continue
+            gathered.append(template % fields)
+            size += line_size
+            if size >= CHUNK:
+                yield b"".join(gathered)
+                gathered, size = [], 0
+        if gathered:
+            yield b"".join(gathered)
+
+    def _token_pieces(self, fields: tuple[object, ...]) -> Iterator[bytes]:
+        """One record's output a token at a time (its fields' bytes as they are), small tokens joined."""
+        gathered: list[bytes] = []
+        size = 0
+        at = 0
+        for op, literal in self.parts:
+            if op == "L":
+                piece = literal
+            else:
+                value = fields[at]
+                at += 1
+                piece = value if isinstance(value, bytes) else b"%d" % value  # type: ignore[str-format]
+            if len(piece) >= CHUNK:
+                if gathered:
+                    yield b"".join(gathered)
+                    gathered, size = [], 0
+                yield piece
+                continue
+            gathered.append(piece)
+            size += len(piece)
+            if size >= CHUNK:
+                yield b"".join(gathered)
+                gathered, size = [], 0
+        if gathered:
+            yield b"".join(gathered)
+
+
+_SMALL_OUTPUT = 4096  # a record's output at most this whatever it holds: no size taken per record
+
+
+def _size_of(parts: list[tuple[str, bytes]], null: bytes) -> Callable[[tuple[object, ...]], int] | None:
+    """The length of a record's output from its template values (its literals, at most 20 bytes a
+    number, its bytes fields' lengths), or None where that is never more than the record's own bytes
+    (key, value, headers: each field at most once, about as long as it is stored) and _SMALL_OUTPUT:
+    there records are rendered in groups without a size taken each (the common formats, at full speed)."""
+    fields = [op for op, _ in parts if op != "L"]
+    fixed = sum(len(literal) for op, literal in parts if op == "L") + 20 * sum(
+        1 for op in fields if _TOKENS[op][0] == b"%d")
+    sized = [i for i, op in enumerate(fields) if _TOKENS[op][0] == b"%b"]
+    if all(fields.count(op) <= 1 for op in "kshR") and fixed + 4 + 2 * len(null) <= _SMALL_OUTPUT:
+        return None
+    if not sized:
+        return lambda values: fixed
+    if len(sized) == 1:
+        only = sized[0]
+        return lambda values: fixed + len(values[only])  # type: ignore[arg-type]
+    pick = itemgetter(*sized)
+    return lambda values: fixed + sum(map(len, pick(values)))
 
 
 FieldGetter = Callable[[Record], tuple[object, ...]]
+
+
+def _headers(r: Record) -> bytes:
+    return b",".join(name.encode("utf-8", "surrogateescape") + b"=" + (b"NULL" if v is None else v)
+                     for name, v in r.headers)
 
 
 def _field_getter(fields: list[str], null: bytes) -> FieldGetter:
@@ -161,14 +257,10 @@ def _field_getter(fields: list[str], null: bytes) -> FieldGetter:
     def value_length_be32(r: Record) -> bytes:
         return (-1 if r.value is None else len(r.value)).to_bytes(4, "big", signed=True)
 
-    def headers(r: Record) -> bytes:
-        return b",".join(name.encode("utf-8", "surrogateescape") + b"=" + (b"NULL" if v is None else v)
-                         for name, v in r.headers)
-
     getters: dict[str, Callable[[Record], object]] = {
         "offset": attrgetter("offset"), "key": key, "value": value, "key_length": key_length,
         "value_length": value_length, "value_length_be32": value_length_be32, "timestamp": attrgetter("timestamp"),
-        "headers": headers,
+        "headers": _headers,
     }
     chosen = [getters[f] for f in fields]
     if not chosen:
@@ -221,7 +313,23 @@ class KcatJson:
                          literal(b"}\n")])
 
     def render(self, records: Iterable[Record]) -> bytes:
-        out = []
+        return b"".join(self.pieces(list(records)))
+
+    def pieces(self, records: Sequence[Record]) -> Iterator[bytes]:
+        """The records' lines, gathered up to about CHUNK bytes a piece (a line is at most six times its
+        record's bytes: an escape each)."""
+        gathered: list[bytes] = []
+        size = 0
+        for line in self._lines(records):
+            gathered.append(line)
+            size += len(line)
+            if size >= CHUNK:
+                yield b"".join(gathered)
+                gathered, size = [], 0
+        if gathered:
+            yield b"".join(gathered)
+
+    def _lines(self, records: Iterable[Record]) -> Iterator[bytes]:
         for r in records:
             tstype = _TSTYPES.get(r.timestamp_type)
             line = [self.head, b"%d" % r.offset]
@@ -233,13 +341,19 @@ class KcatJson:
                     _json_bytes(name.encode("utf-8", "surrogateescape")) + b"," + _json_bytes(value)
                     for name, value in r.headers) + b"]")
             line.append(b',"key":' + _json_bytes(r.key) + b',"payload":' + _json_bytes(r.value) + b"}\n")
-            out.append(b"".join(line))
-        return b"".join(out)
+            yield b"".join(line)
+
+
+_BROKER_ID = re.compile(r"[+-]?0*(\d{1,10})")  # what Integer.parseInt reads, leading zeros aside (range below)
 
 
 def broker_id(logdir: str) -> int:
     """The broker that wrote a log dir, from its meta.properties (broker.id, or KRaft's node.id); -1.
-    Read only if it is a regular file (kfs.storage.files); one that is not is said, and taken as missing."""
+    Read only if it is a regular file (kfs.storage.files); one that is not is said, and taken as missing.
+
+    Kafka reads the id with Integer.parseInt (a sign, decimal digits, an int32) and will not start with
+    another; kcat -J's broker is the int32 librdkafka got from the cluster, -1 where it knows none. So
+    an id no broker could have run with (past an int32, 5,000 digits, `1_000`, `²`) is unknown: -1."""
     path = os.path.join(logdir, "meta.properties")
     try:
         text = read_regular(path, 1 << 20).decode("utf-8", errors="replace")
@@ -252,6 +366,8 @@ def broker_id(logdir: str) -> int:
                       and not line.lstrip().startswith("#"))
     for key in ("broker.id", "node.id"):
         value = properties.get(key, "").strip()
-        if value.lstrip("-").isdigit():
-            return int(value)
+        found = _BROKER_ID.fullmatch(value)
+        if found is not None:
+            number = int(found.group(1)) * (-1 if value.startswith("-") else 1)  # (at most 10 digits)
+            return number if -(1 << 31) <= number < (1 << 31) else -1
     return -1

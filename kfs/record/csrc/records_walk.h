@@ -132,6 +132,10 @@ enum { KCAT_LITERAL = 'L', KCAT_OFFSET = 'o', KCAT_KEY = 'k', KCAT_KEY_LEN = 'K'
         * (or nothing without headers), the timestamp type's name */
        KCAT_JSON_KEY = 'J', KCAT_JSON_VALUE = 'j', KCAT_JSON_HEADERS = 'H', KCAT_JSON_TSTYPE = 'Y' };
 #define KCAT_MAX_PARTS 512
+/* The most output one batch may render here: a batch whose output would pass it (a format repeating %s
+ * over a large value, a long literal over many records) is the Python renderer's, which writes a large
+ * record a token at a time (kfs.views.kcat_format.KcatFormat.pieces): memory bounded whatever the format. */
+#define KCAT_BATCH_OUTPUT ((uint64_t)8 << 20)
 
 typedef struct {
     int op;

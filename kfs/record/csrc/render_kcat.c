@@ -8,7 +8,8 @@
  * per part, a literal's op followed by its length (uint32, little-endian) and bytes. The topic and
  * the partition are literals there already. The Python renderer (KcatFormat.render) stays the oracle:
  * a header key that is not UTF-8 (the decoder makes it a str with replacement characters, which that
- * renderer prints) leaves the batch to it, as render_v2_jsonl does. */
+ * renderer prints) leaves the batch to it, as render_v2_jsonl does; so does a batch whose output would pass
+ * KCAT_BATCH_OUTPUT (records_walk.h), which that renderer writes in pieces. */
 
 static inline int
 rb_put(rawbuf *o, const void *s, size_t n)
@@ -113,15 +114,30 @@ kfs_render_kcat_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int6
     records_walk w = records_walk_start(p, end, base_offset, base_timestamp, append_time, log_append_time, last);
     record_view r;
     header_view h;
+    const size_t start = out->len;
+    /* n more bytes keep the batch's output within KCAT_BATCH_OUTPUT, else the batch is the Python path's */
+#define ROOM(n)                                                              \
+    do {                                                                     \
+        if ((uint64_t)(out->len - start) + (uint64_t)(n) > KCAT_BATCH_OUTPUT) \
+            return RENDER_UNUSUAL;                                           \
+    } while (0)
 #define PUT(s, n)                                \
     do {                                         \
+        ROOM(n);                                 \
         if (rb_put(out, (s), (size_t)(n)) < 0)   \
             return RENDER_NO_MEMORY;             \
     } while (0)
 #define PUT_INT(v)                               \
     do {                                         \
+        ROOM(20);                                \
         if (rb_put_int(out, (v)) < 0)            \
             return RENDER_NO_MEMORY;             \
+    } while (0)
+#define PUT_JSON(s, n)                                              \
+    do {                                                            \
+        ROOM((n) < 0 ? 4 : 6 * (uint64_t)(n) + 2);                   \
+        if (rb_put_json(out, (s), (n)) < 0)                         \
+            return RENDER_NO_MEMORY;                                \
     } while (0)
 
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -170,12 +186,10 @@ kfs_render_kcat_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int6
                 break;
             }
             case KCAT_JSON_KEY:
-                if (rb_put_json(out, r.key, r.key_len) < 0)
-                    return RENDER_NO_MEMORY;
+                PUT_JSON(r.key, r.key_len);
                 break;
             case KCAT_JSON_VALUE:
-                if (rb_put_json(out, r.value, r.value_len) < 0)
-                    return RENDER_NO_MEMORY;
+                PUT_JSON(r.value, r.value_len);
                 break;
             case KCAT_JSON_TSTYPE: /* (the walker takes magic 2 only: every record has a timestamp type) */
                 if (append_time)
@@ -192,9 +206,9 @@ kfs_render_kcat_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int6
                     walk_header(p, r.end, &at, &h);
                     if (k)
                         PUT(",", 1);
-                    if (rb_put_json(out, h.key, h.key_len) < 0 || rb_put(out, ",", 1) < 0
-                        || rb_put_json(out, h.value, h.value_len) < 0)
-                        return RENDER_NO_MEMORY;
+                    PUT_JSON(h.key, h.key_len);
+                    PUT(",", 1);
+                    PUT_JSON(h.value, h.value_len);
                 }
                 PUT("]", 1);
                 break;
@@ -218,6 +232,8 @@ kfs_render_kcat_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int6
             return RENDER_NO_MEMORY;
     }
     return walk_finished(&w) == WALK_OK ? RENDER_OK : RENDER_UNUSUAL;
+#undef ROOM
 #undef PUT
 #undef PUT_INT
+#undef PUT_JSON
 }
