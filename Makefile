@@ -1,5 +1,5 @@
 # The two commands of the README (and the benchmarks).
-.PHONY: demo test install-test bench bench-deps
+.PHONY: demo test install-test bench bench-deps soak
 
 demo:
 	bash kfs/demo/demo.sh
@@ -13,7 +13,7 @@ install-test:
 test: install-test
 	python3 -m pytest -q tests
 
-# The benchmark against Kafka's own decoder runs Kafka's classes (kfs/bench/kafka-side-bench.jar) on a JRE
+# The benchmark against Kafka's own decoder runs Kafka's classes (benchmarks/kafka-side-bench.jar) on a JRE
 # with Debian's codec jars, and uses bindfs as the FUSE baseline: installed here when missing (needs root).
 BENCH_JARS = /usr/share/java/lz4-java.jar /usr/share/java/snappy-java.jar /usr/share/java/zstd-jni.jar \
 	/usr/share/java/slf4j-api.jar /usr/share/java/slf4j-nop.jar
@@ -27,8 +27,13 @@ bench-deps:
 	fi
 
 bench: bench-deps
-	python3 -m kfs.bench.bench_kafka
-	python3 -m kfs.bench.bench_core
-	python3 -m kfs.bench.bench_fuse
-	python3 -m kfs.bench.bench_sizes
-	python3 -m kfs.bench.bench_spark
+	python3 -m benchmarks.bench_kafka
+	python3 -m benchmarks.bench_core
+	python3 -m benchmarks.bench_fuse
+	python3 -m benchmarks.bench_sizes
+	python3 -m benchmarks.bench_spark
+
+# The live-writer soak (docs/robustness.md): a writer appending, rolling, deleting and cleaning while
+# readers read through a mount; needs /dev/fuse and the test extra.
+soak:
+	cd tests && python3 -m soak.soak --minutes 10

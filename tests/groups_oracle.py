@@ -4,7 +4,7 @@ The oracle is the coordinator's replay taken literally (OffsetMetadataManager.re
 replayEndTransactionMarker; GroupMetadataManager for classic groups): every record of a partition in
 offset order, each decoded, skipped when its timestamp is after T; a commit sets, a tombstone removes
 (also from open transactions), transactional commits wait for their marker and then win only over
-older record offsets. The logs are written in Kafka's binary formats by kfs.bench.offsets_log.
+older record offsets. The logs are written in Kafka's binary formats by tests/offsets_log.py.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kfs.bench import offsets_log as ol
-from kfs.bench.offsets_log import PartitionWriter, end_txn_marker
+import offsets_log as ol
+from offsets_log import PartitionWriter, end_txn_marker
+
 from kfs.groups.codec import InternalCodec
 from kfs.groups.reader import GroupsReader
 

@@ -1,4 +1,4 @@
-"""The benchmark's Java side (kfs/bench/kafka-side-bench.jar: Kafka's own classes) and kfs read the same
+"""The benchmark's Java side (benchmarks/kafka-side-bench.jar: Kafka's own classes) and kfs read the same
 records: a partition written by Kafka's MemoryRecordsBuilder (none and lz4 batches) decodes in kfs to
 exactly what Kafka's FileRecords iteration prints, so `make bench` compares equal work."""
 
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from kfs.bench.bench_kafka import DEBIAN_JARS, JAR, java
+from benchmarks.bench_kafka import DEBIAN_JARS, JAR, java
 
 JARS = [str(JAR)] + [f"/usr/share/java/{name}.jar" for name in DEBIAN_JARS]
 pytestmark = pytest.mark.skipif(not shutil.which("java") or not all(map(os.path.exists, JARS)),

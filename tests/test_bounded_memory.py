@@ -1,6 +1,6 @@
 """The daemon's memory is bounded: every cache is an LRU bounded in entries (and bytes where values
 vary), and a real daemon stays under 150 MB after `grep -r` over many partitions and after reading
-many distinct `offset/N.value` files (kfs.bench.bench_memory measures the full 5,000 / 100,000)."""
+many distinct `offset/N.value` files (benchmarks/bench_memory.py measures the full 5,000 / 100,000)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from log_writers import build_logdir, memory
 from mounts import needs_fuse
 
 import kfs.fuse.tree as tree_module
 import kfs.storage.logdir as logdir_module
-from kfs.bench.bench_memory import build_logdir, memory
 from kfs.fuse.tree import KfsTree
 from kfs.storage import LogDirs
 from kfs.storage.lru import LruCache

@@ -17,13 +17,13 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import offsets_log as ol
 import pytest
 from conftest import v2_batch, write_segment
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mounts import mounted, needs_fuse
 
-from kfs.bench import offsets_log as ol
 from kfs.fuse.access import Access, as_directory, as_search, combined, narrow, suffixes
 
 as_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")

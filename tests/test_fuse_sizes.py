@@ -22,9 +22,8 @@ from pathlib import Path
 
 import pytest
 from conftest import run_kfs
+from log_writers import write_log_dir
 from mounts import mounted, needs_fuse
-
-from kfs.bench.bench_spark import write_log_dir
 
 pytestmark = needs_fuse
 

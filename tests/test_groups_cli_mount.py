@@ -15,12 +15,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import offsets_log as ol
 import pytest
 from conftest import run_kfs
 from groups_oracle import Written, comparable, oracle, write_log
 from mounts import mounted, needs_fuse
-
-from kfs.bench import offsets_log as ol
 
 SEED = 20241105
 

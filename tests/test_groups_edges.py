@@ -16,13 +16,13 @@ import json
 import os
 from pathlib import Path
 
+import offsets_log as ol
 import pytest
 from conftest import run_kfs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mounts import mounted, needs_fuse
 
-from kfs.bench import offsets_log as ol
 from kfs.fuse.groups_tree import NAME_MAX, file_name, group_name
 
 YEAR_10000 = 253402300800000  # 10000-01-01T00:00:00Z: the first millisecond Python's datetime cannot show

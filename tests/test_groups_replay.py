@@ -6,7 +6,7 @@ tombstone removes (also from open transactions), transactional commits wait for 
 then win only over older record offsets. kfs's scan keeps the last record per raw key and decodes
 afterwards; the two must agree at every record timestamp (and around it), and at the log end.
 
-The keys and values are written in Kafka's binary formats by kfs.bench.offsets_log (offset commit
+The keys and values are written in Kafka's binary formats by tests/offsets_log.py (offset commit
 values v1 and v3, keys v0 and v1: two key versions name the same partition) and decoded by
 kfs.internal for the oracle as for kfs; the Kafka-written golden data pins the decoding itself
 (test_groups_golden.py).
@@ -19,13 +19,13 @@ import os
 import random
 from pathlib import Path
 
+import offsets_log as ol
 import pytest
 from groups_oracle import Written, commit_key, comparable, instants, observed, oracle, write_log
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from offsets_log import PartitionWriter
 
-from kfs.bench import offsets_log as ol
-from kfs.bench.offsets_log import PartitionWriter
 from kfs.groups import parallel
 from kfs.groups.reader import GroupsReader
 from kfs.groups.render import offset_line

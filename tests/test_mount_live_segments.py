@@ -1,5 +1,5 @@
 """A real mount while the log cleaner swaps segments and retention deletes them (found by the
-live-writer soak, kfs.bench.soak): whole-partition reads are right or EIO, never other lines; a
+live-writer soak, tests/soak): whole-partition reads are right or EIO, never other lines; a
 segment's name never vanishes during a swap; deleted and replaced files are not held open."""
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from pathlib import Path
 from builders import write_numbered_segment
 from conftest import v2_batch
 from mounts import daemon_errors, mounted, needs_fuse
-
-from kfs.bench.soak import VANISHED
+from soak.soak import VANISHED
 
 pytestmark = needs_fuse
 

@@ -1,4 +1,4 @@
-"""The live-writer soak's smoke mode (`python -m kfs.bench.soak --minutes 0.5`): a writer appending,
+"""The live-writer soak's smoke mode (`python -m soak.soak (from tests/) --minutes 0.5`): a writer appending,
 rolling, deleting (retention) and swapping (cleaner) segments while `tail -f`, `cat`, lookups and
 `grep -r` read through one mount; every one of the soak's checks must hold.
 
@@ -25,9 +25,9 @@ pytestmark = [needs_fuse, pytest.mark.skipif(os.environ.get("KFS_SOAK") != "1",
 
 def test_the_soak_smoke_run_holds_its_checks(tmp_path: Path) -> None:
     report_path = tmp_path / "soak.json"
-    done = subprocess.run([sys.executable, "-m", "kfs.bench.soak", "--minutes", "0.5", "--clean-every", "5",
+    done = subprocess.run([sys.executable, "-m", "soak.soak", "--minutes", "0.5", "--clean-every", "5",
                            "--json", str(report_path)], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "TMPDIR": str(tmp_path)})
+                          env={**os.environ, "TMPDIR": str(tmp_path)}, cwd=Path(__file__).parent)
     assert report_path.exists(), done.stdout[-2000:] + done.stderr[-2000:]
     report = json.loads(report_path.read_text())
     failed = [check for check, ok in report["verdict"].items() if not ok]

@@ -68,7 +68,7 @@ def test_a_batch_cut_short_at_the_log_end_is_not_shown(tmp_path) -> None:
 def test_a_batch_being_written_shows_once_whole_however_few_of_its_bytes_are_there(tmp_path, cut: int) -> None:
     """A broker's append may be seen after any number of its bytes. With 12 to 16 of them (a length,
     no magic yet) the batch was taken for garbage: raw views showed the piece, and walks went on from
-    inside it, so the segment read as corrupt for the daemon's life (found by kfs.bench.soak)."""
+    inside it, so the segment read as corrupt for the daemon's life (found by tests/soak)."""
     directory, written = make_log(tmp_path)
     last = written[-1].batches[-1]
     log = directory / f"{written[-1].base_offset:020d}.log"

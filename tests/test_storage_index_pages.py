@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from index_pages import drop_cache, pages_of_one_lookup, resident_pages, write_offset_index
 
-from kfs.bench.index_pages import drop_cache, pages_of_one_lookup, resident_pages, write_offset_index
 from kfs.storage.index import OffsetIndex
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from builders import partition_log
 from conftest import v2_batch, write_segment
+from index_pages import drop_cache, resident_pages
 
-from kfs.bench.index_pages import drop_cache, resident_pages
 from kfs.storage.index import OffsetIndex, TimeIndex
 
 T0 = 1_700_000_000_000

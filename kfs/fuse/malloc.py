@@ -4,7 +4,7 @@ libfuse runs up to ten worker threads, and every decoded read reply is a malloc'
 256 KiB (kfs.fuse.zerocopy). glibc gives each thread an arena of its own (up to 8 per core), and
 after the first such block is freed it raises its mmap threshold past that size, so later replies
 come from the arenas, which keep what they grew to: the live-writer soak's daemon grew ~17 MB a
-minute that way (kfs.bench.soak; with MALLOC_ARENA_MAX=2 and a fixed threshold it stayed flat).
+minute that way (tests/soak; with MALLOC_ARENA_MAX=2 and a fixed threshold it stayed flat).
 Setting the threshold explicitly (mallopt) turns glibc's adjustment off. It is set at 8 MiB, above
 a reply (256 KiB) and a segment read window (4 MiB, kfs.storage.segment): a block mmapped and
 unmapped per use cost a page fault per page (and zeroed pages, and a TLB shootdown at munmap), and

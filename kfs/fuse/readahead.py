@@ -5,7 +5,7 @@ window (128 KiB for a FUSE mount: its bdi's read_ahead_kb), `cat` asks for 256 K
 sends one request and waits for it, the daemon renders it, and only then does the next one go:
 the daemon and the reader take turns on two cores. With a 1 MiB window the kernel sends the next
 requests while the reader copies the last, and a first `cat messages.jsonl` went from 1.22 s to
-0.9 s (478 MiB of lines, sized mount; kfs.bench.bench_kafka). libfuse can only lower the window
+0.9 s (478 MiB of lines, sized mount; benchmarks/bench_kafka.py). libfuse can only lower the window
 (FUSE_INIT's max_readahead is capped by the kernel's offer), so the daemon raises it through
 sysfs once mounted, which needs root; otherwise the kernel's window stays, and the daemon log
 says so. `-o readahead=KIB` sets another size (0: leave the kernel's).

@@ -85,7 +85,7 @@ class KfsTree:
         self.cache = cache or SizeCache(None)
         self.foreground = Foreground()  # reads mark it; the background size scan gives way (kfs.views.pacing)
         # Every cache is bounded (kfs.storage.lru): the daemon's memory stays flat however many
-        # partitions and files are read (figures: kfs.bench.bench_memory).
+        # partitions and files are read (figures: benchmarks/bench_memory.py).
         self._decoded: LruCache[str, DecodedLog] = LruCache(MAX_DECODED_LOGS)
         self._small: LruCache[str, tuple[float, Attr, bytes]] = LruCache(
             MAX_SMALL_FILES, MAX_SMALL_BYTES, weigh=lambda item: len(item[2]) + 200)

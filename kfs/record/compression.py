@@ -204,7 +204,7 @@ def _lz4(data, limit: int) -> bytes:
 
 # One decompressor per thread: a ZstdDecompressor's context is shared by its decompressobj()s and is
 # not thread-safe, and the daemon decodes on many FUSE threads at once (sharing one gave wrong frames
-# and a segfault in zstandard's C backend under the live-writer soak, kfs.bench.soak).
+# and a segfault in zstandard's C backend under the live-writer soak, tests/soak).
 _ZSTD = threading.local()
 
 

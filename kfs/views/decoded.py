@@ -177,10 +177,32 @@ class DecodedLog:
                     run.identity = identity
                     continue
                 changed = identity != run.identity
-            if changed:
+            if changed and not self._renamed_only(run, end, identity):
                 self.drop_stale(run, end, f"identity {run.identity} is now {identity}")
                 dropped = True
         return dropped
+
+    def _renamed_only(self, run: SegmentRun, end: int, identity: list[int]) -> bool:
+        """Whether a file whose ctime alone changed still holds what `run` mapped; if so the run takes
+        the new identity. A rename changes ctime (the log cleaner's .swap -> .log, a segment renamed
+        .deleted), so does chmod; so does a rewrite whose mtime was put back (`cp -p`, `rsync -t
+        --inplace`). Told apart by the file itself: every probe of the map reads as it did, and the
+        segment counted afresh has the run's length and damage. Rare (a ctime that moved), and it
+        reads the segment once; anything else that moved (inode, size, mtime) is another file."""
+        if run.identity is None or identity[:4] != run.identity[:4]:
+            return False
+        try:
+            if not all(run.probe_holds(i) for i in range(len(run.probe_positions))):
+                return False
+            fresh = SegmentRun(run.segment, run.start)
+            count_into(fresh, self.counted(run.start, end, run.segment), end, None)
+        except KfsError:
+            return False
+        if (fresh.length, fresh.error is None) != (run.length, run.error is None):
+            return False
+        with run.lock:
+            run.identity = identity
+        return True
 
     def check_unchanged(self, run: SegmentRun, end: int, entry: int | None = None) -> None:
         """Raise StaleMap (and forget the run) when `run`'s file changed in place since it was mapped:
@@ -188,7 +210,7 @@ class DecodedLog:
         if run.identity is None or self.plog.is_active(run.segment):
             return
         identity = run.segment.file_identity()
-        if identity != run.identity:
+        if identity != run.identity and not self._renamed_only(run, end, identity):
             reason = f"identity {run.identity} is now {identity}"
         elif entry is not None and not run.probe_holds(entry):
             reason = f"the batch at file position {run.probe_positions[entry]} changed"
@@ -233,7 +255,7 @@ class DecodedLog:
         """The lines' lengths per batch; `segment`: a run's own segment object. A run is counted and
         rendered from the file it maps, never through the partition's current listing: after a
         cleaner swap that holds the cleaned file, and the old file's positions and offsets applied to
-        it gave cut lines and lost records (found by kfs.bench.soak). A run's segment is walked even
+        it gave cut lines and lost records (found by tests/soak). A run's segment is walked even
         when it can hold no record of the view (a segment whose first batch is damaged ends the log
         there): damage in it is still met."""
         return counted_batches(self.plog, start, end, isolation=self.isolation, control=self.control,

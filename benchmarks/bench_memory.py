@@ -1,10 +1,10 @@
 """The daemon's memory under wide reads: RSS after `grep -r` over many partitions and after reading
 many distinct `offset/N.value` files, from /proc/PID/status (VmRSS now, VmHWM the peak).
 
-    python -m kfs.bench.bench_memory [--partitions 5000] [--values 100000] [--dir /tmp]
+    python -m benchmarks.bench_memory [--partitions 5000] [--values 100000] [--dir /tmp]
 
 Builds a log dir in a temporary directory: `bench-0`, one segment with more records than --values
-(kfs.bench.bench_core's generated batches), and --partitions small partitions (a ~32 KiB segment
+(tests/log_writers.py's generated batches), and --partitions small partitions (a ~32 KiB segment
 each, hard links to one file), mounts it with `kfs.fuse.mount.mount` (a real daemon; the size cache
 in a temporary XDG_CACHE_HOME), and measures. Every cache the daemon keeps is bounded
 (kfs.storage.lru), so the figures should stay flat as the counts grow.
@@ -21,38 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kfs.bench.bench_core import build_chunk, write_segment
-
-
-def memory(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM of a process, in KiB."""
-    found = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            found[key] = int(value.split()[0])
-    return found
-
-
-def build_logdir(root: Path, partitions: int, values: int) -> tuple[Path, int]:
-    """The log dir; returns it and the number of records in bench-0."""
-    logdir = root / "logdir"
-    logdir.mkdir()
-    (logdir / "meta.properties").write_text("version=1\nnode.id=0\ncluster.id=bench\n")
-    size_mb = 1
-    while True:  # bench_core's 1 MiB chunks hold a few thousand records each
-        _, _, records = write_segment(str(logdir), size_mb, ["none"])
-        if records > values:
-            break
-        size_mb = max(size_mb + 1, size_mb * values // max(records, 1) + 1)
-    chunk, _, _ = build_chunk(["none"], target_bytes=32 * 1024)
-    small = root / "small.log"
-    small.write_bytes(chunk)
-    for i in range(partitions):
-        directory = logdir / f"wide-{i}"
-        directory.mkdir()
-        os.link(small, directory / f"{0:020d}.log")  # (kfs follows no symbolic link to a segment)
-    return logdir, records
+from log_writers import build_logdir, memory
 
 
 def run(partitions: int, values: int, work: Path, report: Callable[[str], None] = print) -> dict[str, dict[str, int]]:

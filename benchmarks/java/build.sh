@@ -1,7 +1,7 @@
 #!/bin/bash
-# Rebuilds kfs/bench/kafka-side-bench.jar: KafkaSideBench.java and the Apache Kafka classes it uses, compiled
+# Rebuilds benchmarks/kafka-side-bench.jar: KafkaSideBench.java and the Apache Kafka classes it uses, compiled
 # from Kafka's source (no Maven, no network) against Debian's jars.
-#   kfs/bench/java/build.sh KAFKA_GIT_DIR
+#   benchmarks/java/build.sh KAFKA_GIT_DIR
 # KAFKA_GIT_DIR: a clone of apache/kafka holding commit 1eb7644349c (trunk of 2024-09, the commit the
 # Kafka-written test fixtures were made with). javac's -sourcepath compiles only the classes the program
 # reaches (the record layer, FileRecords, OffsetIndex and TimeIndex). One cut outside that code, as for the

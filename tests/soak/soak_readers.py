@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kfs.bench import soak_records as R
-from kfs.bench.soak_check import Oracle
+from soak import soak_records as R
+from soak.soak_check import Oracle
 
 KERNEL_TRUSTS_STAT = 2.0  # seconds (kfs.fuse.tree.KERNEL_TRUSTS_STAT)
 MARGIN = 400  # offsets kept away from the log end: the last announced batch may not be on disk yet

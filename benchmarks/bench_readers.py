@@ -1,9 +1,9 @@
 """Two readers through one daemon, against one reader and against two daemons: where a mount's
 parallelism goes.
 
-    python -m kfs.bench.bench_readers [--rounds 5] [--work DIR] [-o max_threads=2]
+    python -m benchmarks.bench_readers [--rounds 5] [--work DIR] [-o max_threads=2]
 
-On the mixed set of `kfs.bench.bench_kafka` (written by Kafka's classes on first use, kept in
+On the mixed set of `benchmarks.bench_kafka` (written by Kafka's classes on first use, kept in
 `--work`), each round mounts afresh and stats the files first (their sizes counted: only the reads
 are timed), then times `cat` of `messages.jsonl`:
 - one reader of one partition;
@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from kfs.bench.bench_kafka import LAST_CPU, _process_cpu, classpath, generate, together
+from benchmarks.bench_kafka import LAST_CPU, _process_cpu, classpath, generate, together
 
 
 @contextlib.contextmanager

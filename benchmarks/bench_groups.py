@@ -1,6 +1,6 @@
 """How long `kfs groups` takes on a large `__consumer_offsets`.
 
-    python -m kfs.bench.bench_groups [--size-mb 500] [--partitions 50] [--dir /tmp] [--logdir DIR] [--keep]
+    python -m benchmarks.bench_groups [--size-mb 500] [--partitions 50] [--dir /tmp] [--logdir DIR] [--keep]
 
 Builds (unless --logdir names one built before) a broker's `__consumer_offsets` of 50 partitions:
 thousands of classic groups, each committing the offsets of its topics' partitions every few seconds
@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from kfs.bench import offsets_log as ol
+import offsets_log as ol
 
 START_MS = 1_735_689_600_000  # 2025-01-01T00:00:00Z
 COMMIT_INTERVAL_MS = 5000
@@ -151,7 +151,7 @@ def read_every_record(logdir: str) -> tuple[float, float, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kfs.bench.bench_groups", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_groups", description=__doc__.split("\n")[0])
     parser.add_argument("--size-mb", type=int, default=500)
     parser.add_argument("--partitions", type=int, default=50)
     parser.add_argument("--dir", default=None, help="where to build the log dir (default: the temp dir)")

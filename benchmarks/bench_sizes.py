@@ -1,8 +1,8 @@
 """What exact decoded sizes cost: the first stat of a never-seen partition, a second mount, and reads after.
 
-    python -m kfs.bench.bench_sizes [--records 1000000] [--big-mb 1024] [--per-batch 500] [--dir /tmp]
+    python -m benchmarks.bench_sizes [--records 1000000] [--big-mb 1024] [--per-batch 500] [--dir /tmp]
 
-Builds log dirs with `kfs.bench.bench_spark.write_log_dir` (v2 batches of 500 records, or
+Builds log dirs with `tests/log_writers.py's write_log_dir` (v2 batches of 500 records, or
 `--per-batch`: 1 is the worst case, what a producer with linger.ms=0 writes, from
 kafka-python's builder, 128 MiB segments), then with real mounts (`size_scan=no`, a fresh size
 cache) times:
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kfs.bench.bench_spark import write_log_dir
+from log_writers import write_log_dir
 
 PARTITION = "bench-0"
 

@@ -1,7 +1,7 @@
 """`kfs cat -f FMT` and `-J` on a log dir against `kcat -C -f FMT` and `-J` consuming the same records
 from a broker.
 
-    python -m kfs.bench.bench_kcat [--records 100000] [--rounds 5]
+    python -m benchmarks.bench_kcat [--records 100000] [--rounds 5]
 
 The broker is librdkafka's mock cluster, hosted by a kcat consumer started with
 `-X test.mock.num.brokers=1` (no Kafka broker runs on this machine): it serves from memory over

@@ -1,7 +1,7 @@
 """Live-writer soak: a broker-like writer and many readers through one kfs mount, for minutes.
 
-    python -m kfs.bench.soak --minutes 10        # the soak (issue 9 part 5)
-    python -m kfs.bench.soak --minutes 0.5       # a smoke run (tests/test_soak_smoke.py)
+    python -m soak.soak --minutes 10        # the soak (issue 9 part 5)
+    python -m soak.soak --minutes 0.5       # a smoke run (tests/test_soak_smoke.py)
 
 A writer process (`soak_writer`) appends v2 batches to one partition as a broker does, rolls
 segments, deletes the oldest (retention) and swaps in cleaned segments (log cleaner), and writes
@@ -32,9 +32,10 @@ import threading
 import time
 from pathlib import Path
 
-from kfs.bench import soak_records as R
-from kfs.bench.soak_check import Oracle, checksum_problems
-from kfs.bench.soak_readers import Readers
+from soak import soak_records as R
+from soak.soak_check import Oracle, checksum_problems
+from soak.soak_readers import Readers
+
 from kfs.fuse.mount import parse_options
 
 SAMPLE_EVERY = 3.0  # seconds between RSS/descriptor samples
@@ -150,10 +151,11 @@ def run(minutes: float, workdir: Path, seed: int, rate_kb: float, segment_kb: in
     daemon_log = workdir / "daemon.log"
     mountpoint.mkdir()
     os.environ["XDG_CACHE_HOME"] = str(workdir / "cache")  # kfs's size cache: never near the log dir
-    writer = subprocess.Popen([sys.executable, "-m", "kfs.bench.soak_writer", str(logdir), str(manifest),
+    writer = subprocess.Popen([sys.executable, "-m", "soak.soak_writer", str(logdir), str(manifest),
                                "--seconds", str(minutes * 60), "--rate-kb", str(rate_kb), "--seed", str(seed),
                                "--segment-bytes", str(segment_kb * 1024), "--keep-segments", str(keep_segments),
-                               "--clean-every", str(clean_every)])
+                               "--clean-every", str(clean_every)],
+                              cwd=Path(__file__).resolve().parent.parent)  # (tests/: the soak package's home)
     while not (logdir / R.PARTITION_DIR).exists():
         if writer.poll() is not None:
             raise SystemExit("the writer failed to start (does this Python have the test extra?)")

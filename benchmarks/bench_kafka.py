@@ -1,9 +1,9 @@
 """kfs against Kafka's own decoder and against bindfs, every ratio from one run.
 
-    python -m kfs.bench.bench_kafka [--records 1300000] [--rounds 3] [--work DIR] [--json]
+    python -m benchmarks.bench_kafka [--records 1300000] [--rounds 3] [--work DIR] [--json]
 
-The data is written at bench time by Kafka's `MemoryRecordsBuilder` (kfs/bench/kafka-side-bench.jar,
-see kfs/bench/java/README.md): a "mixed" set of 20-record batches, none and lz4 alternating, JSON
+The data is written at bench time by Kafka's `MemoryRecordsBuilder` (benchmarks/kafka-side-bench.jar,
+see benchmarks/java/README.md): a "mixed" set of 20-record batches, none and lz4 alternating, JSON
 values, a key and a header, and an "uncompressed" set of the same records with no compression; each
 twice (partitions -0 and -1), for the two-readers figures. The Java side is Kafka's `FileRecords`
 iteration printing a DumpLogSegments-style line per batch and per record, timed as a whole process
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
-from kfs.bench.bench_fuse import bindfs
+from benchmarks.bench_fuse import bindfs
 
 JAR = Path(__file__).with_name("kafka-side-bench.jar")
 DEBIAN_JARS = ("lz4-java", "snappy-java", "zstd-jni", "slf4j-api", "slf4j-nop")

@@ -1,6 +1,6 @@
 """The soak's writer: one partition written the way a broker writes it, with a manifest of every byte.
 
-    python -m kfs.bench.soak_writer LOGDIR MANIFEST --seconds S [--rate-kb 300] [--segment-bytes N]
+    python -m soak.soak_writer LOGDIR MANIFEST --seconds S [--rate-kb 300] [--segment-bytes N]
 
 What a broker does, and kfs must read through (SPEC section 1, "A live broker's directory"):
 - v2 batches from kafka-python's `DefaultRecordBatchBuilder` (none, gzip, snappy, lz4, zstd; keys,
@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO
 
-from kfs.bench import soak_records as R
+from soak import soak_records as R
 
 INDEX_BYTES = 10 << 20  # segment.index.bytes: the active segment's indexes are preallocated to it,
 PREALLOCATED = {".index": INDEX_BYTES - INDEX_BYTES % 8,  # rounded down to whole entries (AbstractIndex)

@@ -1,6 +1,6 @@
 """Benchmark of the storage core: decoding, index lookups, and the index pages a lookup makes resident.
 
-    python -m kfs.bench.bench_core [--size-mb 500] [--codecs none,snappy,lz4] [--dir /tmp]
+    python -m benchmarks.bench_core [--size-mb 500] [--codecs none,snappy,lz4] [--dir /tmp]
 
 (a) Decoding a generated segment of --size-mb: kfs's `PartitionLog.records()`, kfs's
     `LogSegment.batches` + `decode_records`, and kafka-python's `MemoryRecords` over the same bytes
@@ -20,101 +20,33 @@ The segment is one ~1 MiB chunk of v2 batches built with kafka-python's `Default
 from __future__ import annotations
 
 import argparse
-import array
 import os
-import random
 import shutil
-import struct
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 
-from kfs.bench.index_pages import (
+from index_pages import (
     bench_lookups,
     pages_of_one_lookup,
     write_offset_index,
     write_time_index,
 )
+from log_writers import CODECS, write_generated_segment
+
 from kfs.record import decode_records
 from kfs.storage import LogDirs, LogSegment
 from kfs.storage.index import OffsetIndex, TimeIndex
 from kfs.views.jsonl import line_prefix, render_lines, render_records
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
-T0 = 1_700_000_000_000
-CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-TOPIC, PARTITION = "bench", 0
 
 
 # ---- (a) the segment --------------------------------------------------------------------------------
 
-def build_chunk(codecs: list[str], target_bytes: int = 1 << 20, seed: int = 1) -> tuple[bytes, list[int], int]:
-    """~1 MiB of v2 batches from offset 0: (bytes, batch positions, records in the chunk)."""
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
-    rng = random.Random(seed)
-    out = bytearray()
-    positions: list[int] = []
-    offset = 0
-    ts = T0
-    while len(out) < target_bytes:
-        codec = CODECS[codecs[len(positions) % len(codecs)]]
-        builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False,
-                                            producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=16384)
-        delta = 0
-        while True:
-            ts += rng.randint(0, 3)
-            key = f"user-{rng.randint(0, 99999)}".encode()
-            value = (f'{{"n": {offset + delta}, "event": "{rng.choice(["view", "click", "buy"])}", '
-                     f'"pad": "{"x" * rng.randint(20, 200)}"}}').encode()
-            headers = [("trace-id", rng.randbytes(8).hex().encode())] if delta % 3 == 0 else []
-            if builder.append(delta, timestamp=ts, key=key, value=value, headers=headers) is None:
-                break
-            delta += 1
-        batch = builder.build()
-        struct.pack_into(">q", batch, 0, offset)
-        positions.append(len(out))
-        out += batch
-        offset += delta
-    return bytes(out), positions, offset
 
 
-def write_segment(directory: str, size_mb: int, codecs: list[str]) -> tuple[str, int, int]:
-    """`<dir>/bench-0/00000000000000000000.log` with its indexes (Kafka's rule, 4096-byte interval)."""
-    chunk, positions, chunk_records = build_chunk(codecs)
-    partition_dir = os.path.join(directory, f"{TOPIC}-{PARTITION}")
-    os.makedirs(partition_dir, exist_ok=True)
-    copies = max(1, (size_mb << 20) // len(chunk))
-    bases = [struct.unpack_from(">q", chunk, p)[0] for p in positions]
-    ends = [*positions[1:], len(chunk)]
-    offset_entries = array.array("i")
-    time_entries: list[tuple[int, int]] = []
-    since_entry = 0
-    with open(os.path.join(partition_dir, f"{0:020d}.log"), "wb") as log:
-        for copy in range(copies):
-            buf = bytearray(chunk)
-            shift = copy * chunk_records
-            for p, base in zip(positions, bases, strict=True):
-                struct.pack_into(">q", buf, p, base + shift)
-            for p, end in zip(positions, ends, strict=True):  # every batch is an append
-                if since_entry > 4096:
-                    last = struct.unpack_from(">i", buf, p + 23)[0] + struct.unpack_from(">q", buf, p)[0]
-                    offset_entries.extend((last, copy * len(chunk) + p))
-                    if not time_entries:
-                        time_entries.append((struct.unpack_from(">q", buf, p + 35)[0], last))
-                    since_entry = 0
-                since_entry += end - p
-            log.write(buf)
-        log.flush()
-        os.fsync(log.fileno())
-    if sys.byteorder == "little":
-        offset_entries.byteswap()
-    with open(os.path.join(partition_dir, f"{0:020d}.index"), "wb") as f:
-        f.write(offset_entries.tobytes())
-    with open(os.path.join(partition_dir, f"{0:020d}.timeindex"), "wb") as f:
-        f.write(b"".join(struct.pack(">qi", t, o) for t, o in time_entries))
-    return partition_dir, copies * len(chunk), copies * chunk_records
 
 
 def timed(fn: Callable[[], int]) -> tuple[float, int]:
@@ -202,7 +134,7 @@ def bench_decode(partition_dir: str, log_bytes: int, repeat: int) -> list[tuple[
 # ---- the run --------------------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kfs.bench.bench_core", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_core", description=__doc__.split("\n")[0])
     parser.add_argument("--size-mb", type=int, default=500, help="size of the generated segment (default 500)")
     parser.add_argument("--codecs", default="none", help="comma-separated codecs of the batches, used in turn")
     parser.add_argument("--dir", default=None, help="where to generate (a temporary directory by default)")
@@ -227,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_decode(work: str, size_mb: int, codecs: list[str], repeat: int) -> None:
     start = time.perf_counter()
-    partition_dir, log_bytes, records = write_segment(work, size_mb, codecs)
+    partition_dir, log_bytes, records = write_generated_segment(work, size_mb, codecs)
     print(f"(a) decode: one segment of {log_bytes / 1e6:.0f} MB, {records:,} records, codecs {','.join(codecs)} "
           f"(generated in {time.perf_counter() - start:.1f} s)")
     results = bench_decode(partition_dir, log_bytes, repeat)

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from kfs.bench import soak_records as R
+from soak import soak_records as R
 
 
 @dataclass

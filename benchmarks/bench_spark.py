@@ -1,6 +1,6 @@
 """How fast the Spark source reads, and how it scales: `local[1]` vs `local[2]` vs one process.
 
-    python -m kfs.bench.bench_spark [--records 1500000] [--dir /tmp/kfs-bench-spark]
+    python -m benchmarks.bench_spark [--records 1500000] [--dir /tmp/kfs-bench-spark]
 
 Builds (once, then reuses) a log dir with one big partition, the case splitting at index entries
 exists for: a handful of distinct v2 batches written by kafka-python's builder, replicated with
@@ -19,88 +19,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import struct
 import sys
 import time
-from typing import BinaryIO
 
-import crc32c
-
-INDEX_INTERVAL = 4096
-_OFFSET = struct.Struct(">q")
-_TIMESTAMPS = struct.Struct(">qq")  # baseTimestamp, maxTimestamp at byte 27 of a v2 batch
-
-
-def build_batches(distinct: int, per_batch: int, value_size: int) -> list[bytes]:
-    """`distinct` v2 batches of `per_batch` records each (key, value, one header), uncompressed."""
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
-    batches = []
-    ts = 1_700_000_000_000
-    for b in range(distinct):
-        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
-                                            producer_id=-1, producer_epoch=-1, base_sequence=-1,
-                                            batch_size=1 << 30)
-        for i in range(per_batch):
-            n = b * per_batch + i
-            value = (f'{{"n": {n}, "user": "user-{n % 977}", "pad": "' + "x" * value_size)[:value_size] + '"}'
-            builder.append(i, timestamp=ts + n, key=f"user-{n % 977}".encode(), value=value.encode(),
-                           headers=[("trace-id", f"{n:016x}".encode())])
-        batches.append(bytes(builder.build()))
-    return batches
-
-
-def write_log_dir(path: str, records: int, segment_bytes: int, per_batch: int = 500,
-                  value_size: int = 100) -> None:
-    """One partition `bench-0` of about `records` records, with Kafka's segment files and indexes."""
-    partition = os.path.join(path, "bench-0")
-    os.makedirs(partition)
-    batches = build_batches(16, per_batch, value_size)
-    offset = 0
-    segment = None
-    log: BinaryIO | None = None
-    index: BinaryIO | None = None
-    timeindex: BinaryIO | None = None
-    position = since_entry = 0
-    max_ts = last_time_entry = max_ts_offset = -1
-    n = 0
-    while offset < records:
-        batch = bytearray(batches[n % len(batches)])
-        n += 1
-        if segment is None or position + len(batch) > segment_bytes:
-            for f in (log, index, timeindex):
-                if f is not None:
-                    f.close()
-            segment, position, since_entry, max_ts, last_time_entry = offset, 0, 0, -1, -1
-            log = open(os.path.join(partition, f"{segment:020d}.log"), "wb")  # noqa: SIM115
-            index = open(os.path.join(partition, f"{segment:020d}.index"), "wb")  # noqa: SIM115
-            timeindex = open(os.path.join(partition, f"{segment:020d}.timeindex"), "wb")  # noqa: SIM115
-        assert log is not None and index is not None and timeindex is not None
-        # A copy's base offset is not under the CRC; its timestamps are, so moving them on re-signs it.
-        _OFFSET.pack_into(batch, 0, offset)
-        shift = (n - 1) // len(batches) * len(batches) * per_batch
-        base_ts, batch_max_ts = _TIMESTAMPS.unpack_from(batch, 27)
-        batch_max_ts += shift
-        _TIMESTAMPS.pack_into(batch, 27, base_ts + shift, batch_max_ts)
-        struct.pack_into(">I", batch, 17, crc32c.crc32c(memoryview(batch)[21:]))
-        last = offset + per_batch - 1
-        log.write(batch)
-        if batch_max_ts > max_ts:
-            max_ts, max_ts_offset = batch_max_ts, last
-        # LogSegment.append: index entries once more than index.interval.bytes went by since the
-        # last; the time index only when the largest timestamp grew (TimeIndex.maybeAppend).
-        if since_entry > INDEX_INTERVAL:
-            index.write(struct.pack(">ii", last - segment, position))
-            if max_ts > last_time_entry:
-                timeindex.write(struct.pack(">qi", max_ts, max_ts_offset - segment))
-                last_time_entry = max_ts
-            since_entry = 0
-        since_entry += len(batch)
-        position += len(batch)
-        offset = last + 1
-    for f in (log, index, timeindex):
-        if f is not None:
-            f.close()
+from log_writers import write_log_dir
 
 
 def _rate(records: int, seconds: float) -> str:

@@ -1,6 +1,6 @@
 """Read-path benchmark of the FUSE layer; every ratio is measured in the same run.
 
-    python -m kfs.bench.bench_fuse [--raw-mb 300] [--decoded-mb 20] [--repeat 5] [--bindings]
+    python -m benchmarks.bench_fuse [--raw-mb 300] [--decoded-mb 20] [--repeat 5] [--bindings]
 
 Builds a Kafka log dir (v2 batches from kafka-python's builder, 1 MiB batches, 100 MiB
 segments, sparse indexes), then times with real processes:
@@ -319,7 +319,7 @@ def bench_bindings(work: Path, repeat: int, report: Callable[[str], None]) -> di
     for binding, mode in variants:
         mountpoint = work / f"pt-{binding}-{mode}"
         mountpoint.mkdir(exist_ok=True)
-        daemon = subprocess.Popen([sys.executable, "-m", "kfs.bench.bench_fuse", "--passthrough", binding, mode,
+        daemon = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_fuse", "--passthrough", binding, mode,
                                    str(source), str(mountpoint)], stderr=subprocess.DEVNULL)
         try:
             for _ in range(200):
