@@ -113,6 +113,22 @@ def test_pruning_deletes_only_the_caches_own_entries(tmp_path: Path) -> None:
     assert precious.read_bytes() == b"someone's data"
 
 
+def test_an_entry_directory_replaced_by_a_link_is_never_written_through(tmp_path: Path) -> None:
+    """A link where an entry directory belongs (to a directory outside): saving an entry that hashes
+    there writes nothing through it, and loading reads nothing through it."""
+    directory = tmp_path / "cache"
+    cache = SizeCache(str(directory))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shard = Path(cache._path({"segment": 0})[0]).parent
+    shard.symlink_to(elsewhere)
+    cache.save({"segment": 0}, SavedMap(100, 10, array("q", [0]), array("q", [0])))
+    assert cache.flush(10)
+    assert list(elsewhere.iterdir()) == []
+    (elsewhere / Path(cache._path({"segment": 0})[0]).name).write_bytes(b"planted")
+    assert cache.load({"segment": 0}) is None
+
+
 def test_a_directory_holding_other_files_is_refused_and_left_alone(tmp_path: Path) -> None:
     directory = tmp_path / "photos"
     directory.mkdir()
