@@ -26,6 +26,8 @@ SCHEMAS = {
     6: {"type": "map", "values": "long"},
 }
 BAD_TEXT = {7: '{"type": "record", "name": "X", "fields": [', 8: '{"type": "nosuch"}'}
+PROTO = {10: 'syntax = "proto3"; package p; message A { int32 x = 1; message B { string s = 1; } }',
+         11: 'syntax = "proto3"; message Broken { nosuch.Type x = 1; }'}
 
 
 def framed(schema_id: int, body: bytes) -> bytes:
@@ -53,6 +55,13 @@ CASES: list[tuple[bytes, str | None, object]] = [
     (framed(9, b"{\"a\": " * 100_000), "schema id 9: the value is not JSON text", None),
     (framed(9, b"\xff"), "schema id 9: the value is not JSON text", None),
     (framed(12345, b""), "schema id 12345: not in the schema registry", None),
+    (framed(10, b"\x00\x08\x96\x01"), None, {"x": 150}),
+    (framed(10, b"\x04\x00\x00\x0a\x01z"), None, {"s": "z"}),
+    (framed(10, b"\x02\x02\x08\x01"), "schema id 10: the message indexes [1] name no message of the schema", None),
+    (framed(10, b"\x00\x08"), "schema id 10: the p.A message does not decode", None),
+    (framed(10, b"\xfe\xff\xff\xff\x0f"), "schema id 10: the message-index list declares", None),
+    (framed(10, b"\x02"), "schema id 10: the message-index list ends early", None),
+    (framed(11, b"\x00"), "schema id 11: the schema does not compile as Protobuf", None),
     (framed(1, b""), "schema id 1: the datum ends early", None),
 ]
 
@@ -69,6 +78,10 @@ def logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         registry.append((json.dumps({"keytype": "SCHEMA", "subject": f"s{i}", "version": 1, "magic": 1}).encode(),
                          json.dumps({"subject": f"s{i}", "version": 1, "id": i, "schema": text,
                                      "deleted": False}).encode()))
+    for i, text in PROTO.items():
+        registry.append((json.dumps({"keytype": "SCHEMA", "subject": f"s{i}", "version": 1, "magic": 1}).encode(),
+                         json.dumps({"subject": f"s{i}", "version": 1, "id": i, "schemaType": "PROTOBUF",
+                                     "schema": text, "deleted": False}).encode()))
     registry.append((json.dumps({"keytype": "SCHEMA", "subject": "j", "version": 1, "magic": 1}).encode(),
                      json.dumps({"subject": "j", "version": 1, "id": 9, "schemaType": "JSON", "schema": "{}",
                                  "deleted": False}).encode()))

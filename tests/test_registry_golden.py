@@ -20,7 +20,7 @@ from kfs.views.size_cache import SizeCache
 
 FIXTURE = Path(__file__).parent / "fixtures" / "schema-registry"
 LOGDIR = str(FIXTURE / "logdir")
-TOPICS = ("orders", "users", "customers", "events", "legacy", "gone", "mixed")
+TOPICS = ("orders", "users", "customers", "events", "payments", "legacy", "gone", "mixed")
 ANSWER_KEYS = ("key", "value", "key_schema", "value_schema", "key_decode_error", "value_decode_error")
 
 
@@ -216,17 +216,20 @@ def test_mount_schemas_tree(tmp_path: Path) -> None:
         assert sorted(p.name for p in tree.iterdir()) == ["all.jsonl", "ids", "subjects"]
         assert [json.loads(line) for line in (tree / "all.jsonl").read_bytes().splitlines()] == expected
         for e in expected:
-            suffix = {"AVRO": ".avsc", "JSON": ".json"}[e["type"]]
-            assert (tree / "subjects" / e["subject"] / f"{e['version']}{suffix}").read_text() == e["schema"]
+            suffix = {"AVRO": ".avsc", "JSON": ".json", "PROTOBUF": ".proto"}[e["type"]]
+            subject = e["subject"].replace("%", "%25").replace("/", "%2F")  # (as .groups/ names a group)
+            assert (tree / "subjects" / subject / f"{e['version']}{suffix}").read_text() == e["schema"]
             assert (tree / "ids" / f"{e['id']}{suffix}").read_text() == e["schema"]
         ids = sorted(int(p.name.split(".")[0]) for p in (tree / "ids").iterdir())
-        assert ids == [1, 2, 3, 4, 5, 6, 7, 8, 9, 90]  # deleted schemas' ids too: old records use them
-        assert (tree / "ids" / "7.avsc").stat().st_size == len((tree / "ids" / "7.avsc").read_bytes())
+        legacy = golden("legacy")[0]["value_schema"]["id"]
+        assert ids == [*range(1, 12), 90] and legacy in ids  # deleted schemas' ids too: old records use them
+        assert (tree / "ids" / f"{legacy}.avsc").stat().st_size == len((tree / "ids" / f"{legacy}.avsc").read_bytes())
         assert not (tree / "ids" / "999.avsc").exists()
         assert not (tree / "subjects" / "legacy-value").exists()  # hard-deleted
         grep = subprocess.run(["grep", "-rl", "customer_id", str(mnt)], capture_output=True)
         found = sorted(Path(p).parent.name for p in grep.stdout.decode().split())
-        assert found == ["_schemas-0", "mixed-0", "orders-0"]  # (the registry topic's own lines: its schemas)
+        # (the registry topic's own lines hold its schemas' texts)
+        assert found == ["_schemas-0", "mixed-0", "orders-0", "payments-0"]
 
 
 def test_spark_grep_decodes_framed_values() -> None:

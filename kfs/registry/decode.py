@@ -1,5 +1,6 @@
 """Registry-framed keys and values decoded (SPEC section 9): byte 0, a 4-byte big-endian schema id,
-then an Avro datum or UTF-8 JSON (JSON Schema); Protobuf is recognised and said not decoded yet.
+then an Avro datum (kfs.registry.avro), a message-index list and a Protobuf message
+(kfs.registry.protobuf), or UTF-8 JSON (JSON Schema).
 
 `Registry` holds one rebuilt state and compiles each schema once, on first use; it is shared by
 every partition of a mount or command and is thread-safe (compiling twice in a race is harmless).
@@ -10,8 +11,10 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from kfs.registry.avro import AvroDatumError, AvroRenderer, AvroSchemaError
+from kfs.registry.protobuf import ProtobufPayloadError, ProtobufRenderer, ProtobufSchemaError
 from kfs.registry.state import RegistryState, SchemaVersion
 
 MAX_REFERENCE_DEPTH = 32  # references of references: deeper is taken for a cycle
@@ -31,7 +34,7 @@ def framed_id(data: bytes | None) -> int | None:
 @dataclass(frozen=True)
 class _Compiled:
     kind: str
-    renderer: AvroRenderer | None
+    renderer: Any  # AvroRenderer, ProtobufRenderer, or None (JSON Schema, or an error)
     error: str | None
 
 
@@ -68,6 +71,13 @@ class Registry:
                 text = compiled.renderer.render(body)
             except AvroDatumError as e:
                 raise PayloadError(f"schema id {schema_id}: {e}") from None
+        elif compiled.kind == "PROTOBUF":
+            try:
+                text, message = compiled.renderer.render(body)
+            except ProtobufPayloadError as e:
+                raise PayloadError(f"schema id {schema_id}: {e}") from None
+            schema = self._schema_object(schema_id, subject)
+            return text, schema[:-1] + ', "message": ' + json.dumps(message) + "}"
         else:  # JSON Schema: the JSON itself
             try:
                 text = _JSON.encode(json.loads(body.decode("utf-8")))
@@ -89,14 +99,24 @@ class Registry:
         elif schema.type == "JSON":
             compiled = _Compiled("JSON", None, None)
         else:
-            compiled = _Compiled(schema.type, None, "a Protobuf schema: kfs does not decode Protobuf payloads yet")
+            try:
+                compiled = _Compiled("PROTOBUF", ProtobufRenderer(schema.schema, self._reference_imports(schema)), None)
+            except (ProtobufSchemaError, PayloadError) as e:
+                compiled = _Compiled("PROTOBUF", None, str(e))
+            except ImportError:
+                compiled = _Compiled("PROTOBUF", None, "decoding Protobuf needs protobuf and grpcio-tools "
+                                                       "(pip install 'kfs[schemas]')")
         with self._lock:
             self._compiled[schema_id] = compiled
         return compiled
 
     def _reference_texts(self, schema: SchemaVersion) -> list[str]:
         """The texts of the schemas `schema` references, each after its own references."""
-        texts: list[str] = []
+        return [text for _, text in self._reference_imports(schema)]
+
+    def _reference_imports(self, schema: SchemaVersion) -> list[tuple[str, str]]:
+        """(reference name, text) of the schemas `schema` references, each after its own references."""
+        texts: list[tuple[str, str]] = []
         seen: set[tuple[str, int]] = set()
 
         def visit(s: SchemaVersion, depth: int) -> None:
@@ -111,7 +131,7 @@ class Registry:
                     raise PayloadError(f"its reference {ref.name} ({ref.subject} version {ref.version}) "
                                        "is not in the schema registry")
                 visit(target, depth + 1)
-                texts.append(target.schema)
+                texts.append((ref.name, target.schema))
 
         visit(schema, 0)
         return texts

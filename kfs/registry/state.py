@@ -134,6 +134,9 @@ class RegistryState:
 
     versions: dict[tuple[str, int], SchemaVersion] = field(default_factory=dict)
     by_id: dict[int, SchemaVersion] = field(default_factory=dict)
+    # every subject version a record registered, deleted since or not: references resolve here, as
+    # ids do, so a record stays readable after the schema it imports was deleted
+    registered: dict[tuple[str, int], SchemaVersion] = field(default_factory=dict)
     skipped: int = 0  # records the registry would not take (each logged)
     sources: list[str] = field(default_factory=list)  # the directories and files it was read from
     _hash: Any = field(default_factory=hashlib.sha256)
@@ -164,6 +167,7 @@ class RegistryState:
                     and _context(known.subject) == _context(schema.subject):
                 raise RegistryRecordError(f"schema id {schema.id} registered again with another schema")
             self.versions[subject_version] = schema
+            self.registered[subject_version] = schema
             if _context(schema.subject) == "" or schema.id not in self.by_id:
                 self.by_id[schema.id] = schema
         elif value is None:
@@ -190,7 +194,8 @@ class RegistryState:
         return [self.versions[k] for k in sorted(self.versions)]
 
     def version(self, subject: str, version: int) -> SchemaVersion | None:
-        return self.versions.get((subject, version))
+        """A subject version a reference names: listed, or registered by a record still in the log."""
+        return self.versions.get((subject, version)) or self.registered.get((subject, version))
 
     def subject_of(self, schema_id: int, preferred: str | None = None) -> SchemaVersion | None:
         """The subject version naming `schema_id` in a framed line's `*_schema`: under `preferred`
