@@ -239,3 +239,19 @@ def test_spark_grep_decodes_framed_values() -> None:
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     by_topic = {line["topic"]: line for line in lines}
     check_line(by_topic["orders"], golden("orders")[1])
+
+
+@needs_fuse
+def test_the_decoded_value_alone(tmp_path: Path) -> None:
+    """`offset/<N>.json` beside `offset/<N>.value`: the value as its JSON line shows it (decoded)."""
+    with mounted(tmp_path, [LOGDIR], size_cache="none") as mnt:
+        for topic in ("orders", "payments", "events", "users"):
+            for answer in golden(topic):
+                path = mnt / f"{topic}-0" / "offset" / f"{answer['offset']}.json"
+                data = path.read_bytes()
+                assert path.stat().st_size == len(data) and data.endswith(b"\n") and data.count(b"\n") == 1
+                assert json.loads(data) == answer["value"]
+        raw = (mnt / "orders-0" / "offset" / "0.value").read_bytes()  # the .value stays the stored bytes
+        assert raw == run_kfs("cat", LOGDIR, "orders-0", "--format", "value").stdout and raw[:1] == b"\x00"
+        assert json.loads((mnt / "plain-0" / "offset" / "2.json").read_bytes()) == '{"n": 2}'
+        assert json.loads((mnt / "mixed-0" / "time" / "1732000001000.json").read_bytes()) == {"base64": "AAAAA+cCYWJj"}

@@ -6,7 +6,8 @@ comes from the storage core (`kfs.storage`) and the decoded views (`kfs.views.de
     /<topic>-<partition>/offset/<N>          RawHandle    batches as stored, from N's batch to the log end
     /<topic>-<partition>/offset/<N>.jsonl    DecodedHandle
     /<topic>-<partition>/offset/<N>.value    BytesHandle  (exact offset; a gap is ENOENT)
-    /<topic>-<partition>/time/<T>[.jsonl|.value]
+    /<topic>-<partition>/offset/<N>.json     BytesHandle  the value alone as its JSON line shows it (decoded)
+    /<topic>-<partition>/time/<T>[.jsonl|.value|.json]
     /<topic>-<partition>/messages.jsonl      = offset/<log start>.jsonl
     /<topic>-<partition>/info.json
     /.groups/...                             committed offsets and groups (kfs.fuse.groups_tree)
@@ -62,11 +63,11 @@ class ViewName:
 
     axis: str  # "offset" or "time"
     spec: str
-    kind: str  # "raw", "jsonl" or "value"
+    kind: str  # "raw", "jsonl", "value" or "json" (the value as its JSON line shows it: decoded where it is)
 
     @classmethod
     def parse(cls, axis: str, name: str) -> ViewName:
-        for kind in ("jsonl", "value"):
+        for kind in ("jsonl", "value", "json"):
             if name.endswith("." + kind) and len(name) > len(kind) + 1:
                 return cls(axis, name[:-len(kind) - 1], kind)
         return cls(axis, name, "raw")
@@ -199,7 +200,7 @@ class KfsTree:
                         # be of another batch, and it would end the read there (a batch cut short).
                         handle.direct_io, handle.keep_cache = True, False
                     return self._cached(path, handle, _extent_files(extents))
-                if name.kind == "value":
+                if name.kind in ("value", "json"):
                     attr, data = self._value(plog, name, path)
                     return self._cached(path, BytesHandle(attr, data=data))
                 return self._open_decoded(path, self._decoded_view(plog, name))
@@ -231,7 +232,7 @@ class KfsTree:
     def _view_attr(self, path: str, plog: PartitionLog, name: ViewName) -> Attr:
         if name.kind == "raw":
             return self._raw_attr(plog, plog.raw_extents(self._locate(plog, name)))
-        if name.kind == "value":
+        if name.kind in ("value", "json"):
             return self._value(plog, name, path)[0]
         return self._decoded_attr(path, self._decoded_view(plog, name))[0]
 
@@ -366,6 +367,9 @@ class KfsTree:
             return cached
         record = plog.value_record(name.axis, name.spec, isolation=self.isolation)
         data = record.value or b""
+        if name.kind == "json":  # the value alone as its JSON line shows it: decoded (SPEC sections 8, 9)
+            line = self._decoded_log(plog).render([record])[0]
+            data = json.dumps(json.loads(line)["value"], ensure_ascii=False).encode("utf-8") + b"\n"
         segment = plog.floor_segment(record.offset)
         assert segment is not None
         attr = Attr.of_view(os.lstat(segment.log_path), len(data))
