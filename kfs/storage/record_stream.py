@@ -110,8 +110,8 @@ def selected_batches(batches: Batches, first_offset: int, end_offset: int | None
                     raise
                 yield segment, header, body
             continue
-        if aborted is not None and header.is_transactional and aborted.is_aborted(header):
-            continue
+        if aborted is not None and not header.is_control and header.is_transactional and aborted.is_aborted(header):
+            continue  # (an ABORT marker is shown with control=show: it is in its transaction's span)
         yield segment, header, body
 
 

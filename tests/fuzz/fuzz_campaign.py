@@ -146,6 +146,14 @@ class Runner:
                 import fuzz_entries
 
                 fuzz_entries.run_entries_input(*fuzz_entries.make_entries_input(rnd, self.scratch))
+            elif name == "markers":
+                import fuzz_markers
+
+                fuzz_markers.run_markers_input(*fuzz_markers.make_markers_input(rnd, self.scratch))
+            elif name == "kcat":
+                import fuzz_kcat
+
+                fuzz_kcat.run_kcat_input(*fuzz_kcat.make_kcat_input(rnd, self.scratch))
             else:
                 raise ValueError(name)
         except t.Failure as f:
@@ -421,6 +429,14 @@ def main(argv: list[str] | None = None) -> int:
             import fuzz_entries
 
             fuzz_entries.run_entries_input(*fuzz_entries.make_entries_input(rnd, scratch))
+        elif name == "markers":
+            import fuzz_markers
+
+            fuzz_markers.run_markers_input(*fuzz_markers.make_markers_input(rnd, scratch))
+        elif name == "kcat":
+            import fuzz_kcat
+
+            fuzz_kcat.run_kcat_input(*fuzz_kcat.make_kcat_input(rnd, scratch))
         else:
             partition, logdir = t.make_partition_input(rnd, scratch)
             t.run_partition_input(rnd, partition, logdir)
