@@ -72,8 +72,6 @@ class SegmentIndex:
         self._map: mmap.mmap | None = None
         self._mapped_bytes = 0
         self._entries = 0
-        # How far the entries were found in order, for is_ordered(): (map, slots checked, in order so far).
-        self._ordered: tuple[mmap.mmap | None, int, bool] = (None, 0, True)
 
     # ---- the mapping -------------------------------------------------------------------------
 
@@ -215,25 +213,39 @@ class SegmentIndex:
             self._open()
             return [self._parse(slot) for slot in range(self._entries)]
 
-    def is_ordered(self) -> bool:
-        """Whether every entry follows the one before as Kafka appends them (`_in_order`). A binary
-        search of an index out of order can land anywhere; its callers then scan the log. Checked
-        once per entry: a growing index costs a look at its new entries."""
+    def _in_order_at(self, slot: int, target: int | None = None) -> bool:
+        """Whether the entry at `slot` follows the one before it and precedes the one after it as
+        Kafka appends them (`_in_order`), and, for a search's answer, whether the next entry's key is
+        past `target`: the ordering a binary search relies on, checked where it looked (the entries
+        around its answer, on the pages it read), never over the whole file (a closed segment's
+        full-size `.timeindex` is 2,560 pages). A search of an index out of order can land anywhere;
+        its callers then scan the log. The caller holds the lock, the index open."""
+        current = self._parse(slot)
+        if slot > 0 and not self._in_order(self._parse(slot - 1), current):
+            return False
+        if slot + 1 < self._entries:
+            if not self._in_order(current, self._parse(slot + 1)):
+                return False
+            if target is not None and self._key(slot + 1) <= target:
+                return False
+        return True
+
+    def lookup_in_order(self, target: int) -> tuple[tuple[int, int] | None, bool]:
+        """`lookup(target)` and whether the index is in order around the entry found (`_in_order_at`)."""
         with self._lock:
             self._open()
-            mapping, checked, ordered = self._ordered
-            if mapping is not self._map or checked > self._entries:
-                mapping, checked, ordered = self._map, 0, True
-            if ordered:
-                previous = self._parse(checked - 1) if checked else None
-                for slot in range(checked, self._entries):
-                    current = self._parse(slot)
-                    if previous is not None and not self._in_order(previous, current):
-                        ordered = False
-                        break
-                    previous = current
-            self._ordered = (mapping, self._entries, ordered)
-            return ordered
+            slot = self._largest_lower_bound_slot(target)
+            if slot < 0:
+                return None, True
+            return self._parse(slot), self._in_order_at(slot, target)
+
+    def last_in_order(self) -> tuple[tuple[int, int] | None, bool]:
+        """The last entry and whether it follows the one before it (`_in_order`)."""
+        with self._lock:
+            self._open()
+            if not self._entries:
+                return None, True
+            return self._parse(self._entries - 1), self._in_order_at(self._entries - 1)
 
     @staticmethod
     def _in_order(previous: tuple[int, int], current: tuple[int, int]) -> bool:

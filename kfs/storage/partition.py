@@ -51,7 +51,7 @@ class PartitionLog(PartitionReads):
         self._segments = LogSegments(path)
         self._refreshed_at = float("-inf")
         self._lock = threading.Lock()
-        self._largest_ts_cache: dict[int, tuple[int | None, int]] = {}
+        self._largest_ts_cache: dict[int, tuple[tuple[int, ...], int]] = {}
         self._damage_cache: dict[int, tuple[tuple, SegmentDamage | None]] = {}
         self._aborted_cache: tuple[tuple, AbortedIndex] | None = None
 
@@ -197,13 +197,16 @@ class PartitionLog(PartitionReads):
             raise found.error()
 
     def largest_timestamp(self, segment: LogSegment) -> int:
-        """A segment's largest timestamp, remembered for closed segments (they no longer change)."""
+        """A segment's largest timestamp, remembered for closed segments (they no longer change), as
+        Kafka keeps it in memory: keyed by the `.log`'s identity (device, inode, size, mtime, ctime),
+        so a file the cleaner replaced, or one changed in place, is read again."""
+        identity = tuple(segment.file_identity())
         cached = self._largest_ts_cache.get(segment.base_offset)
-        if cached is not None and cached[0] == segment.inode:  # not of a file the cleaner replaced since
+        if cached is not None and cached[0] == identity:
             return cached[1]
         value = segment.largest_timestamp()
         if not self.is_active(segment):
-            self._largest_ts_cache[segment.base_offset] = (segment.inode, value)
+            self._largest_ts_cache[segment.base_offset] = (identity, value)
         return value
 
     def locate_time(self, target_ms: int) -> Location:

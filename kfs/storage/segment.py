@@ -181,11 +181,13 @@ class LogSegment(BatchFile):
         """`LogSegment.largestTimestamp`: the time index's last entry, or a newer batch after it.
 
         The last entry (T, offset) says no batch up to the one holding `offset` has a timestamp past
-        T, so only the batches from that one on are read. An index that is out of order, or whose
-        last entry the log does not confirm, is ignored, and every batch header is read instead.
+        T, so only the batches from that one on are read. A last entry out of order with the one
+        before it, or that the log does not confirm, is ignored, and every batch header is read
+        instead. Only the last entry and the one before it are read (one page or two, as Kafka reads
+        the last entry once), never the whole index.
         """
         valid_end = self.valid_size()
-        checked = self._checked_time_entry(self._safe_index(self.time_index.last_entry))
+        checked = self._checked_time_entry(self._in_order_entry(self._safe_index(self.time_index.last_in_order)))
         if checked is None:
             marks = self._marks_from_start()
             if marks is not None and marks.to >= valid_end:
@@ -197,8 +199,8 @@ class LogSegment(BatchFile):
     def _checked_time_entry(self, entry: tuple[int, int] | None
                             ) -> tuple[tuple[int, int], BatchHeader] | None:
         """A time index entry (timestamp, offset) and the batch holding its offset, if that batch's
-        max timestamp is the entry's and the index is in order (Kafka appends entries only with a
-        larger timestamp); else None, and the caller scans.
+        max timestamp is the entry's; else None, and the caller scans. The entry comes in order with
+        its neighbours (`_in_order_entry`: Kafka appends entries only with a larger timestamp).
 
         Each entry is (largest timestamp so far, offset of the batch that has it), so the log can
         confirm it with one offset lookup and a short scan; garbage never passes.
@@ -207,7 +209,7 @@ class LogSegment(BatchFile):
             return None
         timestamp, offset = entry
         found = None
-        if self.base_offset <= offset < self.next_offset() and self._safe_index(self.time_index.is_ordered):
+        if self.base_offset <= offset < self.next_offset():
             try:
                 found = self.translate_offset(offset)
             except (CorruptLogError, VanishedError):
@@ -216,6 +218,18 @@ class LogSegment(BatchFile):
             self._index_problem("a time index entry does not match the log")  # (no values: see is_segment)
             return None
         return entry, found[1]
+
+    def _in_order_entry(self, found: tuple[tuple[int, int] | None, bool] | None) -> tuple[int, int] | None:
+        """The entry of a time index search (`lookup_in_order`, `last_in_order`) if the index is in
+        order around it; None (and a warning) if not: a binary search of an index out of order may
+        land anywhere, so the caller scans."""
+        if found is None:
+            return None
+        entry, in_order = found
+        if entry is not None and not in_order:
+            self._index_problem("the time index is out of order")
+            return None
+        return entry
 
     def _first_offset(self, header: BatchHeader) -> int:
         try:
@@ -463,8 +477,9 @@ class LogSegment(BatchFile):
         quick = self._timed_record(timestamp, starting_offset)
         if quick is not None:
             return quick
-        indexed = self._safe_index(lambda: self.time_index.lookup(timestamp))
-        hint = self._checked_time_entry(indexed)
+        searched = self._safe_index(lambda: self.time_index.lookup_in_order(timestamp))
+        indexed = searched[0] if searched is not None else None
+        hint = self._checked_time_entry(self._in_order_entry(searched))
         hint_offset = hint[0][1] if hint else self.base_offset
         entry = self._checked_index_entry(max(hint_offset, starting_offset))
         start = entry[1] if entry else 0
@@ -476,7 +491,8 @@ class LogSegment(BatchFile):
             if marks is not None:
                 start = max(start, marks.position_before_time(timestamp, self.valid_size()))
         if hint is not None and hint[0][0] >= timestamp:
-            below = self._checked_time_entry(self._safe_index(lambda: self.time_index.lookup(timestamp - 1)))
+            below = self._checked_time_entry(
+                self._in_order_entry(self._safe_index(lambda: self.time_index.lookup_in_order(timestamp - 1))))
             below_entry = self._checked_index_entry(max(below[0][1], starting_offset)) if below else None
             start = min(start, below_entry[1] if below_entry else 0)
         for header, body in self.batches(start, self.valid_size()):
@@ -527,9 +543,10 @@ class LogSegment(BatchFile):
 
         None when any check fails or the case is not this one: the general path then says what is
         wrong and scans as before."""
-        hint = self._safe_index(lambda: self.time_index.lookup(timestamp))
-        if hint is None or not self._safe_index(self.time_index.is_ordered):
+        searched = self._safe_index(lambda: self.time_index.lookup_in_order(timestamp))
+        if searched is None or searched[0] is None or not searched[1]:
             return None
+        hint = searched[0]
         hint_timestamp, hint_offset = hint
         if hint_timestamp >= timestamp or hint_offset < starting_offset or hint_offset < self.base_offset:
             return None  # an entry at T itself: the general path also looks below it
