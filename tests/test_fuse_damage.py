@@ -16,12 +16,13 @@ from mounts import daemon_errors, golden_value, mounted, needs_fuse
 pytestmark = needs_fuse
 
 
-def _copy(tmp_path: Path) -> Path:
+def _copy(tmp_path: Path, checkpoint: bool = True) -> Path:
     logdir = tmp_path / "logdir"
     for partition in ("orders-0", "legacy-0"):
         shutil.copytree(Path(LOGDIRS[0]) / partition, logdir / partition)
     shutil.copy(Path(LOGDIRS[0]) / "meta.properties", logdir)
-    (logdir / "cleaner-offset-checkpoint").write_text("0\n0\n")  # a broker's: nothing was ever compacted
+    if checkpoint:
+        (logdir / "cleaner-offset-checkpoint").write_text("0\n0\n")  # a broker's: nothing was ever compacted
     return logdir
 
 
@@ -34,9 +35,11 @@ def _segment_sizes() -> dict[int, int]:
     return {s["base_offset"]: s["size"] for s in info["segments"]}
 
 
-@pytest.mark.parametrize("cut", ["mid-batch", "batch-boundary"])
+@pytest.mark.parametrize("cut", ["mid-batch", "batch-boundary", "batch-boundary, no cleaner checkpoint"])
 def test_a_truncated_closed_segment_is_eio_after_the_data_before_it(tmp_path: Path, cut: str) -> None:
-    logdir = _copy(tmp_path)
+    """Without the cleaner checkpoint (a copied log dir), the boundary cut is seen from the indexes:
+    the segment's offset and time indexes name the two batches it lost (kfs.storage.damage, rule 3)."""
+    logdir = _copy(tmp_path, checkpoint="no cleaner checkpoint" not in cut)
     batches = _batches(661)
     victim = batches[3] if cut == "mid-batch" else batches[-2]  # the boundary cut loses the last two batches
     segment = logdir / "orders-0" / f"{661:020d}.log"

@@ -112,7 +112,12 @@ def test_batches_missing_at_a_batch_boundary_where_the_log_was_never_compacted(t
     oracle = Oracle(written)
     before = [r for b, r in oracle.records if b.base_offset < lost]
 
-    # no cleaner-offset-checkpoint (a copy without it): a gap may be compaction's, so rule 1 only
+    # no cleaner-offset-checkpoint (a copy without it): the segment's indexes name the lost batches (rule 3)
+    got, error = _read_until_error(partition_log(directory))
+    assert got == before and error is not None and error.position == cut and "its indexes" in str(error)
+    # without its indexes either, a gap may be compaction's: rule 1 only
+    for suffix in (".index", ".timeindex"):
+        (directory / f"{written[0].base_offset:020d}{suffix}").unlink()
     got, error = _read_until_error(partition_log(directory))
     assert error is None and len(got) == len(oracle.records) - 10
     # the broker's cleaner checkpoint does not list the partition: never compacted, so records are missing

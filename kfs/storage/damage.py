@@ -20,6 +20,19 @@ is missing (a copy without it) only rule 1 is applied. Known limit: a follower t
 an already compacted leader log, before its own cleaner ever ran, has inherited gaps that rule 2
 would report.
 
+Rule 3, applied whatever the checkpoints say: a closed segment's indexes name batches its log no
+longer has. Kafka writes a segment's `.index` and `.timeindex` with its log (and truncates them with
+it), and the cleaner writes new ones with the log it cleans, so entries past the end of the complete
+batches are the segment's own lost tail: a log cut at a batch boundary, which rule 1 cannot see and
+rule 2 cannot tell from compaction without the cleaner checkpoint (a copied log dir often has none).
+Only the last entries are read (a page of each index). An entry counts when it lies past the log's
+end (an offset entry: a position at or past the end of the complete batches; both kinds: an offset
+at or past the segment's next offset and below the next segment's base offset) and the entries
+from the one before it on are in Kafka's order. A damaged index must never be taken for a damaged
+log (it costs a scan, never an error), so one such entry is not enough: two in the offset index, or
+one in each index. A cut shorter than an index interval (4 KiB by default) leaves at most the time
+index's closing entry past the end, and stays silent without the cleaner checkpoint.
+
 Rule 0, for every segment, the active one too: its `.log` is a regular file. One that is not (a
 FIFO, a directory, a symbolic link, a device: kfs.storage.files) is never opened and is damaged at
 position 0, with the one sentence that says what it is: the log ends there for a reader, after the
@@ -33,12 +46,15 @@ first batch is no batch: `is_segment`) is described without any value read from 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 
 from kfs.record import HEADER_SIZE_UP_TO_MAGIC, CorruptBatchError, peek_size
 from kfs.storage.batch_walk import NOT_A_SEGMENT
 from kfs.storage.errors import CorruptLogError
 from kfs.storage.files import NotARegularFile
+from kfs.storage.index import OffsetIndex, TimeIndex
 from kfs.storage.segment import LogSegment
 
 
@@ -78,6 +94,13 @@ def closed_segment_damage(segment: LogSegment, next_segment: LogSegment | None,
         return SegmentDamage(segment.log_path, end,
                              f"truncated: {_describe_tail(segment, end, size)}; the records from offset "
                              f"{next_offset} to the end of this closed segment are missing")
+    if next_segment is not None and _indexes_past_the_end(segment, end, next_offset, next_segment.base_offset):
+        if not segment.is_segment():
+            return SegmentDamage(segment.log_path, end, NOT_A_SEGMENT)
+        return SegmentDamage(segment.log_path, end,
+                             f"truncated: the batches of this closed segment end before offset {next_offset}, but "
+                             "its indexes, written with its log, name batches past them: offsets "
+                             f"{next_offset} to {next_segment.base_offset - 1} are missing")
     if next_segment is not None and cleaned_up_to is not None and segment.base_offset >= cleaned_up_to \
             and next_offset < next_segment.base_offset:
         if not segment.is_segment():
@@ -88,6 +111,32 @@ def closed_segment_damage(segment: LogSegment, next_segment: LogSegment | None,
                              f"was never compacted here: offsets {next_offset} to {next_segment.base_offset - 1} "
                              f"are missing")
     return None
+
+
+INDEX_ENTRIES_READ = 3  # the last entries of each index rule 3 reads
+
+
+def _indexes_past_the_end(segment: LogSegment, end: int, next_offset: int, next_base: int) -> bool:
+    """Rule 3 (module docstring): the last entries of the segment's indexes name batches past the end
+    of its complete batches, two in the offset index or one in each."""
+    offsets, times = segment.last_index_entries(INDEX_ENTRIES_READ)
+    in_offset_index = _trailing_past(offsets, lambda e: e[1] >= end and next_offset <= e[0] < next_base,
+                                     OffsetIndex.in_order)
+    in_time_index = _trailing_past(times, lambda e: next_offset <= e[1] < next_base, TimeIndex.in_order)
+    return in_offset_index >= 2 or (in_offset_index >= 1 and in_time_index >= 1)
+
+
+def _trailing_past(entries: list[tuple[int, int]], past: Callable[[tuple[int, int]], bool],
+                   in_order: Callable[[tuple[int, int], tuple[int, int]], bool]) -> int:
+    """How many of the last entries are past the log's end, if they and the entry before them are in
+    order (0 otherwise)."""
+    count = 0
+    while count < len(entries) and past(entries[-1 - count]):
+        count += 1
+    chain = entries[max(0, len(entries) - count - 1):]
+    if count == 0 or not all(in_order(a, b) for a, b in pairwise(chain)):
+        return 0
+    return count
 
 
 def _describe_tail(segment: LogSegment, end: int, size: int) -> str:

@@ -213,6 +213,17 @@ class SegmentIndex:
             self._open()
             return [self._parse(slot) for slot in range(self._entries)]
 
+    def last_entries(self, count: int) -> list[tuple[int, int]]:
+        """The last `count` entries (fewer if the index holds fewer), oldest first: a page or two."""
+        with self._lock:
+            self._open()
+            return [self._parse(slot) for slot in range(max(0, self._entries - count), self._entries)]
+
+    @classmethod
+    def in_order(cls, previous: tuple[int, int], current: tuple[int, int]) -> bool:
+        """Whether `current` may follow `previous` in an index Kafka wrote (`_in_order`)."""
+        return cls._in_order(previous, current)
+
     def _in_order_at(self, slot: int, target: int | None = None) -> bool:
         """Whether the entry at `slot` follows the one before it and precedes the one after it as
         Kafka appends them (`_in_order`), and, for a search's answer, whether the next entry's key is

@@ -237,6 +237,12 @@ class LogSegment(BatchFile):
         except CorruptLogError:
             return header.last_offset
 
+    def last_index_entries(self, count: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """The last `count` entries of the offset index and of the time index ([] for one that is
+        missing or unusable): what kfs.storage.damage's rule 3 reads, a page of each."""
+        return (self._safe_index(lambda: self.offset_index.last_entries(count)) or [],
+                self._safe_index(lambda: self.time_index.last_entries(count)) or [])
+
     def offset_index_entries(self) -> list[tuple[int, int]]:
         return self._safe_index(self.offset_index.entries) or []
 
