@@ -235,14 +235,14 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
                 raise
             log.warning("%s Going on without a size cache.", exc)  # (the default directory: not worth failing for)
             cache = SizeCache(None)
-        registry = None
-        if options.get("decode", "auto") != "raw":
-            from kfs.registry import load_registry
-            registry = load_registry(logdirs, options.get("schemas") or None,
-                                     str(options.get("schemas_topic") or "_schemas"))
+        watch = None
+        if options.get("decode", "auto") != "raw":  # the schema registry's state, followed as it changes
+            from kfs.registry.sources import RegistryWatch
+            watch = RegistryWatch(logdirs, options.get("schemas") or None,
+                                  str(options.get("schemas_topic") or "_schemas"))
         tree = KfsTree(LogDirs(logdirs), isolation=options.get("isolation", "read_uncommitted"),
                        control=options.get("control", "hide"), decode=options.get("decode", "auto"), cache=cache,
-                       registry=registry)
+                       registry_watch=watch)
         operations = KfsOperations(tree, size_scan=str(options.get("size_scan", "yes")) != "no",
                                    given=frozenset(name for name in CACHE_DEFAULTS if name in options))
         fuse_options = {k: v for k, v in options.items() if k not in KFS_OPTIONS}

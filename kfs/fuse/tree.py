@@ -36,6 +36,7 @@ from kfs.fuse.groups_tree import GROUPS_DIR, GroupsTree
 from kfs.fuse.handles import Attr, BytesHandle, DecodedHandle, Handle, RawHandle, TreeError, as_errno
 from kfs.fuse.schemas_tree import SCHEMAS_DIR, SchemasTree
 from kfs.registry.decode import Registry
+from kfs.registry.sources import RegistryWatch
 from kfs.storage import Extent, Location, LogDirs, OffsetOutOfRange, PartitionLog, UnknownPartition, VanishedError
 from kfs.storage.lru import LruCache
 from kfs.views.decoded import DecodedLog, DecodedView, Measure
@@ -77,12 +78,16 @@ class KfsTree:
     """The whole mounted tree over some log dirs. Thread-safe; nothing is opened until asked."""
 
     def __init__(self, logdirs: LogDirs, isolation: str = "read_uncommitted", control: str = "hide",
-                 cache: SizeCache | None = None, decode: str = "auto", registry: Registry | None = None) -> None:
+                 cache: SizeCache | None = None, decode: str = "auto", registry: Registry | None = None,
+                 registry_watch: RegistryWatch | None = None) -> None:
+        """`registry`: the schema registry's state (kfs.registry) for framed payloads; `registry_watch`:
+        one that follows its source as it changes (a live broker's _schemas), the mount's."""
         self.logdirs = logdirs
         self.isolation = isolation
         self.control = control
         self.decode = decode
-        self.registry = registry  # the schema registry's state (kfs.registry), loaded when mounting
+        self._registry_watch = registry_watch
+        self.registry = registry_watch.registry if registry_watch is not None else registry
         self.cache = cache or SizeCache(None)
         self.foreground = Foreground()  # reads mark it; the background size scan gives way (kfs.views.pacing)
         # Every cache is bounded (kfs.storage.lru): the daemon's memory stays flat however many
@@ -100,7 +105,7 @@ class KfsTree:
         self._kept_access: LruCache[str, _SegmentsAccess] = LruCache(MAX_DECODED_LOGS)
         self._lock = threading.Lock()
         self.groups = GroupsTree(logdirs)
-        self.schemas = SchemasTree(registry) if registry is not None else None
+        self.schemas = SchemasTree(self.registry) if self.registry is not None else None
 
     # ---- paths ----------------------------------------------------------------------------------
 
@@ -142,8 +147,9 @@ class KfsTree:
                 return _dir_attr([os.stat(p) for p in self.logdirs.paths])
             if parts[0] == GROUPS_DIR:
                 return self.groups.getattr(parts[1:], path)
-            if parts[0] == SCHEMAS_DIR and self.schemas is not None:
-                return self.schemas.getattr(parts[1:], path)
+            schemas = self._schemas() if parts[0] == SCHEMAS_DIR else None
+            if schemas is not None:
+                return schemas.getattr(parts[1:], path)
             plog = self._partition(parts[0], path)
             if len(parts) == 1 or (len(parts) == 2 and parts[1] in ("offset", "time")):
                 return _partition_dir_attr(plog)
@@ -162,9 +168,10 @@ class KfsTree:
         if parts[0] == GROUPS_DIR:
             with as_errno(path):
                 return self.groups.readdir(parts[1:], path)
-        if parts[0] == SCHEMAS_DIR and self.schemas is not None:
+        schemas = self._schemas() if parts[0] == SCHEMAS_DIR else None
+        if schemas is not None:
             with as_errno(path):
-                return self.schemas.readdir(parts[1:], path)
+                return schemas.readdir(parts[1:], path)
         if len(parts) == 1:
             self._partition(parts[0], path)
             return list(PARTITION_DIR_NAMES)
@@ -179,8 +186,9 @@ class KfsTree:
         with as_errno(path):
             if parts and parts[0] == GROUPS_DIR:
                 return self.groups.open(parts[1:], path)
-            if parts and parts[0] == SCHEMAS_DIR and self.schemas is not None:
-                return self.schemas.open(parts[1:], path)
+            schemas = self._schemas() if parts and parts[0] == SCHEMAS_DIR else None
+            if schemas is not None:
+                return schemas.open(parts[1:], path)
             if len(parts) == 2 and parts[1] == "info.json":
                 plog = self._partition(parts[0], path)
                 attr, data = self._info(plog, path)
@@ -275,7 +283,21 @@ class KfsTree:
         return combined([access_of(os.lstat(s.log_path)) for s in plog.segments() if s.base_offset >= base_offset]
                         or [access_of(os.stat(plog.path))])
 
+    def _current_registry(self) -> None:
+        """Follow the registry's source (at most a look a second, RegistryWatch): on a new state,
+        partitions' decoded logs are made afresh with it (their sizes are counted and cached under
+        its digest; a reader open on an old one keeps its bytes) and `.schemas/` shows it."""
+        if self._registry_watch is None:
+            return
+        registry = self._registry_watch.current()
+        if registry is not self.registry:
+            with self._lock:
+                self.registry = registry
+                self.schemas = SchemasTree(registry) if registry is not None else None
+                self._decoded.clear()
+
     def _decoded_log(self, plog: PartitionLog) -> DecodedLog:
+        self._current_registry()
         with self._lock:
             log = self._decoded.get(plog.name)
             if log is None or log.plog is not plog:
@@ -344,6 +366,10 @@ class KfsTree:
             handle.direct_io = True
             return handle
         return self._cached(path, handle, measure.runs)
+
+    def _schemas(self) -> SchemasTree | None:
+        self._current_registry()
+        return self.schemas
 
     def decoded_logs(self) -> Iterator[DecodedLog]:
         """The decoded log of every partition, for the background size scan."""

@@ -10,8 +10,12 @@ damage, and the daemon log says where.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import threading
+import time
+from typing import Any
 
 from kfs.registry.state import RegistryState, SchemaVersion
 from kfs.storage import KfsError, LogDirs, NotALogDir
@@ -116,3 +120,81 @@ def check_schemas_source(schemas: str) -> str:
             raise SchemasSourceError(f"--schemas {path}: neither a log dir nor a directory of <id>.avsc, "
                                      "<id>.proto or <id>.json schema files.") from None
     return ",".join(paths)
+
+
+class RegistryWatch:
+    """A mount's registry, rebuilt when what it was read from changed (looked at most once a second).
+
+    A schema registered on a live broker makes old records decodable: the registry topic's segment
+    files (or the schema files) are stat'ed, and on a change the state is read again. A new state
+    (another digest) is a new `Registry`: decoded logs made with it count and cache their sizes under
+    its digest, so no size measured with the old state is served for the new one."""
+
+    CHECK_SECONDS = 1.0
+
+    def __init__(self, logdir_paths: list[str], schemas: str | None = None, topic: str = DEFAULT_TOPIC) -> None:
+        from kfs.registry.decode import Registry
+
+        self._make = Registry
+        self.logdir_paths = logdir_paths
+        self.schemas = schemas
+        self.topic = topic
+        self._lock = threading.Lock()
+        self._checked = time.monotonic()
+        self._signature = self._source_signature()
+        state = load_state(logdir_paths, schemas, topic)
+        self.registry = None if state is None else Registry(state)
+
+    def current(self) -> Any:
+        """The registry now (a kfs.registry.decode.Registry, or None): the same object while nothing changed."""
+        if time.monotonic() - self._checked < self.CHECK_SECONDS:
+            return self.registry
+        with self._lock:
+            if time.monotonic() - self._checked < self.CHECK_SECONDS:
+                return self.registry
+            signature = self._source_signature()  # (before reading: a change after it is seen next time)
+            self._checked = time.monotonic()
+            if signature != self._signature:
+                self._signature = signature
+                try:
+                    state = load_state(self.logdir_paths, self.schemas, self.topic)
+                except (OSError, KfsError, SchemasSourceError) as e:
+                    log.warning("schema registry not read again (%s): decoding goes on with the state read before", e)
+                    return self.registry
+                if state is None:
+                    if self.registry is not None:
+                        log.info("schema registry topic %s gone: framed payloads shown as bytes", self.topic)
+                    self.registry = None
+                elif self.registry is None or state.digest() != self.registry.digest():
+                    log.info("schema registry changed: %d subject versions, %d ids", len(state.versions),
+                             len(state.by_id))
+                    self.registry = self._make(state)
+            return self.registry
+
+    def _source_signature(self) -> tuple[tuple[str, int, int, int], ...]:
+        """(path, inode, size, mtime) of every file the state is read from, and of their directories."""
+        paths: list[str] = []
+        if self.schemas is not None and len(self.schemas.split(",")) == 1 and _holds_schema_files(self.schemas):
+            paths = [self.schemas]
+            with contextlib.suppress(OSError):
+                paths += [os.path.join(self.schemas, n) for n in sorted(os.listdir(self.schemas))]
+        else:
+            for logdir in (self.schemas.split(",") if self.schemas else self.logdir_paths):
+                try:
+                    names = sorted(n for n in os.listdir(logdir) if n.rpartition("-")[0] == self.topic)
+                except OSError:
+                    continue
+                for name in names:
+                    directory = os.path.join(logdir, name)
+                    paths.append(directory)
+                    with contextlib.suppress(OSError):
+                        paths += [os.path.join(directory, n) for n in sorted(os.listdir(directory))
+                                  if n.endswith(".log")]
+        signature = []
+        for path in paths:
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            signature.append((path, st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(signature)

@@ -108,6 +108,10 @@ class DecodedLog:
         # Decoded framed payloads depend on the registry's state: a schema registered later makes an
         # old record decodable, so counts are kept under the digest of the state they were made with.
         self.registry_digest: str | None = getattr(self.decoder, "digest", None)
+        # ...and a view's files (RunFiles, Measure.runs) begin with an entry naming that state, so that a
+        # size or pages of another state never pass for this one (Measure.extends, the kernel's cache)
+        self.registry_entry: RunFiles = ((-1, int(self.registry_digest[:15], 16), -1, None),) \
+            if self.registry_digest is not None else ()
         # The internal topics' lines have a renderer of their own: they are measured by rendering
         # them, never counted as plain ones.
         self.countable = self.decoder is None
@@ -357,7 +361,7 @@ class DecodedView:
                 return start, layout, kept[2]
             first = plog.floor_segment(start)
             if first is None and not plog.segments():
-                return start, [], ()  # a partition directory with no segment yet: an empty log
+                return start, [], self.log.registry_entry  # a partition directory with no segment yet: an empty log
             if first is None:
                 raise VanishedError(f"{plog.name}: the segment holding offset {start} is gone")
             segments = [first]
@@ -368,7 +372,7 @@ class DecodedView:
             layout = [(self.log.run(segment, max(segment.base_offset, log_start), following.base_offset),
                        following.base_offset) for segment, following in pairwise(segments)]
             layout.append(self._last_run(segments[-1], max(segments[-1].base_offset, log_start)))
-            files = run_files(layout)
+            files = self.log.registry_entry + run_files(layout)
             if plog.listing() == listing:  # (not a listing that changed while this one was made)
                 self._kept_layout = (key, layout, files)
         return start, list(layout), files
@@ -459,7 +463,7 @@ class DecodedView:
         if self.log.drop_changed(layout):  # a segment rewritten in place: counted again, never the old map
             layout = self.mapped_layout(start, pace)
         return Measure(sum(run.span() for run, _ in layout) - self.skip(layout, start), start,
-                       run_files(layout))
+                       self.log.registry_entry + run_files(layout))
 
     def damaged(self) -> bool:
         """Whether the view (as mapped) holds damage: reads there fail."""
