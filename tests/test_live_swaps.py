@@ -6,14 +6,19 @@ when first read. A range must never be read from another file than the one it wa
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from builders import write_numbered_segment
+from conftest import kfs_command
 
 from kfs.fuse.tree import KfsTree
 from kfs.storage import LogDirs, VanishedError
+from kfs.storage.partition import REFRESH_INTERVAL
 
 
 def _partition(tmp_path: Path) -> Path:
@@ -202,3 +207,75 @@ def test_a_time_in_a_segment_rolled_in_since_the_last_listing_is_found(tmp_path:
     write_numbered_segment(partition, 300, list(range(300, 400)))  # record o's timestamp is 1700000000000 + o
     handle = tree.open("/live-0/time/1700000000350.value")
     assert handle.read(100, 0) == b"value-350"
+
+
+# ---- reads across a cleaner merge ------------------------------------------------------------------
+
+def _merge_cleaned(tmp_path: Path, partition: Path, first: int, second: int, end: int, state: str) -> None:
+    """The cleaner's merge of segments `first` and `second` into one cleaned segment `first` (the even
+    offsets below `end`), as Kafka's LocalLog.replaceSegments does it: the cleaned files become
+    `.swap`, the old segments' files `.deleted` one segment after the other, then the `.swap` files
+    lose their suffix. `state`: "merged" (all done), or "swapping" (the first old segment renamed,
+    the second not yet: the `.swap` and the segment it replaces are both listed)."""
+    cleaned = tmp_path / "cleaned"
+    cleaned.mkdir()
+    write_numbered_segment(cleaned, first, list(range(first, end, 2)))
+    for path in cleaned.iterdir():
+        os.replace(path, partition / f"{path.name}.swap")
+    for base in (first, second) if state == "merged" else (first,):
+        for path in partition.glob(f"{base:020d}.*"):
+            if not path.name.endswith(".swap"):
+                os.replace(path, f"{path}.deleted")
+    if state == "merged":
+        for path in partition.glob("*.swap"):
+            os.replace(path, partition / path.name[:-len(".swap")])
+
+
+def test_records_read_across_a_cleaner_merge_go_on_in_the_cleaned_segment(tmp_path: Path) -> None:
+    """A reader in segment 0 when the cleaner merged segments 0 and 100: the old file it read was
+    retired, and the read ended in VanishedError ("segment deleted or replaced while reading") where
+    a consumer goes on at its next offset in the cleaned segment."""
+    partition = _partition(tmp_path)
+    plog = LogDirs([str(tmp_path / "logdir")]).partition("live-0")
+    got = []
+    for record in plog.records():
+        got.append(record.offset)
+        if record.offset == 50:
+            _merge_cleaned(tmp_path, partition, 0, 100, 200, "merged")
+            plog.refresh(force=True)
+    resumed = next(o for o in range(51, 201) if got[:o] == list(range(o)) and (o == 200 or got[o] != o))
+    assert got == list(range(resumed)) + [o for o in range(resumed, 200) if o % 2 == 0] + list(range(200, 300))
+
+
+def test_a_listing_in_the_middle_of_a_cleaner_merge_is_not_damage(tmp_path: Path) -> None:
+    """Listed between the renames: the cleaned `.swap` (offsets 0 to 198) and old segment 100, which
+    it replaces, are both there. Kafka's LogLoader takes the `.swap` for the segments its offsets
+    cover; kfs read the `.swap` up to offset 100 and failed ("offset 108 is at or past the next
+    segment's base offset 100")."""
+    partition = _partition(tmp_path)
+    _merge_cleaned(tmp_path, partition, 0, 100, 200, "swapping")
+    plog = LogDirs([str(tmp_path / "logdir")]).partition("live-0")
+    assert [r.offset for r in plog.records()] == list(range(0, 200, 2)) + list(range(200, 300))
+    assert [s["base_offset"] for s in plog.info()["segments"]] == [0, 200]
+    assert not any(s["problems"] for s in plog.info()["segments"])
+    assert plog.locate_offset(151).offset == 152
+
+
+def test_kfs_cat_across_a_cleaner_merge_reads_on_without_an_error(tmp_path: Path) -> None:
+    """`kfs cat` blocked on its output in the middle of segment 0 while the cleaner merged segments 0
+    and 2000: it failed with "segment deleted or replaced while reading" and exit 1."""
+    partition = tmp_path / "logdir" / "live-0"
+    partition.mkdir(parents=True)
+    for base in (0, 2000, 4000):
+        write_numbered_segment(partition, base, list(range(base, base + 2000)))
+    cat = subprocess.Popen([*kfs_command(), "cat", str(tmp_path / "logdir"), "live-0"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert cat.stdout is not None
+    head = cat.stdout.read(4096)
+    _merge_cleaned(tmp_path, partition, 0, 2000, 4000, "merged")
+    time.sleep(REFRESH_INTERVAL + 0.2)  # the partition listed again
+    out, err = cat.communicate(timeout=60)
+    offsets = [json.loads(line)["offset"] for line in (head + out).splitlines()]
+    assert cat.returncode == 0 and b"Traceback" not in err, err
+    resumed = next(o for o in range(1, 4001) if offsets[:o] == list(range(o)) and (o == 4000 or offsets[o] != o))
+    assert offsets == list(range(resumed)) + [o for o in range(resumed, 4000) if o % 2 == 0] + list(range(4000, 6000))

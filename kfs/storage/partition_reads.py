@@ -57,12 +57,47 @@ class PartitionReads:
         `_placed_batches`."""
         current: LogSegment | None = segment
         start = position
+        resume: int | None = None  # the offset after the last batch yielded
         while current is not None:
-            yield from self._placed_batches(current, start, take)
-            self.refresh()
-            self.raise_if_damaged(current)
-            current = self._segments.higher(current.base_offset)
-            start = 0
+            reading: LogSegment = current
+            try:
+                for found in self._placed_batches(reading, start, take):
+                    resume = found[1].last_offset + 1
+                    yield found
+                self.refresh()
+                self.raise_if_damaged(reading)
+                current = self._segments.higher(reading.base_offset)
+                start = 0
+            except VanishedError:
+                self.refresh(force=True)
+                if not reading.retired or resume is None:
+                    raise
+                # The cleaner replaced the segment under the read (a cleaned copy, or a merge of it with
+                # the ones after it), or retention deleted it: go on from the next offset in the log as
+                # it is now, as a consumer's next fetch does. Records the cleaner removed are not there
+                # (compaction); records retention deleted under the read are VanishedError (a consumer's
+                # fetch below the log start is OffsetOutOfRange).
+                place = self._resume_at(resume)
+                if place is None:
+                    return
+                current, start = place
+
+    def _resume_at(self, offset: int) -> tuple[LogSegment, int] | None:
+        """The segment and position a read goes on at from `offset`, in the listing as it is now; None at
+        the log end. VanishedError when `offset` is below the log start now (retention deleted it)."""
+        if offset < self.log_start_offset():
+            raise VanishedError(f"{self.name}: the records from offset {offset} were deleted while reading "
+                                f"(the log now starts at offset {self.log_start_offset()})")
+        try:
+            location = self.locate_offset(offset, with_record=False)
+        except OffsetOutOfRange:
+            if offset >= self.log_end_offset():
+                return None
+            raise
+        segment = self._segments.floor(location.segment_base_offset)
+        if segment is None or segment.file_id != location.file_id:
+            raise VanishedError(f"{self.name}: its segments changed again while reading")
+        return segment, location.position
 
     def segment_batches(self, segment: LogSegment, start_offset: int, take: RunTaker | None = None
                         ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:

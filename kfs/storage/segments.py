@@ -17,6 +17,7 @@ from bisect import bisect_right
 
 from sortedcontainers import SortedDict
 
+from kfs.storage.errors import CorruptLogError, VanishedError
 from kfs.storage.files import NotARegularFile, entry_refusal
 from kfs.storage.segment import LogSegment
 
@@ -57,6 +58,7 @@ class LogSegments:
         self.generation = 0  # counts the listings that changed (a segment added, deleted or replaced)
         # (base offsets, segments) of the map as it is, replaced whole when it changes.
         self._snapshot: tuple[list[int], list[LogSegment]] = ([], [])
+        self._covered: frozenset[int] = frozenset()  # listed segments a `.swap` replaces: not in the snapshot
 
     def refresh(self) -> None:
         """Follow the directory: add segments that rolled in, drop (and close) deleted ones, and
@@ -77,8 +79,32 @@ class LogSegments:
                     self.generation += 1
                 elif segment.suffix != suffix:
                     segment.renamed(suffix)
+            covered = self._covered_by_swaps()
+            if covered != self._covered:
+                self._covered = covered
+                self.generation += 1
             if self.generation != generation:  # (a rename keeps the segment object: the snapshot holds)
-                self._snapshot = (list(self._segments.keys()), list(self._segments.values()))
+                listed = [(b, s) for b, s in self._segments.items() if b not in covered]
+                self._snapshot = ([b for b, _ in listed], [s for _, s in listed])
+
+    def _covered_by_swaps(self) -> frozenset[int]:
+        """The base offsets of segments a `.swap` segment replaces: those after it whose base offset is
+        below its next offset. The cleaner merges several segments into one (LogCleaner groups them):
+        LocalLog.replaceSegments renames the cleaned files to `.swap`, the old segments' to `.deleted`
+        one segment after the other, then drops the `.swap` suffix, so a listing may hold the `.swap`
+        and old segments whose offsets it holds too. Kafka's LogLoader, finding them so, deletes the
+        old ones; a reader here takes the `.swap` for them (read at their offsets, they would be
+        records at two places, the `.swap`'s batches past the next segment's base offset damage)."""
+        covered: set[int] = set()
+        for base, segment in self._segments.items():
+            if segment.suffix != SWAP_SUFFIX or base in covered:
+                continue
+            try:
+                end = segment.next_offset()
+            except (CorruptLogError, VanishedError):
+                continue  # (its reads say what is wrong)
+            covered.update(self._segments.irange(base, end, inclusive=(False, False)))
+        return frozenset(covered)
 
     def all(self) -> list[LogSegment]:
         return list(self._snapshot[1])
@@ -113,3 +139,4 @@ class LogSegments:
                 segment.close()
             self._segments.clear()
             self._snapshot = ([], [])
+            self._covered = frozenset()
