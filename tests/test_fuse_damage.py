@@ -3,10 +3,12 @@ before it (decoded, raw and `.value` views), `info.json` lists the problem, othe
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +119,37 @@ def test_a_hole_of_zeros_where_batches_were_is_damage_not_the_log_end(tmp_path: 
         assert lost.value.errno == 5  # EIO: the record was there, not "no such offset"
     errors = "\n".join(daemon_errors(tmp_path / "mnt.log"))
     assert str(segment) in errors and "zeroed bytes" in errors
+
+
+def test_a_raw_reader_whose_file_lost_a_segment_gets_eio_never_a_short_file(tmp_path: Path) -> None:
+    """`offset/0` open and read while a middle segment is deleted: a stat of the name after that gave
+    the kernel the size of the log as it is now (without the segment), and the open reader's file
+    ended there with no error (what `cp` keeps is a short file). Now the reader's file keeps its size
+    and the reads it cannot serve fail: every byte it gets is the file's as it was, then EIO or its end."""
+    from builders import write_numbered_segment
+
+    from kfs.storage.partition import REFRESH_INTERVAL
+
+    logdir = tmp_path / "logdir"
+    partition = logdir / "live-0"
+    partition.mkdir(parents=True)
+    for base in (0, 20000, 40000):
+        write_numbered_segment(partition, base, list(range(base, base + 20000)))
+    written = b"".join(p.read_bytes() for p in sorted(partition.glob("*.log")))
+    with mounted(tmp_path, [str(logdir)], expect_errors=True) as mnt:
+        name = mnt / "live-0" / "offset" / "0"
+        with open(name, "rb") as reader:
+            assert os.fstat(reader.fileno()).st_size == len(written)
+            got = reader.read(4096)
+            for path in partition.glob(f"{20000:020d}.*"):
+                path.unlink()
+            time.sleep(max(REFRESH_INTERVAL, 1.0) + 1.0)  # past the kernel's attribute timeout
+            os.stat(name)  # another process's stat: the kernel takes what it answers
+            error = None
+            try:
+                while chunk := reader.read(1 << 16):
+                    got += chunk
+            except OSError as e:
+                error = e
+        assert got == written[:len(got)]
+        assert len(got) == len(written) or (error is not None and error.errno == errno.EIO), (len(got), error)

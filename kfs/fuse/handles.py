@@ -139,6 +139,8 @@ class RawHandle(Handle):
     starts: list[int] = field(default_factory=list)
     fds: dict[str, int] = field(default_factory=dict)
 
+    __hash__ = object.__hash__  # by identity: the tree keeps its open raw readers in a WeakSet
+
     def __post_init__(self) -> None:
         self._index()
         if any(extent.damage for extent in self.extents):
@@ -158,12 +160,18 @@ class RawHandle(Handle):
         (a segment swapped by the cleaner has other bytes at those positions: then no growth)."""
         assert self.plog is not None and self.location is not None
         extents = self.plog.raw_extents(self.location)
-        known = len(self.extents)
-        if (known and len(extents) >= known and extents[:known - 1] == self.extents[:-1]
-                and (extents[known - 1].path, extents[known - 1].start, extents[known - 1].file_id)
-                == (self.extents[-1].path, self.extents[-1].start, self.extents[-1].file_id)):
+        if self.grows_into(extents):
             self.extents = extents
             self._index()
+
+    def grows_into(self, extents: list[Extent]) -> bool:
+        """Whether `extents` (the view from this handle's batch as the log is now) are this handle's
+        file or its growth: the same files and ranges, the last one maybe longer, more after it. Not
+        when a segment it reads was deleted or replaced since it was opened."""
+        known = len(self.extents)
+        return bool(known and len(extents) >= known and extents[:known - 1] == self.extents[:-1]
+                    and (extents[known - 1].path, extents[known - 1].start, extents[known - 1].file_id)
+                    == (self.extents[-1].path, self.extents[-1].start, self.extents[-1].file_id))
 
     def _fd(self, extent: Extent) -> int:
         """The extent's file, opened on first use: the very file it was measured in, or VanishedError."""

@@ -101,6 +101,8 @@ class KfsTree:
         # Decoded files: the last size the kernel was given, and the readers open (see _open_decoded).
         self._answered: LruCache[str, tuple[float, Measure]] = LruCache(MAX_DECODED_PATHS)
         self._readers: LruCache[str, weakref.WeakSet[DecodedHandle]] = LruCache(MAX_DECODED_PATHS)
+        # Raw files: the readers open (see _kept_raw_size).
+        self._raw_readers: LruCache[str, weakref.WeakSet[RawHandle]] = LruCache(MAX_DECODED_PATHS)
         # Per partition, the combined access of its segments from each one to the last (_segments_access).
         self._kept_access: LruCache[str, _SegmentsAccess] = LruCache(MAX_DECODED_LOGS)
         self._lock = threading.Lock()
@@ -203,10 +205,14 @@ class KfsTree:
                     location = self._locate(plog, name)
                     extents = plog.raw_extents(location)
                     handle = RawHandle(self._raw_attr(plog, extents), plog=plog, location=location, extents=extents)
-                    if not name.spec.isdigit():
+                    others = self._raw_reader_opened(path, handle)
+                    if not name.spec.isdigit() or any(not other.grows_into(extents) for other in others):
                         # `latest`, `earliest`, `-K` move: the size the kernel holds for the name may
                         # be of another batch, and it would end the read there (a batch cut short).
+                        # So may a reader still open on a file that lost a segment since (the size is
+                        # kept for it: _kept_raw_size); a short read here would end that file too.
                         handle.direct_io, handle.keep_cache = True, False
+                        return handle
                     return self._cached(path, handle, _extent_files(extents))
                 if name.kind in ("value", "json"):
                     attr, data = self._value(plog, name, path)
@@ -239,10 +245,37 @@ class KfsTree:
 
     def _view_attr(self, path: str, plog: PartitionLog, name: ViewName) -> Attr:
         if name.kind == "raw":
-            return self._raw_attr(plog, plog.raw_extents(self._locate(plog, name)))
+            extents = plog.raw_extents(self._locate(plog, name))
+            return self._kept_raw_size(path, self._raw_attr(plog, extents), extents)
         if name.kind in ("value", "json"):
             return self._value(plog, name, path)[0]
         return self._decoded_attr(path, self._decoded_view(plog, name))[0]
+
+    def _raw_reader_opened(self, path: str, handle: RawHandle) -> list[RawHandle]:
+        """Keep `handle` among the path's open raw readers; the others open."""
+        with self._lock:
+            readers = self._raw_readers.get(path)
+            if readers is None:
+                readers = weakref.WeakSet()
+                self._raw_readers.put(path, readers)
+            others = list(readers)
+            readers.add(handle)
+        return others
+
+    def _kept_raw_size(self, path: str, attr: Attr, extents: list[Extent]) -> Attr:
+        """`attr` of a raw file as the log is now, never smaller than the file of a reader still open on
+        it whose segments changed since (one deleted or replaced). The kernel ends a page-cached file at
+        the size a getattr last gave, whoever asked: a smaller one cut the open reader's file short
+        with no error (`cp` kept a short file). That reader goes on reading its file as it was opened:
+        the bytes its open files still hold, EIO where a file it had not read yet is gone. A reader
+        opening the name meanwhile reads direct_io (_open), so its own end is not taken for the file's."""
+        with self._lock:
+            readers = self._raw_readers.get(path)
+            others = list(readers) if readers is not None else []
+        for other in others:
+            if other.size > attr.size and not other.grows_into(extents):
+                attr.size = other.size
+        return attr
 
     def _raw_attr(self, plog: PartitionLog, extents: list[Extent]) -> Attr:
         """The batches' size; the mode no more open than any segment the extents are in (kfs.fuse.access)."""
