@@ -15,6 +15,7 @@ from kfs.cli.dump_common import (
     segment_of_file,
     sibling_file,
 )
+from kfs.record import BatchHeader
 from kfs.storage import CorruptLogError, KfsError, LogSegment, VanishedError
 from kfs.storage.index import OffsetIndex, SegmentIndex, TimeIndex
 from kfs.storage.txn_index import read_txn_index
@@ -112,7 +113,8 @@ def dump_time_index(path: str, out: Out, problems: Problems, *, verify_only: boo
         segment.close()
 
 
-def _batch_holding(segment: LogSegment, offset_index: OffsetIndex | None, offset: int, end: int):
+def _batch_holding(segment: LogSegment, offset_index: OffsetIndex | None, offset: int, end: int
+                   ) -> tuple[BatchHeader, memoryview] | None:
     """The first batch whose last offset is >= `offset`, scanning from the offset index's entry for it."""
     start = 0
     if offset_index is not None:

@@ -212,7 +212,7 @@ def _v2_data_lines(header: BatchHeader, records: list[Record], expected: int) ->
     return "\n".join(lines), gap
 
 
-def _record_lines(segment: LogSegment, header: BatchHeader, body, print_data: bool,
+def _record_lines(segment: LogSegment, header: BatchHeader, body: memoryview, print_data: bool,
                   skip_metadata: bool, parser: MessageParser) -> Iterator[tuple[Record, str]]:
     """`DumpLogSegments.dumpBatchRecords`: one line per record of the batch, control records too."""
     records = segment.records_of(header, body)

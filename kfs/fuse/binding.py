@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from ctypes.util import find_library
+from typing import Any
 
 
 class BindingError(ImportError):
@@ -23,7 +24,7 @@ MISSING = ("kfs needs libfuse to mount: install the fuse3 package (Debian/Ubuntu
            "and pip install mfusepy; `kfs ls/cat/locate` work without it.")
 
 
-def _load():
+def _load() -> Any:
     if not (os.environ.get("FUSE_LIBRARY_PATH") or os.environ.get("FUSE_LIBRARY_NAME")) and find_library("fuse3"):
         os.environ["FUSE_LIBRARY_NAME"] = "fuse3"
     try:

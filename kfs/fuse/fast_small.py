@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 from kfs.fuse import binding
 from kfs.record import speedups
@@ -52,7 +53,7 @@ def installed(tree: object, reuse_seconds: float, all_direct_io: bool) -> Iterat
     module = binding.module
     original = module.fuse_main_real
 
-    def fuse_main_real(argc, argv, operations, size, user_data):
+    def fuse_main_real(argc: Any, argv: Any, operations: Any, size: Any, user_data: Any) -> Any:  # (libfuse's)
         table, info = module.fuse_operations, module.fuse_file_info
         assert speedups.small_files_install is not None
         try:

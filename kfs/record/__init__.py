@@ -25,6 +25,7 @@ from kfs.record.types import (
     NO_TIMESTAMP_TYPE,
     TIMESTAMP_TYPES,
     BatchHeader,
+    Buffer,
     CorruptBatchError,
     PlainRun,
     Record,
@@ -70,7 +71,7 @@ _MIN_LENGTH = (
 _LENGTH = struct.Struct(">i")
 
 
-def peek_size(buf, at: int) -> tuple[int, int]:
+def peek_size(buf: Buffer, at: int) -> tuple[int, int]:
     """(size on disk, magic) of the batch at buf[at], from its first 17 bytes, as FileLogInputStream reads."""
     if len(buf) - at < HEADER_SIZE_UP_TO_MAGIC:
         raise CorruptBatchError(f"batch header truncated: {len(buf) - at} bytes at {at}", at)
@@ -83,7 +84,7 @@ def peek_size(buf, at: int) -> tuple[int, int]:
     return LOG_OVERHEAD + length, magic
 
 
-def parse_batch_header(buf, at: int, position: int) -> BatchHeader:
+def parse_batch_header(buf: Buffer, at: int, position: int) -> BatchHeader:
     """The header of the batch at buf[at]; needs min(HEADER_PROBE_SIZE, size) bytes, not the whole batch.
 
     `position` is the batch's position in its segment file, kept in the header and in every error.
@@ -97,13 +98,13 @@ def parse_batch_header(buf, at: int, position: int) -> BatchHeader:
     return legacy.parse_header(buf, at, position)
 
 
-def complete_legacy_header(header: BatchHeader, batch) -> None:
+def complete_legacy_header(header: BatchHeader, batch: Buffer) -> None:
     """For a legacy compressed wrapper, decompress `batch` to set base_offset and record_count."""
     if header.magic < 2:
         legacy.complete_header(header, batch)
 
 
-def decode_records(batch, header: BatchHeader) -> list[Record]:
+def decode_records(batch: Buffer, header: BatchHeader) -> list[Record]:
     """All records of the batch (exactly header.size bytes) in offset order, as a consumer sees them."""
     if header.magic == 2:
         return default_batch.decode_records(batch, header)
@@ -129,7 +130,7 @@ def _crc32c(data: memoryview) -> int:
     return _package_crc32c(data)
 
 
-def crc_is_valid(batch, header: BatchHeader) -> bool:
+def crc_is_valid(batch: Buffer, header: BatchHeader) -> bool:
     """v2: CRC-32C of bytes 21..end; legacy: CRC-32 of bytes 16..end; against the stored CRC."""
     size = header.size
     if len(batch) < size:
@@ -140,7 +141,7 @@ def crc_is_valid(batch, header: BatchHeader) -> bool:
     return zlib.crc32(mv[legacy.MAGIC_OFFSET:size]) == header.crc
 
 
-def legacy_message_checks(batch, header: BatchHeader) -> list[tuple[int, bool]]:
+def legacy_message_checks(batch: Buffer, header: BatchHeader) -> list[tuple[int, bool]]:
     """(stored CRC, CRC valid) of each record of a legacy message set, as
     `AbstractLegacyRecordBatch.checksum/isValid` give them (DumpLogSegments prints both).
 

@@ -29,7 +29,7 @@ import zlib
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from kfs.record.types import COMPRESSION_NAMES
+from kfs.record.types import COMPRESSION_NAMES, Buffer
 
 if TYPE_CHECKING:
     import zstandard
@@ -86,7 +86,7 @@ class BatchTooLargeError(DecompressionError):
         self.limit = limit
 
 
-def _gzip(data, limit: int) -> bytes:
+def _gzip(data: Buffer, limit: int) -> bytes:
     parts = []
     total = 0
     rest = data
@@ -105,7 +105,7 @@ def _gzip(data, limit: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _snappy_claimed_length(block) -> int:
+def _snappy_claimed_length(block: Buffer) -> int:
     """The uncompressed length a raw snappy block starts with (a varint of up to 32 bits): cramjam
     allocates that much before it reads anything, so it is checked first."""
     result = shift = 0
@@ -118,13 +118,13 @@ def _snappy_claimed_length(block) -> int:
     raise DecompressionError("snappy: bad block length")
 
 
-def _snappy_block(block, budget: int) -> bytes:
+def _snappy_block(block: Buffer, budget: int) -> bytes:
     if _snappy_claimed_length(block) > budget:
         raise BatchTooLargeError("snappy", budget)
     return bytes(_codec_library("cramjam").snappy.decompress_raw(block))
 
 
-def _snappy(data, limit: int) -> bytes:
+def _snappy(data: Buffer, limit: int) -> bytes:
     mv = memoryview(data)
     if bytes(mv[:8]) != SNAPPY_XERIAL_MAGIC:
         return _snappy_block(mv, limit)
@@ -150,7 +150,7 @@ def _snappy(data, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def _lz4(data, limit: int) -> bytes:
+def _lz4(data: Buffer, limit: int) -> bytes:
     mv = memoryview(data)
     end = len(mv)
     if end < 7 or _U32LE.unpack_from(mv, 0)[0] != LZ4_FRAME_MAGIC:
@@ -215,7 +215,7 @@ def _zstd_decompressor() -> zstandard.ZstdDecompressor:
     return decompressor
 
 
-def _zstd(data, limit: int) -> bytes:
+def _zstd(data: Buffer, limit: int) -> bytes:
     """Frame after frame, fed in steps small enough that one step cannot expand far past the limit:
     zstandard's decompressobj has no output cap of its own."""
     parts = []
@@ -244,7 +244,7 @@ def _zstd(data, limit: int) -> bytes:
 _CODECS = {"gzip": _gzip, "snappy": _snappy, "lz4": _lz4, "zstd": _zstd}
 
 
-def decompress(codec: str, data, limit: int = MAX_BATCH_BYTES) -> bytes:
+def decompress(codec: str, data: Buffer, limit: int = MAX_BATCH_BYTES) -> bytes:
     """The decompressed bytes of `data` (bytes-like) for a codec name of COMPRESSION_NAMES.
 
     Raises BatchTooLargeError past `limit` bytes of output, DecompressionError for anything the codec

@@ -45,7 +45,7 @@ import struct
 
 from kfs.record import speedups
 from kfs.record.compression import MAX_BATCH_RECORDS, DecompressionError, codec_name, decompress
-from kfs.record.types import TIMESTAMP_TYPES, BatchHeader, CorruptBatchError, Record
+from kfs.record.types import TIMESTAMP_TYPES, BatchHeader, Buffer, CorruptBatchError, Record
 
 BASE_OFFSET_OFFSET = 0
 LENGTH_OFFSET = 8
@@ -76,7 +76,7 @@ _CODEC_NAMES = tuple(codec_name(i) for i in range(COMPRESSION_CODEC_MASK + 1))
 _new = object.__new__
 
 
-def parse_header(buf, at: int, position: int) -> BatchHeader:
+def parse_header(buf: Buffer, at: int, position: int) -> BatchHeader:
     """Fill a BatchHeader from the 61 header bytes at buf[at]."""
     try:
         (base_offset, length, leader_epoch, magic, crc, attributes, last_delta, base_ts, max_ts,
@@ -125,7 +125,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint longer than 10 bytes")
 
 
-def records_payload(batch, header: BatchHeader) -> bytes:
+def records_payload(batch: Buffer, header: BatchHeader) -> bytes:
     """The records section of the batch as bytes, decompressed once if the batch is compressed."""
     if len(batch) < header.size or header.size < RECORD_BATCH_OVERHEAD:
         raise CorruptBatchError(f"record batch at position {header.position} is truncated: "
@@ -141,7 +141,7 @@ def records_payload(batch, header: BatchHeader) -> bytes:
 
 
 
-def section_for_compiled(batch, header: BatchHeader) -> bytes | memoryview | None:
+def section_for_compiled(batch: Buffer, header: BatchHeader) -> Buffer | None:
     """The records section the compiled renderers and counter take: a view in place when the batch is
     uncompressed, decompressed otherwise; None when the batch is the decoder's to read (truncated, or
     not decompressible: the decoder raises what is wrong with it)."""
@@ -181,7 +181,7 @@ def _header_key(raw: bytes) -> str:
     return key
 
 
-def decode_records(batch, header: BatchHeader) -> list[Record]:
+def decode_records(batch: Buffer, header: BatchHeader) -> list[Record]:
     """Every record of a v2 batch. The hot loop of kfs: 1- and 2-byte varints inline, no calls per field."""
     position = header.position
     count = header.record_count

@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 
 from kfs.record.compression import MAX_BATCH_RECORDS, DecompressionError, codec_name, decompress
-from kfs.record.types import NO_TIMESTAMP_TYPE, BatchHeader, CorruptBatchError, Record
+from kfs.record.types import NO_TIMESTAMP_TYPE, BatchHeader, Buffer, CorruptBatchError, Record
 
 OFFSET_OFFSET = 0
 SIZE_OFFSET = 8
@@ -45,7 +45,7 @@ TIMESTAMP = struct.Struct(">q")
 LENGTH = struct.Struct(">i")
 
 
-def parse_header(buf, at: int, position: int) -> BatchHeader:
+def parse_header(buf: Buffer, at: int, position: int) -> BatchHeader:
     """Fill a BatchHeader from the first 18 (v0) or 26 (v1) bytes of a message."""
     try:
         offset, size, crc, magic, attributes = MESSAGE_HEAD.unpack_from(buf, at)
@@ -77,7 +77,7 @@ def parse_header(buf, at: int, position: int) -> BatchHeader:
     return h
 
 
-def key_value(data, pos: int, end: int) -> tuple[bytes | None, bytes | None, int]:
+def key_value(data: Buffer, pos: int, end: int) -> tuple[bytes | None, bytes | None, int]:
     """(key, value, position after the value) for the KeyLength field at data[pos]."""
     out: list[bytes | None] = []
     for _ in range(2):
@@ -141,7 +141,7 @@ def _inner_records(data: bytes, header: BatchHeader) -> list[Record]:
     return records
 
 
-def decode_records(batch, header: BatchHeader) -> list[Record]:
+def decode_records(batch: Buffer, header: BatchHeader) -> list[Record]:
     """The record(s) of a legacy message: itself when uncompressed, else its inner messages."""
     position = header.position
     size = header.size
@@ -162,7 +162,7 @@ def decode_records(batch, header: BatchHeader) -> list[Record]:
         raise CorruptBatchError(f"message at position {position} is malformed ({e})", position) from e
 
 
-def complete_header(header: BatchHeader, batch) -> None:
+def complete_header(header: BatchHeader, batch: Buffer) -> None:
     """Set a compressed wrapper's base offset and record count, known only from its inner messages."""
     if header.compression == "none" or header.record_count >= 0:
         return

@@ -6,6 +6,12 @@ Plain classes with `__slots__`: millions are made per second on the hot path.
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
+#: What the record layer reads: a segment's bytes as read, a slice of them, or a view.
+Buffer: TypeAlias = "bytes | bytearray | memoryview"
+
+
 COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 NO_TIMESTAMP_TYPE = "NoTimestampType"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Callable
 
 from kfs.storage.errors import VanishedError
 from kfs.storage.files import NotARegularFile, open_regular
@@ -140,7 +141,7 @@ class LogFile:
             finally:
                 self._lock.release()
 
-    def __del__(self, _close=os.close) -> None:  # os may be gone at interpreter exit
+    def __del__(self, _close: Callable[[int], None] = os.close) -> None:  # os may be gone at interpreter exit
         fd = getattr(self, "_fd", None)
         if fd is not None:
             try:  # noqa: SIM105  # no module globals here: they may be gone at interpreter exit

@@ -20,7 +20,8 @@ import os
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from kfs.record import BatchHeader, Record, crc_is_valid, parse_batch_header
 from kfs.record.speedups import find_v2_batch as _find_v2_batch
@@ -30,6 +31,7 @@ from kfs.storage.files import NotARegularFile, refusal
 from kfs.storage.index import OffsetIndex, TimeIndex
 from kfs.storage.txn_index import AbortedTxn, read_txn_index
 
+_T = TypeVar("_T")
 log = logging.getLogger("kfs")
 TAIL_PROBE_BYTES = 12  # a batch's offset and length fields: zeros in a preallocated log's tail
 
@@ -298,7 +300,7 @@ class LogSegment(BatchFile):
 
     # ---- index lookups, checked against the log -------------------------------------------------
 
-    def _safe_index(self, call):
+    def _safe_index(self, call: Callable[[], _T]) -> _T | None:
         if self.refused is not None:
             return None  # no index of a `.log` that is not read: its segment is damage from position 0
         try:
@@ -424,9 +426,12 @@ class LogSegment(BatchFile):
         """The offset index entry at or below `target`, the next entry's position and the end of the
         complete batches, when the entry lies inside the index (not the last) and in the segment."""
         pair = self._safe_index(lambda: self.offset_index.lookup_with_next(target))
-        if pair is None or pair[0] is None or pair[1] is None:
+        if pair is None:
             return None
-        entry, (_, end) = pair
+        entry, following = pair
+        if entry is None or following is None:
+            return None
+        _, end = following
         offset, position = entry
         limit = self.valid_size()
         if offset < self.base_offset or not 0 <= position < end < limit:
