@@ -36,7 +36,7 @@ def mounted(tmp_path: Path, logdirs: list[str] | None = None, expect_errors: boo
             name: str = "mnt", **options: object) -> Iterator[Path]:
     """A kfs mount of `logdirs` (the Kafka-written fixtures by default) with `options`.
 
-    The Kafka-written fixtures' golden lines are SPEC section 3's bytes, and their
+    The Kafka-written fixtures' golden lines are docs/spec.md section 3's bytes, and their
     `__cluster_metadata-0` holds random values, not metadata records: they are mounted with
     `decode=raw` unless a test asks otherwise (tests/test_internal_topics.py mounts decoded)."""
     from kfs.fuse.mount import mount, unmount

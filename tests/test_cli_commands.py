@@ -1,5 +1,5 @@
-"""`kfs ls`, `kfs locate`, `kfs cat` as a user runs them (SPEC section 5), against the golden answers,
-and every user error as one sentence on stderr with a non-zero exit (SPEC section 7)."""
+"""`kfs ls`, `kfs locate`, `kfs cat` as a user runs them (docs/spec.md section 5), against the golden answers,
+and every user error as one sentence on stderr with a non-zero exit (docs/spec.md section 7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The mounted tree (SPEC section 2) agrees with Kafka's golden answers, through a real mount."""
+"""The mounted tree (docs/spec.md section 2) agrees with Kafka's golden answers, through a real mount."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Kafka's own classes and JSON converters) decodes to exactly what Kafka says: thr
 
 The golden JSON is Kafka's converters' verbatim (README there): bytes fields are base64 strings, and a
 consumer group's member subscription/assignment stay bytes, with Kafka's ConsumerProtocol decoding of
-them beside (`consumer_protocol`). kfs shows bytes as SPEC section 3 does and the consumer protocol in
+them beside (`consumer_protocol`). kfs shows bytes as docs/spec.md section 3 does and the consumer protocol in
 place, so the golden is mapped to that (bytes fields found by the schemas, whose typing the first test
 pins verbatim in Kafka's own JSON)."""
 
@@ -136,7 +136,7 @@ def section3(data: bytes) -> Any:
 
 
 def in_section3(fields: list[Field], data: dict) -> dict:
-    """Kafka's JSON of a struct with its bytes fields shown as SPEC section 3 shows bytes."""
+    """Kafka's JSON of a struct with its bytes fields shown as docs/spec.md section 3 shows bytes."""
     by_name = {f.name: f for f in fields}
     out = {}
     for name, value in data.items():

@@ -1,4 +1,4 @@
-"""SPEC section 8 in the JSON lines: internal topics' keys and values as decoded objects, through
+"""docs/spec.md section 8 in the JSON lines: internal topics' keys and values as decoded objects, through
 `kfs cat`, a real mount and the one renderer; `decode=raw` and `decode_error` where bytes do not decode."""
 
 from __future__ import annotations

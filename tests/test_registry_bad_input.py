@@ -1,4 +1,4 @@
-"""Framed payloads that do not decode (SPEC section 9): one sentence in `*_decode_error`, section 3's
+"""Framed payloads that do not decode (docs/spec.md section 9): one sentence in `*_decode_error`, section 3's
 bytes kept, nothing dropped, bounded memory and stack, the stream and the daemon go on."""
 
 from __future__ import annotations

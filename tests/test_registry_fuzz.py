@@ -47,7 +47,7 @@ def mutated(draw: st.DrawFn) -> bytes:
 
 def fastavro_json(schema_text: str, datum: bytes) -> object | None:
     """fastavro's own answer: the JSON encoding of the datum it reads, None where it does not read it whole
-    (logical types dropped: SPEC section 9 shows their underlying type)."""
+    (logical types dropped: docs/spec.md section 9 shows their underlying type)."""
     schema = parse_schema(_without_logical_types(json.loads(schema_text)))
     stream = io.BytesIO(datum)
     try:

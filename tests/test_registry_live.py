@@ -1,4 +1,4 @@
-"""A schema registered on a live broker (SPEC section 9, issue 24 item 6): the mount follows the
+"""A schema registered on a live broker (docs/spec.md section 9, issue 24 item 6): the mount follows the
 registry topic as it grows, an old record becomes decodable, and every decoded size stays exact."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bad input never crashes kfs and never gives a wrong answer (SPEC sections 1 and 7).
+"""Bad input never crashes kfs and never gives a wrong answer (docs/spec.md sections 1 and 7).
 
 Truncated and corrupt batches, garbage, empty and lying indexes, files deleted mid-read, a
 preallocated `.log`. Each case starts from a partition written by conftest's kafka-python writer and

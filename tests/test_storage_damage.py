@@ -1,4 +1,4 @@
-"""Damage is never hidden (SPEC section 7, kfs.storage.damage): a closed segment that ends inside a
+"""Damage is never hidden (docs/spec.md section 7, kfs.storage.damage): a closed segment that ends inside a
 batch or in bytes that are no batch, or (where the log was never compacted) whose batches stop
 short of the next segment's base offset, fails the read that reaches it, after every record
 before it; `kfs ls --json` / `info.json` list it under the segment's `problems`. The active

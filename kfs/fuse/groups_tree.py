@@ -1,4 +1,4 @@
-"""`MOUNTPOINT/.groups/`: `kfs groups` as files (SPEC section 8).
+"""`MOUNTPOINT/.groups/`: `kfs groups` as files (docs/spec.md section 8).
 
     .groups/                        lists <group>.json for every group at the log end, and all.jsonl
     .groups/all.jsonl               `kfs groups --json` at the log end

@@ -1,4 +1,4 @@
-"""`MOUNTPOINT/.schemas/`: the schema registry's state (SPEC section 9) as files.
+"""`MOUNTPOINT/.schemas/`: the schema registry's state (docs/spec.md section 9) as files.
 
     .schemas/all.jsonl                          `kfs schemas --json`: one object per subject version
     .schemas/ids/<id>.avsc|.json|.proto         the schema behind each id (deleted ones too: old records use them)

@@ -426,7 +426,7 @@ class KfsTree:
             return cached
         record = plog.value_record(name.axis, name.spec, isolation=self.isolation)
         data = record.value or b""
-        if name.kind == "json":  # the value alone as its JSON line shows it: decoded (SPEC sections 8, 9)
+        if name.kind == "json":  # the value alone as its JSON line shows it: decoded (docs/spec.md sections 8, 9)
             line = self._decoded_log(plog).render([record])[0]
             data = json.dumps(json.loads(line)["value"], ensure_ascii=False).encode("utf-8") + b"\n"
         segment = plog.floor_segment(record.offset)

@@ -1,4 +1,4 @@
-"""Consumer groups as of any moment, from `__consumer_offsets` (SPEC section 8, `kfs groups`).
+"""Consumer groups as of any moment, from `__consumer_offsets` (docs/spec.md section 8, `kfs groups`).
 
     replay.py   the scan: last record per key at or before T, transactions as the coordinator does
     state.py    decode the survivors: committed offsets, classic and KIP-848 groups

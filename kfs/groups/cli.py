@@ -1,4 +1,4 @@
-"""`kfs groups LOGDIR... [--group G] [--at T] [--json]` (SPEC section 8)."""
+"""`kfs groups LOGDIR... [--group G] [--at T] [--json]` (docs/spec.md section 8)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def add_groups_command(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--group", "-g", metavar="G", help="only this group")
     p.add_argument("--at", metavar="T",
                    help="as of this time: milliseconds since the epoch or ISO-8601 (default: the log end)")
-    p.add_argument("--json", action="store_true", help="one JSON object per line (SPEC section 8)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line (docs/spec.md section 8)")
     p.set_defaults(func=cmd_groups)
 
 

@@ -1,4 +1,4 @@
-"""`kfs groups` output: JSON lines (SPEC section 8) and the table people read.
+"""`kfs groups` output: JSON lines (docs/spec.md section 8) and the table people read.
 
 The table follows `kafka-consumer-groups.sh --describe`: per group a line with its state, then one
 row per committed partition. Times are UTC, to the millisecond.

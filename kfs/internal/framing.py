@@ -80,7 +80,7 @@ class UnknownRecordType(DecodeError):
 
 
 def internal_topic(topic: str) -> bool:
-    """Whether kfs decodes the records of `topic` (SPEC section 8)."""
+    """Whether kfs decodes the records of `topic` (docs/spec.md section 8)."""
     return topic in INTERNAL_TOPICS
 
 

@@ -1,11 +1,11 @@
-"""The hook of the JSON-lines renderer (kfs/views/jsonl.py) for Kafka's internal topics (SPEC section 8).
+"""The hook of the JSON-lines renderer (kfs/views/jsonl.py) for Kafka's internal topics (docs/spec.md section 8).
 
 `line_decoder(topic)` is None for an ordinary topic (the renderer's compiled fast path stays as it
 is) and, for an internal topic, a function giving a record's key and value as JSON text:
 `{"type": NAME, "version": V, "data": {...}}` objects, or, when the record does not decode, the
 section-3 rendering of both and the reason, which the renderer adds as `"decode_error"`.
 
-With a schema registry (kfs.registry, SPEC section 9), an ordinary topic's partition that holds
+With a schema registry (kfs.registry, docs/spec.md section 9), an ordinary topic's partition that holds
 registry-framed payloads gets kfs.registry.lines.FramedLines instead, whose fourth element is the
 line's tail (`"value_schema"`, `"key_schema"`, `"value_decode_error"`, `"key_decode_error"`).
 """

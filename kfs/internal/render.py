@@ -1,4 +1,4 @@
-"""Decoded keys and values as JSON: kfs's JSON lines (SPEC section 8), and Kafka's own text.
+"""Decoded keys and values as JSON: kfs's JSON lines (docs/spec.md section 8), and Kafka's own text.
 
 In JSON lines a key or value is `{"type": NAME, "version": V, "data": {...}}`, written like the rest
 of the line (`", "` and `": "`, UTF-8 kept), bytes as section 3 shows them: a string when UTF-8,

@@ -1,4 +1,4 @@
-"""Schema-registry framed payloads decoded offline (SPEC section 9), from the registry's own topic.
+"""Schema-registry framed payloads decoded offline (docs/spec.md section 9), from the registry's own topic.
 
 Most production topics carry values written by Confluent's serializers: byte 0, a 4-byte schema id,
 then an Avro datum (or Protobuf, or JSON Schema'd JSON). The registry keeps its schemas in a

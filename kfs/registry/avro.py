@@ -12,7 +12,7 @@ parses it, into one with the same binary encoding that keeps that information:
 - each `float` becomes a one-field record whose field is named `kfs__float`, so that a 32-bit
   float is written with the digits that read back as that float (`0.1`, as Java prints it, not
   the double `0.10000000149011612`);
-- `logicalType` is dropped: logical types are shown as their underlying type (SPEC section 9).
+- `logicalType` is dropped: logical types are shown as their underlying type (docs/spec.md section 9).
 
 The decoded objects are then turned into the JSON encoding (unions as `{"<branch>": value}`, bytes
 and fixed as strings of code points 0-255) and written by one C-accelerated JSON encoder.

@@ -1,4 +1,4 @@
-"""`kfs schemas LOGDIR... [--json]`: the schema registry's state rebuilt from its topic (SPEC section 9)."""
+"""`kfs schemas LOGDIR... [--json]`: the schema registry's state rebuilt from its topic (docs/spec.md section 9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Protobuf payloads to protobuf's JSON mapping (SPEC section 9), with the `protobuf` package.
+"""Protobuf payloads to protobuf's JSON mapping (docs/spec.md section 9), with the `protobuf` package.
 
 A Protobuf schema in the registry is `.proto` text (its imports are other subjects' schemas, named
 by the references, or the well-known types). It is compiled once, in-process, by the protoc that

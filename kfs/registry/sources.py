@@ -1,4 +1,4 @@
-"""Where the registry's schemas come from (SPEC section 9): the `_schemas` topic of the log dirs
+"""Where the registry's schemas come from (docs/spec.md section 9): the `_schemas` topic of the log dirs
 given, other log dirs (`--schemas PATH`, `schemas=PATH`), or a directory of `<id>.avsc`,
 `<id>.proto` and `<id>.json` files.
 

@@ -268,7 +268,7 @@ class LogSegment(BatchFile):
 
         One that cannot be read (not a regular file, no permission, an I/O error) is taken as none, with
         a warning: read_committed then follows the segment's transaction markers, as it does where a
-        `.txnindex` is missing (SPEC section 3) or disagrees with them (kfs.storage.transactions). Kafka
+        `.txnindex` is missing (docs/spec.md section 3) or disagrees with them (kfs.storage.transactions). Kafka
         fails such a read_committed fetch (TransactionIndex: a KafkaException, which the consumer sees as
         an error and retries; one it cannot open at startup takes its log dir offline); kfs reads the
         markers, which it trusts over the index anyway, and reads that need no index never open it."""

@@ -92,7 +92,7 @@ MAX_SKIPS = 256  # view starts remembered per run
 class DecodedLog:
     """The decoded stream of one partition under one isolation/control/decode setting, and its run maps.
 
-    `decode`: "auto" shows Kafka's internal topics decoded (SPEC section 8), and with a `registry`
+    `decode`: "auto" shows Kafka's internal topics decoded (docs/spec.md section 8), and with a `registry`
     (kfs.registry) the registry-framed payloads of a partition that holds them (section 9); "raw"
     shows bytes."""
 

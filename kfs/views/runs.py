@@ -47,7 +47,7 @@ class SegmentRun:
     (what reading past `length` meets); `file_end`: the segment file position mapped to.
     `walked_to`: the end offset the segment's batches were walked to their end for. Records
     reaching the end do not make a run complete: damage after a segment's last record (bytes
-    after its last batch, a batch whose offsets go back) is met only by walking on (SPEC 7).
+    after its last batch, a batch whose offsets go back) is met only by walking on (docs/spec.md section 7).
     """
 
     __slots__ = ("damaged_at", "error", "file_end", "identity", "length", "lock", "mapped_to", "mapping", "offsets",

@@ -2,7 +2,7 @@
 
 The writer (`soak_writer`) and the checks (`soak_check`) compute them independently, so a reader
 can check any record it meets without asking the writer, and a `.value` names its own offset
-(`o=<N>;`), so a time lookup's answer can be checked too. The mix covers what SPEC section 3
+(`o=<N>;`), so a time lookup's answer can be checked too. The mix covers what docs/spec.md section 3
 renders: UTF-8 text, non-ASCII text, non-UTF-8 bytes (base64), tombstones and headers.
 """
 
@@ -74,7 +74,7 @@ def _render(data: bytes | None) -> object:
 
 
 def expected_line(offset: int) -> bytes:
-    """The JSON line (SPEC section 3) of the record at `offset`, byte for byte."""
+    """The JSON line (docs/spec.md section 3) of the record at `offset`, byte for byte."""
     line = {
         "topic": TOPIC, "partition": PARTITION, "offset": offset, "timestamp": timestamp(offset),
         "timestamp_type": "CreateTime", "key": _render(key(offset)), "value": _render(value(offset)),

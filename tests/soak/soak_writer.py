@@ -2,7 +2,7 @@
 
     python -m soak.soak_writer LOGDIR MANIFEST --seconds S [--rate-kb 300] [--segment-bytes N]
 
-What a broker does, and kfs must read through (SPEC section 1, "A live broker's directory"):
+What a broker does, and kfs must read through (docs/spec.md section 1, "A live broker's directory"):
 - v2 batches from kafka-python's `DefaultRecordBatchBuilder` (none, gzip, snappy, lz4, zstd; keys,
   headers, tombstones; idempotent and transactional producers, COMMIT/ABORT markers), appended to
   the active segment, sometimes in two writes (a reader may meet a half-written batch);
