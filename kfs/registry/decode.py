@@ -1,4 +1,4 @@
-"""Registry-framed keys and values decoded (SPEC section 9): byte 0, a 4-byte big-endian schema id,
+"""Registry-framed keys and values decoded (docs/spec.md section 9): byte 0, a 4-byte big-endian schema id,
 then an Avro datum (kfs.registry.avro), a message-index list and a Protobuf message
 (kfs.registry.protobuf), or UTF-8 JSON (JSON Schema).
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,35 +56,57 @@ class Registry:
     def knows(self, schema_id: int) -> bool:
         return schema_id in self.state.by_id
 
-    def decode(self, data: bytes, subject: str) -> tuple[str, str]:
+    def decode(self, data: bytes, subject: str, header: bytes | None = None) -> tuple[str, str]:
         """A framed payload's decoded JSON text and its `*_schema` object's JSON text; PayloadError
-        when it does not decode. `subject`: the topic's subject for this part (`<topic>-value`)."""
-        schema_id = int.from_bytes(data[1:5], "big")
+        when it does not decode. `subject`: the topic's subject for this part (`<topic>-value`).
+        `header`: the record's `__value_schema_id` / `__key_schema_id` header (newer clients' framing),
+        which then names the schema (and for Protobuf holds the message indexes) and `data` is the
+        datum alone. A schema is named by its id (byte 0, 4 bytes) or its GUID (byte 1, 16 bytes)."""
+        source = data if header is None else header
+        if len(source) >= 5 and source[0] == 0:
+            schema_id = int.from_bytes(source[1:5], "big")
+            rest = source[5:]
+            name = f"schema id {schema_id}"
+        elif len(source) >= 17 and source[0] == 1:
+            guid = bytes(source[1:17])
+            rest = source[17:]
+            name = f"schema guid {uuid.UUID(bytes=guid)}"
+            known = self.state.by_guid.get(guid)
+            if known is None:
+                raise PayloadError(f"{name}: not in the schema registry")
+            schema_id = known.id
+        else:
+            raise PayloadError("the schema id header holds neither an id (byte 0 and 4 bytes) nor a GUID "
+                               "(byte 1 and 16 bytes)")
         compiled = self._compiled.get(schema_id)
         if compiled is None:
             compiled = self._compile(schema_id)
         if compiled.error is not None:
-            raise PayloadError(f"schema id {schema_id}: {compiled.error}")
-        body = data[5:]
+            raise PayloadError(f"{name}: {compiled.error}")
+        # (with a header, a Protobuf payload's message indexes are in it, after the id)
+        body = rest if header is None else rest + data if compiled.kind == "PROTOBUF" else data
         if compiled.kind == "AVRO":
-            assert compiled.renderer is not None
             try:
                 text = compiled.renderer.render(body)
             except AvroDatumError as e:
-                raise PayloadError(f"schema id {schema_id}: {e}") from None
+                raise PayloadError(f"{name}: {e}") from None
         elif compiled.kind == "PROTOBUF":
             try:
                 text, message = compiled.renderer.render(body)
             except ProtobufPayloadError as e:
-                raise PayloadError(f"schema id {schema_id}: {e}") from None
+                raise PayloadError(f"{name}: {e}") from None
             schema = self._schema_object(schema_id, subject)
             return text, schema[:-1] + ', "message": ' + json.dumps(message) + "}"
         else:  # JSON Schema: the JSON itself
             try:
-                text = _JSON.encode(json.loads(body.decode("utf-8")))
+                text = _JSON.encode(json.loads(bytes(body).decode("utf-8")))
             except (UnicodeDecodeError, ValueError, RecursionError) as e:
-                raise PayloadError(f"schema id {schema_id}: the value is not JSON text ({type(e).__name__})") from None
+                raise PayloadError(f"{name}: the value is not JSON text ({type(e).__name__})") from None
         return text, self._schema_object(schema_id, subject)
+
+    def knows_guid(self, data: bytes) -> bool:
+        """Whether `data` (byte 1 then 16 bytes) names a schema GUID the registry holds."""
+        return len(data) >= 17 and data[0] == 1 and bytes(data[1:17]) in self.state.by_guid
 
     def _compile(self, schema_id: int) -> _Compiled:
         schema = self.state.by_id.get(schema_id)

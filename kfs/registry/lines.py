@@ -4,9 +4,10 @@ Only partitions that hold framed payloads take it: the others keep the compiled 
 counter, and cost nothing more. A partition is taken for framed when the registry has a subject
 named after its topic (`<topic>-value` or `<topic>-key`, Confluent's default TopicNameStrategy), or
 when one of its first data records has a value that looks framed (byte 0 and a schema id: text and
-JSON never start so), or a key framed with an id the registry holds (a key written by Kafka's
-LongSerializer starts with byte 0 too). The choice is made once per decoded log, and the size cache
-keys its counts on the registry's digest.
+JSON never start so; or byte 1 and a schema GUID the registry holds), a `__value_schema_id` or
+`__key_schema_id` header (newer clients' framing), or a key framed with an id the registry holds (a
+key written by Kafka's LongSerializer starts with byte 0 too). The choice is made once per decoded
+log, and the size cache keys its counts on the registry's digest.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from kfs.registry.decode import PayloadError, Registry
 from kfs.storage import KfsError, PartitionLog
 
 SAMPLED_RECORDS = 16  # first data records looked at to tell a framed partition
+VALUE_HEADER, KEY_HEADER = "__value_schema_id", "__key_schema_id"  # (Confluent's clients' header framing)
 _encode_str = json.encoder.encode_basestring
 
 
@@ -33,29 +35,34 @@ class FramedLines:
     def __call__(self, record: Any) -> tuple[str | None, str | None, str | None, str | None]:
         if getattr(record, "control", None) is not None:
             return None, None, None, None
-        key = value = None
-        tail = ""
-        errors = ""
-        data = record.value
-        if data is not None and len(data) >= 5 and data[0] == 0:
-            try:
-                value, schema = self.registry.decode(data, self.value_subject)
-                tail += ', "value_schema": ' + schema
-            except PayloadError as e:
-                errors += ', "value_decode_error": ' + _encode_str(str(e))
-            except Exception as e:  # never a failed read over one odd payload
-                errors += ', "value_decode_error": ' + _encode_str(f"{type(e).__name__}: {e}")
-        data = record.key
-        if data is not None and len(data) >= 5 and data[0] == 0:
-            try:
-                key, schema = self.registry.decode(data, self.key_subject)
-                tail += ', "key_schema": ' + schema
-            except PayloadError as e:
-                errors += ', "key_decode_error": ' + _encode_str(str(e))
-            except Exception as e:
-                errors += ', "key_decode_error": ' + _encode_str(f"{type(e).__name__}: {e}")
-        tail += errors
+        value_header = key_header = None
+        if record.headers:  # newer clients may name the schema in a header instead of the payload
+            for name, header in record.headers:
+                if name == VALUE_HEADER:
+                    value_header = header
+                elif name == KEY_HEADER:
+                    key_header = header
+        value, value_schema, value_error = self._part(record.value, value_header, self.value_subject, "value")
+        key, key_schema, key_error = self._part(record.key, key_header, self.key_subject, "key")
+        tail = value_schema + key_schema + value_error + key_error
         return key, value, None, tail or None
+
+    def _part(self, data: bytes | None, header: bytes | None, subject: str, part: str) -> tuple[str | None, str, str]:
+        """A key's or value's decoded JSON, its `*_schema` member and its `*_decode_error` member."""
+        if data is None or (header is None and not framed(data)):
+            return None, "", ""
+        try:
+            text, schema = self.registry.decode(data, subject, header)
+            return text, f', "{part}_schema": ' + schema, ""
+        except PayloadError as e:
+            return None, "", f', "{part}_decode_error": ' + _encode_str(str(e))
+        except Exception as e:  # never a failed read over one odd payload
+            return None, "", f', "{part}_decode_error": ' + _encode_str(f"{type(e).__name__}: {e}")
+
+
+def framed(data: bytes) -> bool:
+    """Whether `data` starts as a framed payload: byte 0 and a 4-byte id, or byte 1 and a 16-byte GUID."""
+    return (len(data) >= 5 and data[0] == 0) or (len(data) >= 17 and data[0] == 1)
 
 
 def framed_partition(plog: PartitionLog, registry: Registry) -> bool:
@@ -67,6 +74,10 @@ def framed_partition(plog: PartitionLog, registry: Registry) -> bool:
         for n, record in enumerate(plog.records()):
             value, key = record.value, record.key
             if value is not None and len(value) >= 5 and value[0] == 0:
+                return True
+            if value is not None and registry.knows_guid(value):
+                return True
+            if any(name in (VALUE_HEADER, KEY_HEADER) for name, _ in record.headers):
                 return True
             if key is not None and len(key) >= 5 and key[0] == 0 and registry.knows(int.from_bytes(key[1:5], "big")):
                 return True

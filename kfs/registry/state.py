@@ -16,11 +16,12 @@ replay the compacted topic in offset order into a key-value store; kfs does the 
 
 For decoding, an id resolves to the schema last registered under it whatever its deletion state
 (`by_id`): a hard delete removes the version from the listing, not the id, since the record that
-registered it may still be in the log (SPEC section 9: old records stay readable).
+registered it may still be in the log (docs/spec.md section 9: old records stay readable).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
@@ -56,6 +57,7 @@ class SchemaVersion:
     schema: str
     references: tuple[Reference, ...] = ()
     deleted: bool = False
+    guid: bytes | None = None  # the registry's GUID of the schema (its MD5), by which newer clients name it
 
     def listing(self) -> dict[str, Any]:
         """`kfs schemas --json`'s object for this version."""
@@ -121,7 +123,28 @@ def schema_version(value: dict[str, Any], key: tuple[Any, ...]) -> SchemaVersion
                 or not isinstance(ref.get("subject"), str) or not _is_int(ref.get("version")):
             raise RegistryRecordError("a reference without name, subject and version")
         references.append(Reference(ref["name"], ref["subject"], ref["version"]))
-    return SchemaVersion(subject, version, schema_id, kind, text, tuple(references), value.get("deleted") is True)
+    return SchemaVersion(subject, version, schema_id, kind, text, tuple(references), value.get("deleted") is True,
+                         schema_guid(value, text, references))
+
+
+def schema_guid(value: dict[str, Any], text: str, references: list[Reference]) -> bytes | None:
+    """The schema's GUID as the registry computes it (MD5.ofSchema): the value's `md5` (base64) when
+    it has one, else the MD5 of the schema text then each reference's name, subject and version
+    (int32). A schema with `metadata` or a `ruleSet` and no `md5` hashes those too: None here."""
+    md5 = value.get("md5")
+    if isinstance(md5, str):
+        try:
+            raw = base64.b64decode(md5, validate=True)
+        except ValueError:
+            return None
+        return raw if len(raw) == 16 else None
+    if value.get("metadata") or value.get("ruleSet"):
+        return None
+    digest = hashlib.md5(text.encode("utf-8"), usedforsecurity=False)
+    for ref in references:
+        digest.update(ref.name.encode("utf-8") + ref.subject.encode("utf-8")
+                      + (ref.version & 0xFFFFFFFF).to_bytes(4, "big"))
+    return digest.digest()
 
 
 def _is_int(x: object) -> bool:
@@ -134,6 +157,7 @@ class RegistryState:
 
     versions: dict[tuple[str, int], SchemaVersion] = field(default_factory=dict)
     by_id: dict[int, SchemaVersion] = field(default_factory=dict)
+    by_guid: dict[bytes, SchemaVersion] = field(default_factory=dict)  # as by_id, by the schema's GUID
     # every subject version a record registered, deleted since or not: references resolve here, as
     # ids do, so a record stays readable after the schema it imports was deleted
     registered: dict[tuple[str, int], SchemaVersion] = field(default_factory=dict)
@@ -170,6 +194,8 @@ class RegistryState:
             self.registered[subject_version] = schema
             if _context(schema.subject) == "" or schema.id not in self.by_id:
                 self.by_id[schema.id] = schema
+                if schema.guid is not None:
+                    self.by_guid[schema.guid] = schema
         elif value is None:
             return  # other tombstones change nothing that decoding or the listing use
         elif kind == "DELETE_SUBJECT":
@@ -213,7 +239,7 @@ class RegistryState:
 
 def _soft_deleted(schema: SchemaVersion) -> SchemaVersion:
     return SchemaVersion(schema.subject, schema.version, schema.id, schema.type, schema.schema,
-                         schema.references, True)
+                         schema.references, True, schema.guid)
 
 
 def _context(subject: str) -> str:
