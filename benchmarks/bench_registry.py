@@ -9,6 +9,8 @@ in one run (ratios are what matter on a shared machine):
 
     kfs cat LOGDIR orders-0                 decoded Avro (kfs.registry), to /dev/null
     kfs cat LOGDIR orders-0 --decode raw    the same records as section 3's bytes (the compiled path)
+    kfs cat LOGDIR plain-0 [--decode raw]   a topic of JSON text values beside the registry: no extra cost
+    cat MNT/orders-0/messages.jsonl         a mount's first read of the decoded file (with -o size_cache=none)
     confluent-kafka AvroDeserializer + json.dumps, per record (values already in memory; skipped where
     confluent-kafka[avro,schemaregistry] is not installed)
 
@@ -101,6 +103,8 @@ def build(logdir: str, records: int) -> list[bytes]:
         if not sample:
             sample = [v for _, v in chunk]
         write_partition(logdir, "orders-0", chunk, chunk_start)
+        write_partition(logdir, "plain-0", [(k, json.dumps({"order": i}).encode()) for i, (k, _) in
+                                            enumerate(chunk, chunk_start)], chunk_start)
     return sample
 
 
@@ -113,6 +117,23 @@ def timed(argv: list[str]) -> tuple[float, float]:
     wall = time.perf_counter() - start
     after = os.times()
     return wall, (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
+def mount_first_read(logdir: str) -> float | None:
+    """Wall seconds of `cat` of the mount's orders-0/messages.jsonl (sizes not cached), or None without FUSE."""
+    if not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None:
+        return None
+    mountpoint = tempfile.mkdtemp(prefix="kfs-bench-registry-mnt-")
+    kfs = [sys.executable, "-m", "kfs.cli.main"]
+    subprocess.run([*kfs, "mount", "-o", "size_cache=none,size_scan=no", logdir, mountpoint], check=True)
+    try:
+        start = time.perf_counter()
+        with open(os.devnull, "wb") as devnull:
+            subprocess.run(["cat", os.path.join(mountpoint, "orders-0", "messages.jsonl")], stdout=devnull, check=True)
+        return time.perf_counter() - start
+    finally:
+        subprocess.run(["fusermount3", "-u", mountpoint], check=False)
+        os.rmdir(mountpoint)
 
 
 def confluent_baseline(values: list[bytes]) -> float | None:
@@ -155,6 +176,14 @@ def main() -> int:
               f"{per_record * 1e6:5.1f} us/record CPU")
         print(f"kfs cat --decode raw:          {raw[0]:6.2f} s wall, {raw[1]:6.2f} s CPU "
               f"(decoding costs {decoded[1] / max(raw[1], 1e-9):.1f}x the raw lines)")
+        plain = timed([*kfs, "cat", logdir, "plain-0"])
+        plain_raw = timed([*kfs, "cat", logdir, "plain-0", "--decode", "raw"])
+        print(f"kfs cat of a plain topic:      {plain[0]:6.2f} s wall, {plain[1]:6.2f} s CPU "
+              f"(--decode raw: {plain_raw[1]:.2f} s CPU; the registry beside it costs "
+              f"{plain[1] - plain_raw[1]:+.2f} s)")
+        mounted = mount_first_read(logdir)
+        if mounted is not None:
+            print(f"mount, first read of messages.jsonl: {mounted:6.2f} s wall (kfs cat: {decoded[0]:.2f} s wall)")
         baseline = confluent_baseline(sample)
         if baseline is None:
             print("confluent-kafka's AvroDeserializer: not installed "
