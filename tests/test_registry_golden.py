@@ -257,3 +257,21 @@ def test_the_decoded_value_alone(tmp_path: Path) -> None:
         assert raw == run_kfs("cat", LOGDIR, "orders-0", "--format", "value").stdout and raw[:1] == b"\x00"
         assert json.loads((mnt / "plain-0" / "offset" / "2.json").read_bytes()) == '{"n": 2}'
         assert json.loads((mnt / "mixed-0" / "time" / "1732000001000.json").read_bytes()) == {"base64": "AAAAA+cCYWJj"}
+
+
+@needs_fuse
+def test_decoded_files_no_more_readable_than_the_schemas(tmp_path: Path) -> None:
+    """A file decoded with the registry's schemas holds their field names: it grants no more than the
+    registry topic's segments do (issue 28's rule); a topic not decoded with them is not narrowed."""
+    logdir = tmp_path / "logdir"
+    shutil.copytree(LOGDIR, logdir)
+    for path in logdir.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    for segment in (logdir / "_schemas-0").iterdir():
+        segment.chmod(0o600)
+    with mounted(tmp_path, [str(logdir)], size_cache="none") as mnt:
+        assert (mnt / "orders-0" / "messages.jsonl").stat().st_mode & 0o077 == 0
+        assert (mnt / "orders-0" / "offset" / "0.json").stat().st_mode & 0o077 == 0
+        assert (mnt / "orders-0" / "offset" / "0.value").stat().st_mode & 0o044 == 0o044  # the stored bytes
+        assert (mnt / "plain-0" / "messages.jsonl").stat().st_mode & 0o044 == 0o044
+        assert (mnt / ".schemas" / "all.jsonl").stat().st_mode & 0o077 == 0

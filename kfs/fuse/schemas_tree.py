@@ -7,7 +7,8 @@
 The state is the one the mount decodes with (read when mounting). `.schemas` is looked up, not
 listed at the root, so `grep -r` over the mount reads records, not schemas. A subject is named as
 `.groups/` names a group id (kfs.fuse.groups_tree.file_name: `/` written `%2F`, ...). Files are no
-more readable than the registry topic's segments (or the schema files) they come from.
+more readable than the registry topic's segments (or the schema files) they come from, and neither
+is a file whose lines were decoded with them (`decoded_access`: their field names are in it).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class SchemasTree:
             self.subjects.setdefault(file_name(v.subject), {})[f"{v.version}{SUFFIX[v.type]}"] = v
         self.sources = state.sources
         self._kept: tuple[float, Access, os.stat_result, os.stat_result] | None = None
+        self._kept_decoded: tuple[float, Access] | None = None
 
     def getattr(self, parts: list[str], path: str) -> Attr:
         if self._is_dir(parts, path):
@@ -107,6 +109,22 @@ class SchemasTree:
                 newest = st
         self._kept = (now, acc, first, newest)
         return acc, first, newest
+
+    def decoded_access(self) -> Access:
+        """What a file decoded with these schemas may grant: no more than the files and directories
+        the state was read from (directories by their search bits, files by their read bits)."""
+        now = time.monotonic()
+        if self._kept_decoded is not None and now - self._kept_decoded[0] < _ACCESS_TTL:
+            return self._kept_decoded[1]
+        acc = as_search(access_of(os.stat(self.sources[0])))
+        for source in self.sources[1:]:
+            try:
+                st = os.lstat(source)
+            except FileNotFoundError:
+                continue
+            acc = narrow(acc, *(as_search(access_of(st)) if stat.S_ISDIR(st.st_mode) else access_of(st)))
+        self._kept_decoded = (now, acc)
+        return acc
 
     def _file_attr(self, size: int) -> Attr:
         acc, first, newest = self._access()

@@ -364,7 +364,18 @@ class KfsTree:
         if answered:
             self._answered.put(path, (time.monotonic(), measure))
         attr = Attr.of_view(first, measure.size, last)
-        return self._narrowed(attr, view.log.plog, first_segment.base_offset, last), measure
+        attr = self._narrowed(attr, view.log.plog, first_segment.base_offset, last)
+        if view.log.registry_digest is not None:
+            attr = self._narrowed_by_registry(attr)
+        return attr, measure
+
+    def _narrowed_by_registry(self, attr: Attr) -> Attr:
+        """A file decoded with the registry's schemas (their field names and symbols are in it): no
+        more readable than the registry topic's segments or the schema files (kfs.fuse.access)."""
+        schemas = self.schemas
+        if schemas is not None:
+            attr.mode = narrow((attr.uid, attr.gid, attr.mode), *schemas.decoded_access())[2]
+        return attr
 
     def _open_decoded(self, path: str, view: DecodedView) -> Handle:
         """An ordinary page-cached file of exact size: mmap, sendfile and readahead work, and a
@@ -426,12 +437,16 @@ class KfsTree:
             return cached
         record = plog.value_record(name.axis, name.spec, isolation=self.isolation)
         data = record.value or b""
+        decoded_log = None
         if name.kind == "json":  # the value alone as its JSON line shows it: decoded (docs/spec.md sections 8, 9)
-            line = self._decoded_log(plog).render([record])[0]
+            decoded_log = self._decoded_log(plog)
+            line = decoded_log.render([record])[0]
             data = json.dumps(json.loads(line)["value"], ensure_ascii=False).encode("utf-8") + b"\n"
         segment = plog.floor_segment(record.offset)
         assert segment is not None
         attr = Attr.of_view(os.lstat(segment.log_path), len(data))
+        if decoded_log is not None and decoded_log.registry_digest is not None:
+            attr = self._narrowed_by_registry(attr)
         self._keep_small(path, attr, data)
         return attr, data
 
