@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 
 import kfs
 from kfs.cli.arguments import non_negative_int
+from kfs.cli.tree_help import TREE_HELP
 from kfs.internal.lines import DECODE_MODES, line_decoder
 from kfs.registry import Registry, SchemasSourceError, load_registry
 from kfs.storage import (
@@ -82,8 +83,18 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 # ---- kfs locate -------------------------------------------------------------------------------
 
+def _log_dirs_and_partition(args: argparse.Namespace) -> tuple[list[str], str]:
+    """`LOGDIR... TOPIC-PARTITION`: the log dirs are given as to every command (`kfs ls A B`), the
+    partition last."""
+    if len(args.paths) < 2:
+        raise CliError(f"kfs {args.command} needs LOGDIR... and TOPIC-PARTITION (e.g. kfs {args.command} "
+                       "/var/lib/kafka/data orders-0).")
+    return args.paths[:-1], args.paths[-1]
+
+
 def cmd_locate(args: argparse.Namespace) -> int:
-    plog = _logdirs([args.logdir]).partition(args.partition)
+    logdirs, partition = _log_dirs_and_partition(args)
+    plog = _logdirs(logdirs).partition(partition)
     axis, spec = ("offset", args.offset) if args.offset is not None else ("time", args.time)
     print(json.dumps(plog.locate(axis, spec).as_dict()))
     return 0
@@ -97,7 +108,8 @@ def cmd_cat(args: argparse.Namespace) -> int:
     if args.kcat_json and (args.format != "jsonl" or args.kcat_format is not None):
         raise CliError("-J (kcat's JSON envelope) prints records its own way: it cannot go with -f or --format "
                        f"{args.format}.")
-    plog = _logdirs([args.logdir]).partition(args.partition)
+    args.logdirs, partition = _log_dirs_and_partition(args)
+    plog = _logdirs(args.logdirs).partition(partition)
     if args.format == "value" and args.count is None:
         axis, spec = ("time", args.time) if args.time is not None else ("offset", args.offset or "earliest")
         record = plog.value_record(axis, spec, isolation=args.isolation)
@@ -140,7 +152,7 @@ def _registry(args: argparse.Namespace) -> Registry | None:
     if args.decode == "raw":
         return None
     try:
-        return load_registry([args.logdir], args.schemas, args.schemas_topic)
+        return load_registry(args.logdirs, args.schemas, args.schemas_topic)
     except SchemasSourceError as e:
         raise CliError(str(e)) from None
 
@@ -277,28 +289,32 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="kfs", description="Read Apache Kafka log directories without a broker.")
+    parser = _Parser(prog="kfs", description="Read Apache Kafka log directories without a broker.",
+                     epilog=TREE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"kfs {kfs.__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what kfs does to stderr")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     p = sub.add_parser("ls", help="partitions, segments, offsets and sizes")
-    p.add_argument("paths", nargs="+", metavar="LOGDIR [TOPIC-PARTITION]")
+    p.add_argument("paths", nargs="+", metavar="LOGDIR... [TOPIC-PARTITION]",
+                   help="one or more Kafka log dirs, and a partition to show alone")
     p.add_argument("--partition", "-p", metavar="TOPIC-PARTITION", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print info.json objects")
     p.set_defaults(func=cmd_ls)
 
     p = sub.add_parser("locate", help="where an offset or a time is: segment, index entry, batch, record")
-    p.add_argument("logdir", metavar="LOGDIR")
-    p.add_argument("partition", metavar="TOPIC-PARTITION")
+    p.add_argument("paths", nargs="+", metavar="LOGDIR... TOPIC-PARTITION",
+                   help="one or more Kafka log dirs (a broker's log.dirs; comma-separated or apart), then a "
+                        "partition directory's name such as orders-0")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--offset", metavar="N", help="an offset, earliest, latest or -K")
     g.add_argument("--time", metavar="T", help="milliseconds since the epoch or ISO-8601")
     p.set_defaults(func=cmd_locate)
 
     p = sub.add_parser("cat", help="records from an offset or a time, decoded or raw")
-    p.add_argument("logdir", metavar="LOGDIR")
-    p.add_argument("partition", metavar="TOPIC-PARTITION")
+    p.add_argument("paths", nargs="+", metavar="LOGDIR... TOPIC-PARTITION",
+                   help="one or more Kafka log dirs (a broker's log.dirs; comma-separated or apart), then a "
+                        "partition directory's name such as orders-0")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--offset", metavar="N", help="an offset, earliest, latest or -K (default: the log start)")
     g.add_argument("--time", metavar="T", help="milliseconds since the epoch or ISO-8601")
@@ -321,8 +337,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--null", metavar="TEXT",
                    help="with --format value: what a tombstone prints (default: nothing, as its .value file); "
                         "with -f: what a null key or value prints (default: nothing; kcat -Z is --null NULL)")
-    p.add_argument("--isolation", choices=("read_uncommitted", "read_committed"), default="read_uncommitted")
-    p.add_argument("--control", choices=("hide", "show"), default="hide")
+    p.add_argument("--isolation", choices=("read_uncommitted", "read_committed"), default="read_uncommitted",
+                   help="read_committed: hide the records of aborted transactions, as a consumer with "
+                        "isolation.level=read_committed (default: read_uncommitted, every record)")
+    p.add_argument("--control", choices=("hide", "show"), default="hide",
+                   help="show: also print control records (transaction markers, KRaft's), with control, "
+                        "producer_id and coordinator_epoch keys (default: hide, as consumers do)")
     p.add_argument("--on-corrupt", choices=("fail", "skip"), default="fail",
                    help='skip: a corrupt batch becomes an {"error": ...} line and reading goes on (jsonl)')
     p.add_argument("--decode", choices=DECODE_MODES, default="auto",

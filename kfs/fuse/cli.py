@@ -21,6 +21,7 @@ import argparse
 import sys
 from typing import Any
 
+from kfs.cli.tree_help import TREE_HELP
 from kfs.fuse.mount import MountError, mount, parse_options, unmount
 
 
@@ -40,7 +41,8 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_mount_commands(subparsers: Any) -> None:
-    p = subparsers.add_parser("mount", help="mount log dirs read-only (returns once the mount answers)")
+    p = subparsers.add_parser("mount", help="mount log dirs read-only (returns once the mount answers)",
+                              epilog=TREE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_mount_arguments(p)
     p.add_argument("-v", "--verbose", action="store_true", help="log every request to the daemon log")
     p.set_defaults(func=run_mount)

@@ -14,6 +14,7 @@ is refused with a sentence that says what was given and what a log dir looks lik
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import threading
@@ -155,7 +156,22 @@ class LogDirs:
             if cached is not None:
                 self._partitions.pop(name)
                 cached.close()
-        raise UnknownPartition(f"no partition {name} in {', '.join(self.paths)}")
+        raise UnknownPartition(self._unknown(name))
+
+    def _unknown(self, name: str) -> str:
+        """"no partition X in ...", with the partitions whose names are nearest (a typo, a wrong
+        partition number), so a user need not list the log dir to find the right one."""
+        try:
+            names = self.partition_names()
+        except OSError:
+            names = []
+        nearest = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+        if not nearest:
+            topic = name.rpartition("-")[0]
+            nearest = [n for n in names if n.rpartition("-")[0] == topic][:3]
+        hint = (f" (nearest: {', '.join(nearest)})" if nearest
+                else f" ({len(names)} partitions there: kfs ls lists them)")
+        return f"no partition {name} in {', '.join(self.paths)}{hint}"
 
     def close(self) -> None:
         with self._lock:
