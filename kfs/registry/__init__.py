@@ -8,8 +8,8 @@ compacted topic, `_schemas`, in the same log dirs; kfs rebuilds its state from t
     sources.py  where schemas come from: the log dirs' topic, other log dirs, a directory of files
     avro.py     Avro datums to the Avro specification's JSON encoding (fastavro decodes)
     decode.py   framed payloads: the id, the schema compiled once, the decoded JSON or one sentence
-    lines.py    the JSON-lines hook: which partitions are framed, and the `*_schema` / `*_decode_error` keys
-    cli.py      `kfs schemas`
+    lines.py     the JSON-lines hook: which partitions are framed, and the `*_schema` / `*_decode_error` keys
+    cli.py       `kfs schemas`
 
 API:
 
