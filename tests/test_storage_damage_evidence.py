@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from builders import Oracle, make_log, partition_log
-from conftest import run_kfs, write_segment
+from conftest import run_kfs, v2_batch, write_segment
 
 from kfs.storage import CorruptLogError
 
@@ -128,3 +128,69 @@ def test_one_damaged_index_is_never_taken_for_a_lost_tail(tmp_path: Path, damage
     got, error = _read_until_error(partition_log(directory))
     assert error is None and got == [r[0] for _, r in Oracle(written).records]
     assert not any(s["problems"] for s in partition_log(directory).info()["segments"])
+
+
+# ---- rule 2 from the topic's configs in the metadata log -----------------------------------------
+
+def _compact_string(text: str | None) -> bytes:
+    if text is None:
+        return b"\0"
+    data = text.encode()
+    return _uvarint(len(data) + 1) + data
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _config_record(resource_type: int, resource: str, name: str, value: str | None) -> bytes:
+    """A ConfigRecord (api key 4, version 0, flexible) in the metadata log's frame (version 1)."""
+    return (b"\x01\x04\x00" + bytes([resource_type]) + _compact_string(resource) + _compact_string(name)
+            + _compact_string(value) + b"\0")
+
+
+def _metadata_log(logdir: Path, configs: list[bytes]) -> None:
+    directory = logdir / "__cluster_metadata-0"
+    directory.mkdir()
+    records: list[tuple[int, int, bytes | None, bytes | None, list]] = [
+        (i, 1_700_000_000_000 + i, None, value, []) for i, value in enumerate(configs)]
+    write_segment(str(directory), 0, [[(v2_batch(0, records), records)]])
+
+
+@pytest.mark.parametrize("policies", [["delete"], ["compact"], ["delete", "compact,delete"], [],
+                                      ["delete", "cluster default compact"]])
+def test_a_gap_where_the_metadata_log_says_the_topic_was_never_compacted(tmp_path: Path,
+                                                                        policies: list[str]) -> None:
+    """No cleaner checkpoint and no index to show the cut (rule 3): the topic's cleanup.policy in the
+    `__cluster_metadata` log among the log dirs decides. Set to delete, and never to compact (nor the
+    cluster's default log.cleanup.policy), the segments were never compacted and the gap is damage
+    (rule 2); any compact, or no policy in the log (the broker's own default decides), and it is not."""
+    from kfs.internal.framing import decode_metadata
+    from kfs.storage import LogDirs
+
+    directory, written = make_log(tmp_path)
+    cut = _cut(directory, written[0], 2)
+    for suffix in (".index", ".timeindex"):
+        (directory / f"{0:020d}{suffix}").unlink()
+    configs = [_config_record(2, "orders", "cleanup.policy", "compact")]  # another topic's
+    for policy in policies:
+        if policy == "cluster default compact":
+            configs.append(_config_record(4, "", "log.cleanup.policy", "compact"))
+        else:
+            configs.append(_config_record(2, "bad.input", "cleanup.policy", policy))
+    assert decode_metadata(configs[-1]).type == "ConfigRecord"
+    _metadata_log(directory.parent, configs)
+    plog = LogDirs([str(directory.parent)]).partition(directory.name)
+    got, error = _read_until_error(plog)
+    lost = written[0].batches[-2].base_offset
+    kept = [r[0] for _, r in Oracle(written).records if not lost <= r[0] < written[1].base_offset]
+    if policies == ["delete"]:
+        assert error is not None and error.position == cut and "never compacted" in str(error)
+        assert got == list(range(lost)) and plog.info()["segments"][0]["problems"]
+    else:
+        assert error is None and got == kept and not any(s["problems"] for s in plog.info()["segments"])

@@ -16,7 +16,10 @@ leaves such gaps (the cleaner drops whole batches, `LogCleaner`'s `filterTo` wit
 `BatchRetention.DELETE_EMPTY`), so the rule is applied only to segments the cleaner cannot have
 touched: the log dir has a `cleaner-offset-checkpoint` (the broker creates it at startup) and
 the segment starts at or after the partition's entry there (0 when not listed). Where that file
-is missing (a copy without it) only rule 1 is applied. Known limit: a follower that replicated
+is missing (a copy without it), the topic's configs in the KRaft metadata log among the log dirs may
+say the topic was never compacted (kfs.storage.topic_configs: cleanup.policy set, never with
+compact), and then the rule applies to every segment (PartitionLog.damage); otherwise only rules 1
+and 3 are applied. Known limit: a follower that replicated
 an already compacted leader log, before its own cleaner ever ran, has inherited gaps that rule 2
 would report.
 

@@ -20,9 +20,10 @@ import re
 import threading
 
 from kfs.storage.checkpoints import CheckpointReader
-from kfs.storage.errors import NotALogDir, UnknownPartition
+from kfs.storage.errors import KfsError, NotALogDir, UnknownPartition
 from kfs.storage.lru import LruCache
 from kfs.storage.partition import PartitionLog
+from kfs.storage.topic_configs import METADATA_PARTITION, TopicPolicies, read_policies
 
 MAX_PARTITION_LOGS = 1024  # partition logs kept open-ready (LRU); more are re-listed when asked again
 _PARTITION_DIR = re.compile(r"^([A-Za-z0-9._-]+)-([0-9]+)$")
@@ -121,6 +122,26 @@ class LogDirs:
         # listings and tail walks); an evicted one still in use by an open file lives on there.
         self._partitions: LruCache[str, PartitionLog] = LruCache(MAX_PARTITION_LOGS)
         self._lock = threading.Lock()
+        # What the metadata log says of topics' cleanup.policy (kfs.storage.topic_configs), and the
+        # metadata log's (listing, log end) it was read at.
+        self._policies: tuple[tuple[int, int], TopicPolicies] | None = None
+        self._policies_lock = threading.Lock()
+
+    def never_compacted(self, topic: str) -> bool:
+        """Whether the KRaft metadata log among the log dirs says the topic was never compacted
+        (kfs.storage.topic_configs); False when it is not among them. Read when first asked, and
+        again when the metadata log changed."""
+        if topic == METADATA_PARTITION.rsplit("-", 1)[0] or METADATA_PARTITION not in self._scan():
+            return False  # (the metadata log's own segments: its reads ask this, not the cleaner's topic)
+        try:
+            metadata = self.partition(METADATA_PARTITION)
+            with self._policies_lock:
+                seen = (metadata.listing(), metadata.log_end_offset())
+                if self._policies is None or self._policies[0] != seen:
+                    self._policies = (seen, read_policies(metadata))
+                return self._policies[1].never_compacted(topic)
+        except KfsError:
+            return False
 
     def _scan(self) -> dict[str, tuple[str, str, int]]:
         """name -> (log dir, topic, partition); the first log dir holding a name wins."""
@@ -150,7 +171,8 @@ class LogDirs:
                 for logdir in self.paths:
                     path = os.path.join(logdir, name)
                     if os.path.isdir(path):
-                        plog = PartitionLog(path, parsed[0], parsed[1], self._checkpoints[logdir])
+                        plog = PartitionLog(path, parsed[0], parsed[1], self._checkpoints[logdir],
+                                            self.never_compacted)
                         self._partitions.put(name, plog)
                         return plog
             if cached is not None:

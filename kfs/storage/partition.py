@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from kfs.record import BatchHeader, Record
 from kfs.record.speedups import v2_record_at as _v2_record_at
@@ -42,12 +43,17 @@ class PartitionLog(PartitionReads):
     """One `<topic>-<partition>` directory. Cheap to create: nothing is opened until asked. Its
     batches and records from a located place: `PartitionReads` (kfs.storage.partition_reads)."""
 
-    def __init__(self, path: str, topic: str, partition: int, checkpoints: CheckpointReader) -> None:
+    def __init__(self, path: str, topic: str, partition: int, checkpoints: CheckpointReader,
+                 never_compacted: Callable[[str], bool] | None = None) -> None:
+        """never_compacted: whether a topic is known never to have been compacted (LogDirs: from the
+        metadata log's topic configs, kfs.storage.topic_configs), for damage rule 2 where the log dir
+        has no cleaner checkpoint."""
         self.path = path
         self.topic = topic
         self.partition = partition
         self.name = f"{topic}-{partition}"
         self._checkpoints = checkpoints
+        self._never_compacted = never_compacted
         self._segments = LogSegments(path)
         self._refreshed_at = float("-inf")
         self._lock = threading.Lock()
@@ -180,6 +186,9 @@ class PartitionLog(PartitionReads):
         if following is None:
             return None
         cleaned_up_to = self._checkpoints.cleaned_up_to(self.topic, self.partition)
+        if cleaned_up_to is None and self._never_compacted is not None \
+                and segment.next_offset() < following.base_offset and self._never_compacted(self.topic):
+            cleaned_up_to = 0  # no cleaner checkpoint, but the topic's configs say it was never compacted
         key = (segment.inode, segment.file_size(), following.base_offset, cleaned_up_to)
         cached = self._damage_cache.get(segment.base_offset)
         if cached is not None and cached[0] == key:
