@@ -275,3 +275,25 @@ def test_decoded_files_no_more_readable_than_the_schemas(tmp_path: Path) -> None
         assert (mnt / "orders-0" / "offset" / "0.value").stat().st_mode & 0o044 == 0o044  # the stored bytes
         assert (mnt / "plain-0" / "messages.jsonl").stat().st_mode & 0o044 == 0o044
         assert (mnt / ".schemas" / "all.jsonl").stat().st_mode & 0o077 == 0
+
+
+@needs_fuse
+def test_kfs_mount_schemas_argument(tmp_path: Path) -> None:
+    """`kfs mount --schemas PATH` as a user types it; a wrong PATH is one sentence, nothing mounted."""
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copytree(FIXTURE / "logdir" / "orders-0", data / "orders-0")
+    (data / "meta.properties").write_text("version=1\nnode.id=2\n")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    wrong = run_kfs("mount", "--schemas", str(tmp_path / "nowhere"), str(data), str(mnt))
+    assert wrong.returncode != 0 and b"--schemas" in wrong.stderr and b"Traceback" not in wrong.stderr
+    result = run_kfs("mount", "--schemas", LOGDIR, "-o", f"size_cache=none,log={tmp_path / 'mnt.log'}",
+                     str(data), str(mnt))
+    assert result.returncode == 0, result.stderr
+    try:
+        lines = (mnt / "orders-0" / "messages.jsonl").read_bytes().splitlines()
+        for line, answer in zip(lines, golden("orders"), strict=True):
+            check_line(json.loads(line), answer)
+    finally:
+        run_kfs("umount", str(mnt))

@@ -7,7 +7,8 @@
 The last form is what mount.fuse3 runs for `mount -t fuse.kfs LOGDIR MOUNTPOINT` and for an
 fstab line `LOGDIR MOUNTPOINT fuse.kfs defaults,allow_other 0 0` (LOGDIR may be a comma-separated
 list, as in `log.dirs`). Options: `allow_other` (implies `default_permissions`),
-`isolation=read_committed`, `control=show`, `decode=raw` (internal topics as bytes), `log=PATH`,
+`isolation=read_committed`, `control=show`, `decode=raw` (internal topics and registry-framed payloads
+as bytes), `schemas=PATH` and `schemas_topic=NAME` (the schema registry's schemas: kfs.registry), `log=PATH`,
 `verbose` (log every request), `size_cache=DIR|none` (where decoded sizes are kept; default
 $XDG_CACHE_HOME/kfs/decoded), `size_scan=no` (map sizes on demand only, no background scan),
 `nonempty` (mount over a non-empty directory), `readahead=KIB` (the kernel's readahead window for
@@ -29,13 +30,18 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="LOGDIR [LOGDIR ...] MOUNTPOINT")
     parser.add_argument("-o", dest="options", action="append", default=[], metavar="OPTS",
                         help="comma-separated: allow_other, isolation=read_committed, control=show, decode=raw, "
-                             "log=PATH, verbose, size_cache=DIR|none, size_scan=no, readahead=KIB, nonempty, or any "
-                             "libfuse option")
+                             "schemas=PATH, schemas_topic=NAME, log=PATH, verbose, size_cache=DIR|none, size_scan=no, "
+                             "readahead=KIB, nonempty, or any libfuse option")
     parser.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
     parser.add_argument("--isolation", choices=("read_uncommitted", "read_committed"))
     parser.add_argument("--control", choices=("hide", "show"))
     parser.add_argument("--decode", choices=("auto", "raw"),
-                        help="auto (default): Kafka's internal topics decoded; raw: their bytes, as any topic")
+                        help="auto (default): Kafka's internal topics and schema-registry framed payloads decoded; "
+                             "raw: their bytes, as any topic")
+    parser.add_argument("--schemas", metavar="PATH",
+                        help="where the schema registry's schemas are: log dirs holding its topic (comma-separated), "
+                             "or a directory of <id>.avsc|.proto|.json files (default: the registry topic in LOGDIRs)")
+    parser.add_argument("--schemas-topic", metavar="NAME", help="the schema registry's topic (default: _schemas)")
     parser.add_argument("--allow-other", action="store_true", help="let other users read (with default_permissions)")
     parser.add_argument("--log", metavar="PATH", help="the daemon's log file")
 
@@ -54,7 +60,7 @@ def add_mount_commands(subparsers: Any) -> None:
 
 def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     options = parse_options(args.options)
-    for key in ("isolation", "control", "decode", "log"):
+    for key in ("isolation", "control", "decode", "log", "schemas", "schemas_topic"):
         if getattr(args, key, None):
             options[key] = getattr(args, key)
     if getattr(args, "allow_other", False):
