@@ -194,3 +194,24 @@ def test_a_gap_where_the_metadata_log_says_the_topic_was_never_compacted(tmp_pat
         assert got == list(range(lost)) and plog.info()["segments"][0]["problems"]
     else:
         assert error is None and got == kept and not any(s["problems"] for s in plog.info()["segments"])
+
+
+def test_a_compact_policy_appended_to_the_metadata_log_since_is_seen(tmp_path: Path) -> None:
+    """The metadata log is read again from where it was read when it grows: a later cleanup.policy
+    with compact makes the same gap compaction's."""
+    from kfs.storage import LogDirs
+
+    directory, written = make_log(tmp_path)
+    _cut(directory, written[0], 2)
+    for suffix in (".index", ".timeindex"):
+        (directory / f"{0:020d}{suffix}").unlink()
+    _metadata_log(directory.parent, [_config_record(2, "bad.input", "cleanup.policy", "delete")])
+    logdirs = LogDirs([str(directory.parent)])
+    plog = logdirs.partition(directory.name)
+    assert _read_until_error(plog)[1] is not None
+    later: list[tuple[int, int, bytes | None, bytes | None, list]] = [
+        (1, 1_700_000_000_001, None, _config_record(2, "bad.input", "cleanup.policy", "compact"), [])]
+    with open(directory.parent / "__cluster_metadata-0" / f"{0:020d}.log", "ab") as f:
+        f.write(v2_batch(1, later))
+    assert logdirs.partition("__cluster_metadata-0").log_end_offset() == 2
+    assert _read_until_error(plog)[1] is None

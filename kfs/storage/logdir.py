@@ -123,14 +123,14 @@ class LogDirs:
         self._partitions: LruCache[str, PartitionLog] = LruCache(MAX_PARTITION_LOGS)
         self._lock = threading.Lock()
         # What the metadata log says of topics' cleanup.policy (kfs.storage.topic_configs), and the
-        # metadata log's (listing, log end) it was read at.
+        # metadata log's (listing, log end) it was read at: read on from there when only its end moved.
         self._policies: tuple[tuple[int, int], TopicPolicies] | None = None
         self._policies_lock = threading.Lock()
 
     def never_compacted(self, topic: str) -> bool:
         """Whether the KRaft metadata log among the log dirs says the topic was never compacted
-        (kfs.storage.topic_configs); False when it is not among them. Read when first asked, and
-        again when the metadata log changed."""
+        (kfs.storage.topic_configs); False when it is not among them. Read when first asked, then
+        what was appended to it since (all of it again when its segments changed)."""
         if topic == METADATA_PARTITION.rsplit("-", 1)[0] or METADATA_PARTITION not in self._scan():
             return False  # (the metadata log's own segments: its reads ask this, not the cleaner's topic)
         try:
@@ -138,7 +138,9 @@ class LogDirs:
             with self._policies_lock:
                 seen = (metadata.listing(), metadata.log_end_offset())
                 if self._policies is None or self._policies[0] != seen:
-                    self._policies = (seen, read_policies(metadata))
+                    same_segments = self._policies is not None and self._policies[0][0] == seen[0]
+                    known = self._policies[1] if self._policies is not None and same_segments else None
+                    self._policies = (seen, read_policies(metadata, known))
                 return self._policies[1].never_compacted(topic)
         except KfsError:
             return False

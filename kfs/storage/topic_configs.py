@@ -34,6 +34,7 @@ class TopicPolicies:
         self.delete_only: set[str] = set()  # cleanup.policy set, never with compact
         self.ever_compact: set[str] = set()
         self.default_ever_compact = False
+        self.read_to = 0  # the offset after the last record taken in
 
     def never_compacted(self, topic: str) -> bool:
         return topic in self.delete_only and topic not in self.ever_compact and not self.default_ever_compact
@@ -53,20 +54,25 @@ class TopicPolicies:
             self.default_ever_compact = True
 
 
-def read_policies(metadata: PartitionLog) -> TopicPolicies:
-    """The policies of every topic from the metadata log's records; none known when the log cannot be
-    read to its end (a compact policy may be among the records past its damage). A record that does
-    not decode (a record type kfs does not know) is passed over."""
+def read_policies(metadata: PartitionLog, known: TopicPolicies | None = None) -> TopicPolicies:
+    """The policies of every topic from the metadata log's records: `known`'s (read from the same
+    segments) and those of the records appended since, or all of them. None known when the log cannot
+    be read to its end (a compact policy may be among the records past its damage). A record that
+    does not decode (a record type kfs does not know) is passed over."""
     from kfs.internal.framing import decode_metadata  # (kfs.internal reads partitions: imported late)
     from kfs.internal.reader import DecodeError
 
-    policies = TopicPolicies()
+    policies = known if known is not None and known.read_to >= metadata.log_start_offset() else TopicPolicies()
     try:
-        for record in metadata.records():
+        if policies.read_to >= metadata.log_end_offset():
+            return policies
+        for record in metadata.records(policies.read_to if policies.read_to else None):
             try:
                 decoded = decode_metadata(record.value)
             except DecodeError:
                 continue
+            finally:
+                policies.read_to = record.offset + 1
             policies.take(decoded.type, decoded.data)
     except KfsError as e:
         log.info("%s: topic configs not known (%s)", METADATA_PARTITION, e)
