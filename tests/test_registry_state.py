@@ -138,3 +138,19 @@ def test_a_later_schema_makes_an_old_record_decodable(tmp_path: Path) -> None:
     write_segment(str(logdir / "_schemas-0"), 0, [[(v2_batch(0, schema), schema)]], closed=False)
     line = json.loads(run_kfs("cat", str(logdir), "t-0").stdout)
     assert line["value"] == {"v": 42} and line["value_schema"]["subject"] == "t-value"
+
+
+def test_long_keys_are_not_taken_for_framed(tmp_path: Path) -> None:
+    """A key of Kafka's LongSerializer (8 bytes, the first five zero below 2^32) beside framed values:
+    id 0 is no registry's, so the key keeps section 3's rendering without a key_decode_error."""
+    logdir = tmp_path / "logdir"
+    (logdir / "t-0").mkdir(parents=True)
+    (logdir / "_schemas-0").mkdir()
+    (logdir / "meta.properties").write_text("version=1\nnode.id=1\n")
+    records = [(0, 1000, (23).to_bytes(8, "big"), b"\x00\x00\x00\x00\x05\x54", [])]
+    write_segment(str(logdir / "t-0"), 0, [[(v2_batch(0, records), records)]], closed=False)
+    schema = [(0, 1000, key("t-value", 1), value("t-value", 1, 5), [])]
+    write_segment(str(logdir / "_schemas-0"), 0, [[(v2_batch(0, schema), schema)]], closed=False)
+    line = json.loads(run_kfs("cat", str(logdir), "t-0").stdout)
+    assert line["value"] == {"v": 42} and line["key"] == "\x00" * 7 + "\x17"  # (valid UTF-8: a string)
+    assert "key_decode_error" not in line and "key_schema" not in line

@@ -61,8 +61,10 @@ class FramedLines:
 
 
 def framed(data: bytes) -> bool:
-    """Whether `data` starts as a framed payload: byte 0 and a 4-byte id, or byte 1 and a 16-byte GUID."""
-    return (len(data) >= 5 and data[0] == 0) or (len(data) >= 17 and data[0] == 1)
+    """Whether `data` starts as a framed payload: byte 0 and a 4-byte id, or byte 1 and a 16-byte GUID.
+    Id 0 is none: registries number from 1, and a key of Kafka's LongSerializer below 2^32 starts with
+    five zero bytes (its lines would all say "schema id 0: not in the schema registry")."""
+    return (len(data) >= 5 and data[0] == 0 and data[1:5] != b"\0\0\0\0") or (len(data) >= 17 and data[0] == 1)
 
 
 def framed_partition(plog: PartitionLog, registry: Registry) -> bool:
@@ -73,7 +75,7 @@ def framed_partition(plog: PartitionLog, registry: Registry) -> bool:
     try:
         for n, record in enumerate(plog.records()):
             value, key = record.value, record.key
-            if value is not None and len(value) >= 5 and value[0] == 0:
+            if value is not None and value[:1] == b"\0" and framed(value):
                 return True
             if value is not None and registry.knows_guid(value):
                 return True
