@@ -30,6 +30,7 @@ from kfs.storage import (
 )
 from kfs.storage.files import open_regular
 from kfs.storage.logdir import split_log_dirs
+from kfs.storage.specs import iso_ms
 from kfs.views import plain_runs
 from kfs.views.batch_lines import joined_lines
 from kfs.views.jsonl import line_prefix, render_lines
@@ -75,7 +76,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
             print(f"  {'base offset':>20}  {'size':>12}  {'index':>6}  {'time':>6}  largest timestamp")
             for s in info["segments"]:
                 print(f"  {s['base_offset']:>20}  {s['size']:>12}  {s['offset_index_entries']:>6}  "
-                      f"{s['time_index_entries']:>6}  {s['largest_timestamp']}{'  (active)' if s['active'] else ''}")
+                      f"{s['time_index_entries']:>6}  {s['largest_timestamp']} ({iso_ms(s['largest_timestamp'])})"
+                      f"{'  (active)' if s['active'] else ''}")
                 for problem in s.get("problems", []):  # "position N: ...", or a sentence naming its file
                     print(f"  {'':>20}  DAMAGED{' at ' if problem.startswith('position ') else ': '}{problem}")
     return 0

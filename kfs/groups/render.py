@@ -6,13 +6,13 @@ row per committed partition. Times are UTC, to the millisecond.
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import json
 from collections.abc import Iterator
 from typing import Any
 
 from kfs.groups.state import CommittedOffset, Snapshot
+from kfs.storage.specs import iso_ms
 from kfs.views.jsonl import render_bytes
 
 _COLUMNS = ("TOPIC", "PARTITION", "OFFSET", "LEADER-EPOCH", "COMMITTED-AT", "LOG-PARTITION", "LOG-OFFSET",
@@ -63,20 +63,6 @@ def group_json(snapshot: Snapshot, group: str) -> bytes:
     return (dumps(doc, indent=2) + "\n").encode()
 
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-
-
-def iso_ms(ms: int) -> str:
-    """2024-05-01T12:00:00.123Z, or the number itself where it is no time (-1); a time past what a date
-    shows (year 9999: a commit timestamp is any int64 its writer chose) is its number, said to be out
-    of range, so that one such commit never breaks the table."""
-    if ms < 0:
-        return str(ms)
-    try:
-        when = _EPOCH + dt.timedelta(milliseconds=ms)
-    except OverflowError:
-        return f"{ms} (out of range)"
-    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 def table(snapshot: Snapshot, group: str | None = None) -> Iterator[str]:

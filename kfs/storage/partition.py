@@ -31,7 +31,7 @@ from kfs.storage.partition_reads import PartitionReads
 from kfs.storage.record_stream import record_lists_from
 from kfs.storage.segment import LogSegment
 from kfs.storage.segments import LogSegments
-from kfs.storage.specs import parse_time_spec, resolve_offset_spec
+from kfs.storage.specs import iso_ms, parse_time_spec, resolve_offset_spec
 from kfs.storage.transactions import AbortedIndex, collect_aborted
 
 log = logging.getLogger("kfs")
@@ -227,7 +227,8 @@ class PartitionLog(PartitionReads):
             self.refresh(force=True)
             found = self._time_in_listing(target_ms)
         if found is None:
-            raise TimestampNotFound(f"no record of {self.name} has a timestamp at or after {target_ms}")
+            raise TimestampNotFound(f"no record of {self.name} has a timestamp at or after {target_ms} "
+                                    f"({iso_ms(target_ms)})")
         return found
 
     def _time_in_listing(self, target_ms: int) -> Location | None:

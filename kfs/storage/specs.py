@@ -56,3 +56,19 @@ def parse_time_spec(spec: str) -> int:
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.timezone.utc)
     return (when - _EPOCH) // _MILLISECOND
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def iso_ms(ms: int) -> str:
+    """2024-05-01T12:00:00.123Z, or the number itself where it is no time (-1); a time past what a date
+    shows (year 9999: a commit timestamp is any int64 its writer chose) is its number, said to be out
+    of range, so that one such value never breaks a table or an error message."""
+    if ms < 0:
+        return str(ms)
+    try:
+        when = _EPOCH + dt.timedelta(milliseconds=ms)
+    except OverflowError:
+        return f"{ms} (out of range)"
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
