@@ -131,7 +131,8 @@ class LogDirs:
         """Whether the KRaft metadata log among the log dirs says the topic was never compacted
         (kfs.storage.topic_configs); False when it is not among them. Read when first asked, then
         what was appended to it since (all of it again when its segments changed)."""
-        if topic == METADATA_PARTITION.rsplit("-", 1)[0] or METADATA_PARTITION not in self._scan():
+        if topic == METADATA_PARTITION.rsplit("-", 1)[0] \
+                or not any(os.path.isdir(os.path.join(p, METADATA_PARTITION)) for p in self.paths):
             return False  # (the metadata log's own segments: its reads ask this, not the cleaner's topic)
         try:
             metadata = self.partition(METADATA_PARTITION)
