@@ -29,9 +29,13 @@ def golden(topic: str) -> list[dict]:
 
 
 def check_line(line: dict, expected: dict) -> None:
-    """`line` holds what `expected` says: decoded keys and values equal, errors start as expected,
-    and no `*_schema` / `*_decode_error` key the answer does not have."""
+    """`line` holds what `expected` says: decoded keys and values equal (to fastavro's JSON writer and,
+    for Avro, to Apache Avro's Java JsonEncoder: `*_avro_java`), errors start as expected, and no
+    `*_schema` / `*_decode_error` key the answer does not have."""
     assert line["offset"] == expected["offset"]
+    for name in ("key", "value"):
+        if f"{name}_avro_java" in expected:
+            assert line[name] == expected[f"{name}_avro_java"], (name, line[name], expected[f"{name}_avro_java"])
     for name in ANSWER_KEYS:
         if name.endswith("_decode_error"):
             if name in expected:
