@@ -25,6 +25,8 @@ from mounts import mounted, needs_fuse
 
 from kfs.fuse.groups_tree import NAME_MAX, file_name, group_name
 
+FIXTURES_ROOT = Path(__file__).parent / "fixtures"
+
 YEAR_10000 = 253402300800000  # 10000-01-01T00:00:00Z: the first millisecond Python's datetime cannot show
 FAR = 2**62
 
@@ -139,3 +141,26 @@ def test_every_group_is_listed_and_reachable_in_the_mount(odd_logdir: Path, tmp_
             [json.loads(line)["group"] for line in run_kfs("groups", str(odd_logdir), "--json").stdout.splitlines()]
         for wrong in ("a%2fb.json", "%2E%2E.json", "nope.json", file_name(LONG)[:-1] + ".json", "%zz.json"):
             assert not (groups_dir / wrong).exists(), wrong  # one name per group: no aliases
+
+
+# Java's own answers (`Utils.abs(s.hashCode()) % 50`, run with javac/java 17 here): the partition the
+# group coordinator keeps each group in, non-ASCII and a surrogate pair included.
+COORDINATOR_PARTITIONS = {"billing-service": 39, "adhoc-tool": 42, "": 0, "é😀x": 42, "polygenelubricants": 0,
+                          "group-Aa": 20}
+
+
+def test_the_coordinator_partition_is_kafkas() -> None:
+    from kfs.groups.replay import coordinator_partition
+
+    assert {g: coordinator_partition(g) for g in COORDINATOR_PARTITIONS} == COORDINATOR_PARTITIONS
+
+
+def test_kfs_groups_says_which_offsets_partitions_it_read_and_where_a_missing_group_lives() -> None:
+    logdirs = [str(p) for p in sorted((FIXTURES_ROOT / "internal-topics" / "logdirs").iterdir())]
+    done = run_kfs("groups", *logdirs)
+    assert done.returncode == 0
+    assert b"read __consumer_offsets partitions 0-2: 3 of 50" in done.stdout and done.stderr == b""
+    assert b"read __consumer_offsets" not in run_kfs("groups", *logdirs, "--json").stdout  # (JSON: records only)
+    missing = run_kfs("groups", *logdirs, "--group", "nope")
+    assert missing.returncode == 1
+    assert b"no group nope: its partition, __consumer_offsets-4 (of 50), is not in these log dirs" in missing.stderr

@@ -7,6 +7,7 @@ import sys
 
 from kfs.groups import parallel
 from kfs.groups.render import json_lines, table
+from kfs.groups.replay import DEFAULT_OFFSETS_PARTITIONS, coordinator_partition, offsets_partitions
 from kfs.storage import KfsError, LogDirs
 from kfs.storage.specs import parse_time_spec
 
@@ -28,14 +29,38 @@ def add_groups_command(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_groups(args: argparse.Namespace) -> int:
     at = parse_time_spec(args.at) if args.at is not None else None
-    snapshot = parallel.snapshot(LogDirs(args.logdirs), at, args.group)
+    logdirs = LogDirs(args.logdirs)
+    present = [plog.partition for plog in offsets_partitions(logdirs)]
+    count = max(DEFAULT_OFFSETS_PARTITIONS, max(present, default=-1) + 1)
+    snapshot = parallel.snapshot(logdirs, at, args.group)
     if args.group is not None and args.group not in snapshot.group_names():
-        raise KfsError(f"no group {args.group} in __consumer_offsets"
-                       + ("" if at is None else f" as of {args.at}"))
+        home = coordinator_partition(args.group, count)
+        where = (f"its partition, __consumer_offsets-{home} (of {count}), is not in these log dirs"
+                 if home not in present else f"__consumer_offsets-{home} holds no commit of it")
+        raise KfsError(f"no group {args.group}" + ("" if at is None else f" as of {args.at}") + f": {where}")
     out = sys.stdout
+    note = ""
+    if len(present) < count and not args.json:
+        note = (f"(read __consumer_offsets partitions {_ranges(present) or 'none'}: {len(present)} of {count}, "
+                "offsets.topic.num.partitions' default or more; groups kept in the others, on other brokers' "
+                "log dirs, are not shown)\n")
     for text in (json_lines if args.json else table)(snapshot, args.group):
         out.write(text)
+        if note:  # (under the table's first line, which says as of when)
+            out.write(note)
+            note = ""
     if snapshot.undecodable:
         sys.stderr.write(f"kfs: {snapshot.undecodable} record(s) of __consumer_offsets did not decode "
                          "and were left out\n")
     return 0
+
+
+def _ranges(numbers: list[int]) -> str:
+    """0-2, 7, 9-11"""
+    spans: list[list[int]] = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)

@@ -28,6 +28,21 @@ CONSUMER_OFFSETS = "__consumer_offsets"
 _KEY = attrgetter("key")
 
 
+DEFAULT_OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions' default
+
+
+def coordinator_partition(group: str, count: int = DEFAULT_OFFSETS_PARTITIONS) -> int:
+    """The `__consumer_offsets` partition holding `group`'s commits: the group coordinator's
+    `Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions`, with Java's String.hashCode
+    (over UTF-16 code units, in int32 arithmetic)."""
+    h = 0
+    data = group.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    signed = h - (1 << 32) if h >= 1 << 31 else h
+    return (0 if signed == -(1 << 31) else abs(signed)) % count
+
+
 def offsets_partitions(logdirs: LogDirs) -> list[PartitionLog]:
     """Every `__consumer_offsets-N` of the log dirs, by partition number."""
     plogs = []
