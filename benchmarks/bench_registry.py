@@ -13,6 +13,8 @@ in one run (ratios are what matter on a shared machine):
     cat MNT/orders-0/messages.jsonl         a mount's first read of the decoded file (with -o size_cache=none)
     confluent-kafka AvroDeserializer + json.dumps, per record (values already in memory; skipped where
     confluent-kafka[avro,schemaregistry] is not installed)
+    Apache Avro's Java GenericDatumReader + JsonEncoder with a warm JIT (java/AvroBench.java; skipped
+    without a JDK and Debian's libavro-java)
 
 Batches are written with kafka-python's builder (kfs[test]).
 """
@@ -136,6 +138,30 @@ def mount_first_read(logdir: str) -> float | None:
         os.rmdir(mountpoint)
 
 
+JAVA_CLASSPATH = ["/usr/share/java/avro.jar", "/usr/share/java/jackson-core-asl.jar",
+                  "/usr/share/java/jackson-mapper-asl.jar", "/usr/share/java/commons-compress.jar",
+                  "/usr/share/java/slf4j-api.jar"]
+
+
+def java_baseline(values: list[bytes], scratch: str) -> float | None:
+    """Microseconds per record of Avro's Java reader + JsonEncoder, warm (the last of four passes)."""
+    if shutil.which("javac") is None or not all(os.path.exists(j) for j in JAVA_CLASSPATH):
+        return None
+    classes = os.path.join(scratch, "java")
+    os.makedirs(classes)
+    classpath = ":".join([classes, *JAVA_CLASSPATH])
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java", "AvroBench.java")
+    subprocess.run(["javac", "-nowarn", "-d", classes, "-cp", classpath, source], check=True, capture_output=True)
+    with open(os.path.join(scratch, "schema.avsc"), "w") as f:
+        f.write(json.dumps(SCHEMA))
+    with open(os.path.join(scratch, "datums.bin"), "wb") as f:
+        for value in values:
+            f.write(struct.pack(">i", len(value) - 5) + value[5:])
+    out = subprocess.run(["java", "-cp", classpath, "AvroBench", os.path.join(scratch, "schema.avsc"),
+                          os.path.join(scratch, "datums.bin")], check=True, capture_output=True, text=True).stdout
+    return float(out.strip().splitlines()[-1].split(":")[1].split()[0])
+
+
 def confluent_baseline(values: list[bytes]) -> float | None:
     """CPU seconds per record of confluent-kafka's AvroDeserializer + json.dumps, or None without it."""
     try:
@@ -185,6 +211,12 @@ def main() -> int:
         if mounted is not None:
             print(f"mount, first read of messages.jsonl: {mounted:6.2f} s wall (kfs cat: {decoded[0]:.2f} s wall)")
         baseline = confluent_baseline(sample)
+        java = java_baseline(sample, logdir)
+        if java is None:
+            print("Apache Avro's Java JsonEncoder: no javac or libavro-java (apt-get install libavro-java)")
+        else:
+            print(f"Avro Java reader + JsonEncoder, warm JIT: {java:5.2f} us/record: kfs cat is "
+                  f"{java / (per_record * 1e6):.2f}x that")
         if baseline is None:
             print("confluent-kafka's AvroDeserializer: not installed "
                   "(pip install 'confluent-kafka[avro,schemaregistry]')")
