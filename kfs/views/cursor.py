@@ -21,16 +21,48 @@ import threading
 import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, TypeAlias
+from typing import Protocol, TypeAlias
 
-from kfs.storage import CorruptLogError, VanishedError
+from kfs.storage import CorruptLogError, LogSegment, PartitionLog, VanishedError
 from kfs.views.batch_lines import BatchLines
-from kfs.views.runs import DamagedLog, SegmentRun, same_file
-
-if TYPE_CHECKING:
-    from kfs.views.decoded import DecodedView, Measure, RunFiles
+from kfs.views.runs import DamagedLog, RunFiles, SegmentRun, same_file
 
 Piece: TypeAlias = "bytes | memoryview"  # a part of a read's reply (a view of a rendered chunk)
+
+
+class RunSource(Protocol):
+    """What a cursor reads through (kfs.views.decoded.DecodedLog): the partition (its name and path,
+    for errors), a run's lines from its own segment, and the check that a run's file is the one mapped."""
+
+    @property
+    def plog(self) -> PartitionLog: ...
+
+    def rendered(self, start: int, end: int, segment: LogSegment | None = None) -> Iterator[BatchLines]: ...
+
+    def check_unchanged(self, run: SegmentRun, end: int, entry: int | None = None) -> None: ...
+
+
+class CursorView(Protocol):
+    """What a cursor needs of its view (kfs.views.decoded.DecodedView): its runs now, and where its
+    first record starts in the first of them."""
+
+    @property
+    def log(self) -> RunSource: ...
+
+    def start_layout_and_files(self, start: int | None = None
+                               ) -> tuple[int, list[tuple[SegmentRun, int]], RunFiles]: ...
+
+    def skip(self, layout: list[tuple[SegmentRun, int]], start: int | None = None) -> int: ...
+
+
+class Opened(Protocol):
+    """The measure a reader's size came from (kfs.views.decoded.Measure): its start and files."""
+
+    @property
+    def start(self) -> int: ...
+
+    @property
+    def runs(self) -> RunFiles: ...
 
 FUSE_MAX_READ = 1 << 20  # the largest read request the kernel sends a FUSE daemon (256 pages)
 FORWARD_SLACK = 2 * FUSE_MAX_READ  # a cursor this close behind a read renders forward to it
@@ -57,7 +89,7 @@ class Cursor:
     reopened at the last offset read, do the same here.
     """
 
-    def __init__(self, view: DecodedView, opened: Measure | None = None) -> None:
+    def __init__(self, view: CursorView, opened: Opened | None = None) -> None:
         self.view = view
         self.lock = threading.Lock()
         self._run: SegmentRun | None = None

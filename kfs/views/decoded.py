@@ -54,7 +54,7 @@ from kfs.views.batch_lines import BatchLines, line_lists
 from kfs.views.cursor import Cursor, Piece
 from kfs.views.jsonl import line_prefix, render_line_list
 from kfs.views.line_lengths import counted_batches
-from kfs.views.runs import DamagedLog, MappingProgress, SegmentRun, StaleMap, count_into, same_file
+from kfs.views.runs import DamagedLog, MappingProgress, RunFiles, SegmentRun, StaleMap, count_into, same_file
 from kfs.views.size_cache import SizeCache, code_fingerprint
 
 if TYPE_CHECKING:
@@ -65,8 +65,6 @@ __all__ = ["Cursor", "DamagedLog", "DecodedLog", "DecodedView", "Measure", "Piec
 log = logging.getLogger("kfs")
 
 Pace: TypeAlias = Callable[[SegmentRun], None]
-# each run's (segment base offset, inode, start, ctime when mapped or None while active)
-RunFiles: TypeAlias = "tuple[tuple[int, int | None, int, int | None], ...]"
 
 
 def run_files(layout: list[tuple[SegmentRun, int]]) -> RunFiles:

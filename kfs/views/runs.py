@@ -14,6 +14,7 @@ from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from struct import iter_unpack
+from typing import TypeAlias
 
 from kfs.storage import KfsError, LogSegment, VanishedError
 from kfs.views.line_lengths import CountedBatch
@@ -31,6 +32,11 @@ class DamagedLog(KfsError):
 
 class StaleMap(VanishedError):
     """A run's file changed in place since it was mapped: its map is forgotten, the read fails."""
+
+
+# Each run's (segment base offset, inode, start, ctime when mapped or None while active): the files a
+# view was laid out over (kfs.views.decoded.run_files).
+RunFiles: TypeAlias = "tuple[tuple[int, int | None, int, int | None], ...]"
 
 
 def same_file(a: tuple[int, int | None, int, int | None], b: tuple[int, int | None, int, int | None]) -> bool:
