@@ -18,6 +18,8 @@ test: install-test
 BENCH_JARS = /usr/share/java/lz4-java.jar /usr/share/java/snappy-java.jar /usr/share/java/zstd-jni.jar \
 	/usr/share/java/slf4j-api.jar /usr/share/java/slf4j-nop.jar
 bench-deps:
+	@python3 -c "import confluent_kafka.schema_registry.avro" 2>/dev/null \
+	  || python3 -m pip install -q 'confluent-kafka[avro,schemaregistry]'  # bench_registry's baseline
 	@for f in $(BENCH_JARS); do [ -e $$f ] || missing=1; done; \
 	command -v java >/dev/null && command -v bindfs >/dev/null || missing=1; \
 	if [ -n "$$missing" ]; then \
