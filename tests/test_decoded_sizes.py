@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from kfs.internal.lines import line_decoder
+from kfs.internal_topics.lines import line_decoder
 from kfs.storage import CorruptLogError, KfsError, LogDirs, PartitionLog
 from kfs.views import decoded, runs
 from kfs.views.decoded import DamagedLog, DecodedLog

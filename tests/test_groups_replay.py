@@ -8,7 +8,7 @@ afterwards; the two must agree at every record timestamp (and around it), and at
 
 The keys and values are written in Kafka's binary formats by tests/offsets_log.py (offset commit
 values v1 and v3, keys v0 and v1: two key versions name the same partition) and decoded by
-kfs.internal for the oracle as for kfs; the Kafka-written golden data pins the decoding itself
+kfs.internal_topics for the oracle as for kfs; the Kafka-written golden data pins the decoding itself
 (test_groups_golden.py).
 """
 

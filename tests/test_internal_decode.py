@@ -1,4 +1,4 @@
-"""The schema interpreter (kfs/internal) on bytes packed by hand here, field by field, the way
+"""The schema interpreter (kfs/internal_topics) on bytes packed by hand here, field by field, the way
 Kafka's generated `write()` lays them out (MessageDataGenerator): each test states the layout it
 builds, so a reader that drifts from Kafka's wire rules fails here."""
 
@@ -28,7 +28,7 @@ from message_bytes import (
     uv,
 )
 
-from kfs.internal import (
+from kfs.internal_topics import (
     DecodeError,
     decode_control,
     decode_control_key,
@@ -37,8 +37,8 @@ from kfs.internal import (
     decode_value,
     internal_topic,
 )
-from kfs.internal.render import java_double, jsonl, kafka_json
-from kfs.internal.schema import Versions, parse
+from kfs.internal_topics.render import java_double, jsonl, kafka_json
+from kfs.internal_topics.schema import Versions, parse
 
 OFFSETS = "__consumer_offsets"
 TXN = "__transaction_state"

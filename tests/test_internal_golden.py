@@ -1,5 +1,5 @@
 """Every record of Kafka-written internal topics (tests/fixtures/internal-topics, written and answered by
-Kafka's own classes and JSON converters) decodes to exactly what Kafka says: through kfs.internal, through
+Kafka's own classes and JSON converters) decodes to exactly what Kafka says: through kfs.internal_topics, through
 `kfs cat`, through a real mount, and through `kfs dump` with DumpLogSegments' decoder options.
 
 The golden JSON is Kafka's converters' verbatim (README there): bytes fields are base64 strings, and a
@@ -20,15 +20,15 @@ import pytest
 from conftest import run_kfs
 from mounts import mounted, needs_fuse
 
-from kfs.internal import decode_control, decode_control_key, decode_key, decode_value
-from kfs.internal.framing import metadata_type_name
-from kfs.internal.render import kafka_json
-from kfs.internal.schema import Field, Message
-from kfs.internal.schemas.consumer_protocol import CONSUMER_PROTOCOL
-from kfs.internal.schemas.control import CONTROL
-from kfs.internal.schemas.group_coordinator import GROUP_COORDINATOR
-from kfs.internal.schemas.metadata import METADATA
-from kfs.internal.schemas.transaction_coordinator import TRANSACTION_COORDINATOR
+from kfs.internal_topics import decode_control, decode_control_key, decode_key, decode_value
+from kfs.internal_topics.framing import metadata_type_name
+from kfs.internal_topics.render import kafka_json
+from kfs.internal_topics.schema import Field, Message
+from kfs.internal_topics.schemas.consumer_protocol import CONSUMER_PROTOCOL
+from kfs.internal_topics.schemas.control import CONTROL
+from kfs.internal_topics.schemas.group_coordinator import GROUP_COORDINATOR
+from kfs.internal_topics.schemas.metadata import METADATA
+from kfs.internal_topics.schemas.transaction_coordinator import TRANSACTION_COORDINATOR
 from kfs.record import parse_control_record
 from kfs.storage import LogDirs, LogSegment
 
@@ -50,7 +50,7 @@ def topic_of(partition: str) -> str:
 
 
 def kafka_view(decoded: Any) -> Any:
-    """A kfs.internal Decoded as Kafka's converters print it (bytes as base64), parsed back."""
+    """A kfs.internal_topics Decoded as Kafka's converters print it (bytes as base64), parsed back."""
     if decoded is None:
         return None
     return json.loads(kafka_json({"type": decoded.type, "version": decoded.version, "data": decoded.data}))
@@ -67,7 +67,7 @@ def with_consumer_protocol(want: dict) -> dict:
     return value
 
 
-# ---- 1. kfs.internal, compared with Kafka's converters verbatim ---------------------------------
+# ---- 1. kfs.internal_topics, compared with Kafka's converters verbatim ---------------------------------
 
 def records_of(partition: str) -> list[tuple[Any, str | None]]:
     """(record, control type or None) of a partition, control records included."""

@@ -170,7 +170,7 @@ def test_a_gap_where_the_metadata_log_says_the_topic_was_never_compacted(tmp_pat
     `__cluster_metadata` log among the log dirs decides. Set to delete, and never to compact (nor the
     cluster's default log.cleanup.policy), the segments were never compacted and the gap is damage
     (rule 2); any compact, or no policy in the log (the broker's own default decides), and it is not."""
-    from kfs.internal.framing import decode_metadata
+    from kfs.internal_topics.framing import decode_metadata
     from kfs.storage import LogDirs
 
     directory, written = make_log(tmp_path)

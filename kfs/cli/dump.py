@@ -13,7 +13,7 @@ Follows `org.apache.kafka.tools.DumpLogSegments` (tools/src/main/java/..., Kafka
 
 --offsets-decoder, --transaction-log-decoder and --cluster-metadata-decoder print the records of
 `__consumer_offsets`, `__transaction_state` and `__cluster_metadata` as Kafka's JSON converters do
-(kfs/cli/dump_decoders.py), with kfs's schema interpreter (kfs.internal) doing the decoding.
+(kfs/cli/dump_decoders.py), with kfs's schema interpreter (kfs.internal_topics) doing the decoding.
 
 The index problems are collected and printed to stderr after every file is dumped, as Kafka does:
 "Mismatches in :<file>" (reverse offset order, one per index offset), "Found timestamp mismatch in :",
@@ -35,7 +35,7 @@ fails it for a time index (the broker rebuilds such an index after an unclean sh
 says so beside Kafka's message.
 
 Everything is read through the project's own layers: `kfs.storage` (LogSegment, the index classes,
-read_txn_index), `kfs.record` (headers, CRCs, records, control markers) and `kfs.internal` (Kafka's
+read_txn_index), `kfs.record` (headers, CRCs, records, control markers) and `kfs.internal_topics` (Kafka's
 message schemas: the decoders, KRaft's control records, the producer snapshot).
 """
 

@@ -8,17 +8,24 @@ contents DumpLogSegments prints with its message parsers (tools/.../DumpLogSegme
     --cluster-metadata-decoder   (ClusterMetadataLogMessageParser; no key)
         payload: {"type":"TOPIC_RECORD","version":0,"data":{...}}   or   payload: Error at O, skipping. <why>
 
-The JSON is Kafka's JSON converters' (kfs/internal/render.py: kafka_json), the data kfs's one schema
-interpreter's (kfs.internal). Without a decoder, keys and values print as UTF-8 (StringDecoder).
+The JSON is Kafka's JSON converters' (kfs/internal_topics/render.py: kafka_json), the data kfs's one schema
+interpreter's (kfs.internal_topics). Without a decoder, keys and values print as UTF-8 (StringDecoder).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from kfs.internal import CONSUMER_OFFSETS, TRANSACTION_STATE, DecodeError, decode_key, decode_metadata, decode_value
-from kfs.internal.framing import UnknownRecordType, metadata_type_name
-from kfs.internal.render import kafka_json
+from kfs.internal_topics import (
+    CONSUMER_OFFSETS,
+    TRANSACTION_STATE,
+    DecodeError,
+    decode_key,
+    decode_metadata,
+    decode_value,
+)
+from kfs.internal_topics.framing import UnknownRecordType, metadata_type_name
+from kfs.internal_topics.render import kafka_json
 from kfs.record import Record
 from kfs.storage import KfsError
 

@@ -23,9 +23,9 @@ import re
 import struct
 
 from kfs.cli.dump_common import INT32_MAX, Out
-from kfs.internal import DecodeError
-from kfs.internal.reader import read_message
-from kfs.internal.schemas.storage import STORAGE
+from kfs.internal_topics import DecodeError
+from kfs.internal_topics.reader import read_message
+from kfs.internal_topics.schemas.storage import STORAGE
 
 SNAPSHOT_SUFFIX = ".snapshot"
 PARTITION_METADATA = "partition.metadata"

@@ -20,8 +20,8 @@ from kfs.cli.dump_common import (
     segment_of_file,
 )
 from kfs.cli.dump_decoders import MessageParser, string_parser
-from kfs.internal import DecodeError, decode_control
-from kfs.internal.render import kafka_json
+from kfs.internal_topics import DecodeError, decode_control
+from kfs.internal_topics.render import kafka_json
 from kfs.record import (
     BatchHeader,
     CorruptBatchError,

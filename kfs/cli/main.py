@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 import kfs
 from kfs.cli.arguments import non_negative_int
 from kfs.cli.tree_help import TREE_HELP
-from kfs.internal.lines import DECODE_MODES, line_decoder
+from kfs.internal_topics.lines import DECODE_MODES, line_decoder
 from kfs.registry import Registry, SchemasSourceError, load_registry
 from kfs.storage import (
     CorruptBatch,

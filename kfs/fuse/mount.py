@@ -26,7 +26,7 @@ from typing import Any
 from kfs.fuse.mounts import MountError, is_dead, is_mounted, unmount
 from kfs.fuse.readahead import DEFAULT_KIB as DEFAULT_READAHEAD_KIB
 from kfs.fuse.readahead import start_widening
-from kfs.internal.lines import DECODE_MODES
+from kfs.internal_topics.lines import DECODE_MODES
 from kfs.storage import check_log_dirs
 
 __all__ = ["MountError", "is_mounted", "mount", "parse_options", "unmount"]

@@ -1,7 +1,7 @@
 """The one seam between the group replay and the decoder of `__consumer_offsets` keys and values.
 
 The replay needs two questions answered, nothing more: what a key is (its schema name, e.g.
-`OffsetCommitKey`, and its fields) and what a value is. The answers come from `kfs.internal`, the
+`OffsetCommitKey`, and its fields) and what a value is. The answers come from `kfs.internal_topics`, the
 schema-driven decoder of Kafka's internal topics; the replay takes any object with these two
 methods, so its tests can pin the replay apart from the decoding.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from kfs.internal import CONSUMER_OFFSETS, Decoded, decode_key, decode_value
+from kfs.internal_topics import CONSUMER_OFFSETS, Decoded, decode_key, decode_value
 
 __all__ = ["Decoded", "InternalCodec", "OffsetsCodec"]
 
@@ -26,7 +26,7 @@ class OffsetsCodec(Protocol):
 
 
 class InternalCodec:
-    """`kfs.internal`'s decoder, for `__consumer_offsets`."""
+    """`kfs.internal_topics`'s decoder, for `__consumer_offsets`."""
 
     def key(self, key: bytes) -> Decoded:
         decoded = decode_key(CONSUMER_OFFSETS, key)

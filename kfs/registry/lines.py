@@ -1,4 +1,4 @@
-"""The JSON-lines hook (kfs.internal.lines.LineDecoder) for registry-framed keys and values.
+"""The JSON-lines hook (kfs.internal_topics.lines.LineDecoder) for registry-framed keys and values.
 
 Only partitions that hold framed payloads take it: the others keep the compiled renderer and
 counter, and cost nothing more. A partition is taken for framed when the registry has a subject

@@ -128,7 +128,7 @@ def record_matches(record: Any, test: Callable[[bytes], bool]) -> bool:
 def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: bool,
                decode: str = "auto") -> Iterator[bytes]:
     """The matching records of one split as JSON lines, joined into chunks of about `_CHUNK` bytes."""
-    from kfs.internal.lines import line_decoder
+    from kfs.internal_topics.lines import line_decoder
     from kfs.spark.source import no_cyclic_gc, piece_records
     from kfs.storage import LogDirs
     from kfs.views.jsonl import line_prefix, render_line

@@ -59,8 +59,8 @@ def read_policies(metadata: PartitionLog, known: TopicPolicies | None = None) ->
     segments) and those of the records appended since, or all of them. None known when the log cannot
     be read to its end (a compact policy may be among the records past its damage). A record that
     does not decode (a record type kfs does not know) is passed over."""
-    from kfs.internal.framing import decode_metadata  # (kfs.internal reads partitions: imported late)
-    from kfs.internal.reader import DecodeError
+    from kfs.internal_topics.framing import decode_metadata  # (kfs.internal_topics reads partitions: imported late)
+    from kfs.internal_topics.reader import DecodeError
 
     policies = known if known is not None and known.read_to >= metadata.log_start_offset() else TopicPolicies()
     try:

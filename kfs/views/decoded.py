@@ -46,7 +46,7 @@ from itertools import pairwise
 from struct import iter_unpack
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
-from kfs.internal.lines import line_decoder
+from kfs.internal_topics.lines import line_decoder
 from kfs.record import Record
 from kfs.storage import KfsError, LogSegment, PartitionLog, VanishedError
 from kfs.storage.log_file import one_lookup

@@ -8,7 +8,7 @@ Bytes become a JSON string when they are valid UTF-8, `{"base64": "..."}` when n
 null. Lines are assembled from pieces rather than through `json.dumps` of a dict: the keys and
 the topic/partition prefix never change, and the C string encoder does the escaping.
 
-Kafka's internal topics (docs/spec.md section 8) pass a `decoder` (kfs.internal.lines.line_decoder) that
+Kafka's internal topics (docs/spec.md section 8) pass a `decoder` (kfs.internal_topics.lines.line_decoder) that
 gives the key and value as decoded objects, or the reason they do not decode (`"decode_error"`,
 last in the line). Their lines are rendered here in Python; every other topic keeps the compiled
 path (`decoder=None`).
@@ -20,7 +20,7 @@ import base64
 import json
 from collections.abc import Iterable, Iterator
 
-from kfs.internal.lines import LineDecoder
+from kfs.internal_topics.lines import LineDecoder
 from kfs.record import Record, speedups
 
 _encode_str = json.encoder.encode_basestring  # C-accelerated, keeps UTF-8

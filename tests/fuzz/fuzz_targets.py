@@ -608,7 +608,7 @@ _PREFIX_PARTS = ('{"topic": ', '"partition": ')
 
 def _cat(plog) -> tuple[bytes, str | None]:  # type: ignore[no-untyped-def]
     """What `kfs cat` prints (record_lists from the log start, rendered) and the error it ends with."""
-    from kfs.internal.lines import line_decoder
+    from kfs.internal_topics.lines import line_decoder
 
     out = []
     prefix = jsonl.line_prefix(plog.topic, plog.partition)
