@@ -153,3 +153,21 @@ def test_a_raw_reader_whose_file_lost_a_segment_gets_eio_never_a_short_file(tmp_
                 error = e
         assert got == written[:len(got)]
         assert len(got) == len(written) or (error is not None and error.errno == errno.EIO), (len(got), error)
+
+
+def test_damage_appended_to_a_closed_segment_under_a_direct_io_mount_is_seen(tmp_path: Path) -> None:
+    """A closed segment that grows garbage after the mount mapped it (a bad copy finishing, a disk
+    error) changes its identity: the next open counts it again and meets the damage, as `kfs cat`
+    does (with -o direct_io the old map was served whole, exit 0)."""
+    logdir = _copy(tmp_path)
+    segment = logdir / "orders-0" / f"{661:020d}.log"
+    with mounted(tmp_path, [str(logdir)], expect_errors=True, direct_io=True) as mnt:
+        view = mnt / "orders-0" / "messages.jsonl"
+        first = subprocess.run(["cat", str(view)], capture_output=True, timeout=60)
+        assert first.returncode == 0
+        with open(segment, "ab") as f:
+            f.write(b"\x00\x00\x00\x00\x00\x00\x03\xad\x00\x00\x10\x00garbage")
+        assert run_kfs("cat", str(logdir), "orders-0").returncode != 0
+        second = subprocess.run(["cat", str(view)], capture_output=True, timeout=60)
+        assert second.returncode != 0 and b"Input/output error" in second.stderr
+        assert len(second.stdout) < len(first.stdout)
