@@ -1,11 +1,11 @@
 """Kafka's internal topics decoded: `__consumer_offsets`, `__transaction_state`, `__cluster_metadata`.
 
 The records of these topics are Kafka's own versioned messages. Their schemas are data in
-`kfs/internal/schemas/` (kfs's notation of Kafka's message JSON files) and one interpreter,
-`kfs/internal/reader.py`, reads any of them; `kfs/internal/framing.py` says how each topic frames
+`kfs/internal_topics/schemas/` (kfs's notation of Kafka's message JSON files) and one interpreter,
+`kfs/internal_topics/reader.py`, reads any of them; `kfs/internal_topics/framing.py` says how each topic frames
 them in record keys and values. API for the rest of kfs:
 
-    from kfs.internal import decode_key, decode_value, Decoded, DecodeError
+    from kfs.internal_topics import decode_key, decode_value, Decoded, DecodeError
 
     key = decode_key("__consumer_offsets", record.key)        # Decoded | None
     value = decode_value("__consumer_offsets", record.key, record.value)   # None: a tombstone
@@ -24,7 +24,7 @@ not read, and `KeyError` for a topic that is not internal (`internal_topic(topic
 Decoding is pure and thread-safe; schemas are compiled per (message, version) on first use.
 """
 
-from kfs.internal.framing import (
+from kfs.internal_topics.framing import (
     CLUSTER_METADATA,
     CONSUMER_OFFSETS,
     INTERNAL_TOPICS,
@@ -37,7 +37,7 @@ from kfs.internal.framing import (
     decode_value,
     internal_topic,
 )
-from kfs.internal.reader import DecodeError
+from kfs.internal_topics.reader import DecodeError
 
 __all__ = [
     "CLUSTER_METADATA",

@@ -23,13 +23,13 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kfs.internal.reader import DecodeError, read_message, uvarint
-from kfs.internal.schema import Message
-from kfs.internal.schemas.consumer_protocol import CONSUMER_PROTOCOL
-from kfs.internal.schemas.control import CONTROL
-from kfs.internal.schemas.group_coordinator import GROUP_COORDINATOR
-from kfs.internal.schemas.metadata import METADATA
-from kfs.internal.schemas.transaction_coordinator import TRANSACTION_COORDINATOR
+from kfs.internal_topics.reader import DecodeError, read_message, uvarint
+from kfs.internal_topics.schema import Message
+from kfs.internal_topics.schemas.consumer_protocol import CONSUMER_PROTOCOL
+from kfs.internal_topics.schemas.control import CONTROL
+from kfs.internal_topics.schemas.group_coordinator import GROUP_COORDINATOR
+from kfs.internal_topics.schemas.metadata import METADATA
+from kfs.internal_topics.schemas.transaction_coordinator import TRANSACTION_COORDINATOR
 
 CONSUMER_OFFSETS = "__consumer_offsets"
 TRANSACTION_STATE = "__transaction_state"

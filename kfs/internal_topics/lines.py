@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kfs.internal.framing import (
+from kfs.internal_topics.framing import (
     CLUSTER_METADATA,
     decode_control,
     decode_control_key,
@@ -24,8 +24,8 @@ from kfs.internal.framing import (
     decode_value,
     internal_topic,
 )
-from kfs.internal.reader import DecodeError
-from kfs.internal.render import jsonl
+from kfs.internal_topics.reader import DecodeError
+from kfs.internal_topics.render import jsonl
 from kfs.storage import KfsError, PartitionLog
 
 if TYPE_CHECKING:

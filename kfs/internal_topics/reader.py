@@ -1,4 +1,4 @@
-"""The one interpreter of Kafka's message schemas (kfs/internal/schema.py): bytes in, JSON-ready data out.
+"""The one interpreter of Kafka's message schemas (kfs/internal_topics/schema.py): bytes in, JSON-ready data out.
 
 It reads what the `read()` that Kafka's MessageDataGenerator writes for each message reads, field
 by field (generator/src/main/java/org/apache/kafka/message/MessageDataGenerator.java):
@@ -15,7 +15,7 @@ by field (generator/src/main/java/org/apache/kafka/message/MessageDataGenerator.
 and gives what the JsonConverter Kafka generates beside it writes (JsonConverterGenerator.java):
 the fields present in the version, in schema order, under their camelCase names; a tagged field
 only when it differs from its default; uuids as Kafka's `Uuid.toString()` (URL-safe base64, no
-padding); bytes stay `bytes` for the renderer to show (kfs/internal/render.py).
+padding); bytes stay `bytes` for the renderer to show (kfs/internal_topics/render.py).
 
 Each (struct, version) is compiled once into a list of field readers; runs of fixed-width fields
 become one `struct.Struct` unpack. Records in `__consumer_offsets` are small and many: this is
@@ -29,7 +29,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from kfs.internal.schema import Field, Message, Struct
+from kfs.internal_topics.schema import Field, Message, Struct
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
 

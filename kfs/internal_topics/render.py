@@ -17,7 +17,7 @@ import math
 from decimal import Decimal
 from typing import Any
 
-from kfs.internal.framing import Decoded
+from kfs.internal_topics.framing import Decoded
 
 
 def _section3_bytes(value: object) -> object:

@@ -2,7 +2,7 @@
 
 Kafka defines every record of its internal topics as a table of fields (the JSON files its
 message generator reads: `group-coordinator/src/main/resources/common/message/`, ...). kfs keeps
-the tables it needs in `kfs/internal/schemas/` in a notation of its own, one line per field:
+the tables it needs in `kfs/internal_topics/schemas/` in a notation of its own, one line per field:
 
     OffsetCommitValue 0-4 flex:4+                 message name, valid versions, flexible versions
       offset int64 0+                             field (camelCase, as Kafka's JSON converters print it),

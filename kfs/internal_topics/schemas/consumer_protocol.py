@@ -1,10 +1,10 @@
 """The consumer protocol's subscription and assignment, the bytes a classic group of protocol type
 "consumer" keeps per member (clients/src/main/resources/common/message/ConsumerProtocol*.json).
 
-Kafka's schemas at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal/schema.py).
+Kafka's schemas at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal_topics/schema.py).
 """
 
-from kfs.internal.schema import parse
+from kfs.internal_topics.schema import parse
 
 CONSUMER_PROTOCOL = parse("""
 ConsumerProtocolSubscription 0-3

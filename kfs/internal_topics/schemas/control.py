@@ -4,10 +4,10 @@ version and int16 type, read without a version prefix), the transaction marker v
 and its snapshots, each its bare message at version 0 whose first field is its own int16 Version
 (ControlRecordUtils; clients/src/main/resources/common/message/).
 
-Kafka's schemas at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal/schema.py).
+Kafka's schemas at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal_topics/schema.py).
 """
 
-from kfs.internal.schema import parse
+from kfs.internal_topics.schema import parse
 
 CONTROL = parse("""
 ControlRecordKey 0

@@ -4,11 +4,11 @@ KIP-932 share groups (group-coordinator/src/main/resources/common/message/ in ap
 A key's version is its record type: 0 and 1 OffsetCommitKey, 2 GroupMetadataKey, 3 and up the
 types of GroupCoordinatorRecordSerde; the value of a key of type T is the value schema named like it.
 
-Kafka's schemas at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal/schema.py), with what
+Kafka's schemas at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal_topics/schema.py), with what
 Kafka 4.x added since (marked "4.x"): tagged fields, which older readers skip, and record type 16.
 """
 
-from kfs.internal.schema import parse
+from kfs.internal_topics.schema import parse
 
 GROUP_COORDINATOR = parse("""
 ConsumerGroupCurrentMemberAssignmentKey 8

@@ -1,11 +1,11 @@
 """The records of the KRaft metadata log `__cluster_metadata` and its snapshots, by api key
 (metadata/src/main/resources/common/metadata/; MetadataRecordType is generated from these).
 
-Kafka's schemas at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal/schema.py), and
+Kafka's schemas at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal_topics/schema.py), and
 ClearElrRecord (api key 28) of Kafka 4.x.
 """
 
-from kfs.internal.schema import parse
+from kfs.internal_topics.schema import parse
 
 METADATA = parse("""
 AbortTransactionRecord 0 flex:0+ api:25

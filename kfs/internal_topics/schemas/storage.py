@@ -3,10 +3,10 @@ ProducerStateManager.writeSnapshot (storage/src/main/resources/message/ProducerS
 
     int16 version (1) | uint32 CRC-32C of the rest | ProducerSnapshot v1 fields after the version
 
-Kafka's schema at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal/schema.py).
+Kafka's schema at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal_topics/schema.py).
 """
 
-from kfs.internal.schema import parse
+from kfs.internal_topics.schema import parse
 
 STORAGE = parse("""
 ProducerSnapshot 1

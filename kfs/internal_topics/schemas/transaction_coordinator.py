@@ -1,9 +1,9 @@
 """The records of `__transaction_state` (transaction-coordinator/src/main/resources/common/message/).
 
-Kafka's schemas at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal/schema.py).
+Kafka's schemas at apache/kafka 1eb7644349c, in kfs's notation (kfs/internal_topics/schema.py).
 """
 
-from kfs.internal.schema import parse
+from kfs.internal_topics.schema import parse
 
 TRANSACTION_COORDINATOR = parse("""
 TransactionLogKey 0
