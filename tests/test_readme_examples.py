@@ -64,29 +64,46 @@ def matches(expected: list[str], actual: list[str]) -> bool:
     return bool(actual) and expected[0] == actual[0] and matches(expected[1:], actual[1:])
 
 
+def _scratch_names(steps: list[tuple[str, list[str]]]) -> dict[str, str]:
+    """For each /tmp/NAME a session writes, a new directory name of the same length (the README's
+    outputs are cut(1) to widths its paths were measured with): sessions never meet an old copy."""
+    names = {}
+    for command, _ in steps:
+        for name in re.findall(r"/tmp/([A-Za-z0-9_-]+)", command):
+            if name not in names:
+                while True:
+                    fresh = "k" + os.urandom(len(name)).hex()[:len(name) - 1]
+                    if not os.path.exists(f"/tmp/{fresh}"):
+                        break
+                names[name] = fresh
+    return names
+
+
 def test_the_readme_sessions_print_what_they_show() -> None:
     """Every checked session, in the README's order, in one shell (a later session uses what an earlier
-    one made: the damaged copy under /tmp). As root the shell gets a /tmp of its own (a tmpfs in a
-    mount namespace: the README's paths, whose lengths `cut` depends on, stay as written); otherwise
-    the sessions that write under /tmp are left out."""
-    isolated = os.geteuid() == 0 and shutil.which("unshare") is not None
-    checked = [(line, steps) for line, steps in sessions()
-               if isolated or not any("/tmp/" in command for command, _ in steps)]
+    one made: the damaged copy under /tmp, given a fresh name of the same length)."""
+    checked = sessions()
     if shutil.which("jq") is None:
         checked = [(line, steps) for line, steps in checked if not any("jq" in c for c, _ in steps)]
-    script = ["exec 2>&1", "mkdir -p /tmp/kfs-readme-bin",
-              f"printf '#!/bin/sh\\nexec {sys.executable} -m kfs.cli.main \"$@\"\\n' > /tmp/kfs-readme-bin/kfs",
-              "chmod +x /tmp/kfs-readme-bin/kfs", "export PATH=/tmp/kfs-readme-bin:$PATH"]
+    renamed = _scratch_names([step for _, steps in checked for step in steps])
+
+    def fresh(text: str) -> str:
+        for old, new in renamed.items():
+            text = text.replace(f"/tmp/{old}", f"/tmp/{new}")
+        return text
+
+    script = ["exec 2>&1", f"kfs() {{ {sys.executable} -m kfs.cli.main \"$@\"; }}"]
     expected: list[tuple[int, str, list[str]]] = []
     for line, steps in checked:
         script += assignments_before(line)
         for command, shown in steps:
-            script.append(f"echo '--- kfs readme step {len(expected)} ---'\n{command}")
-            expected.append((line, command, [e.replace(README_ROOT + "/", str(ROOT) + "/") for e in shown]))
-    body = "\n".join(script)
-    argv = (["unshare", "--mount", "--propagation", "private", "sh", "-c",
-             'mount -t tmpfs kfs-readme /tmp && exec bash -c "$0"', body] if isolated else ["bash", "-c", body])
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=600)
+            script.append(f"echo '--- kfs readme step {len(expected)} ---'\n{fresh(command)}")
+            expected.append((line, command, [fresh(e.replace(README_ROOT + "/", str(ROOT) + "/")) for e in shown]))
+    try:
+        done = subprocess.run(["bash", "-c", "\n".join(script)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    finally:
+        for name in renamed.values():
+            shutil.rmtree(f"/tmp/{name}", ignore_errors=True)
     outputs = re.split(r"--- kfs readme step \d+ ---\n", done.stdout)[1:]
     assert len(outputs) == len(expected), (done.stdout[-3000:], done.stderr[-3000:])
     wrong = []
