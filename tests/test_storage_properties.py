@@ -41,12 +41,12 @@ LOG_SETTINGS = settings(max_examples=int(os.environ.get("KFS_HYPOTHESIS_EXAMPLES
 @pytest.fixture(autouse=True, scope="module")
 def _walk_marks_every_few_batches():
     """Segments whose offset index is missing, empty or unusable are looked up from the marks their
-    tail walk left (kfs.storage.segment.WalkMarks); marks every 100 bytes put several in each
+    tail walk left (kfs.storage.walk_marks.WalkMarks); marks every 100 bytes put several in each
     drawn segment, so the oracle checks lookups from them too."""
-    from kfs.storage import segment
+    from kfs.storage import walk_marks
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(segment, "MARK_BYTES", 100)
+        patch.setattr(walk_marks, "MARK_BYTES", 100)
         yield
 
 

@@ -1,5 +1,5 @@
 """A segment without its `.index` (a backup copied without it): the first walk over it leaves marks
-(kfs.storage.segment.WalkMarks) and later lookups walk from the nearest one, while the segment
+(kfs.storage.walk_marks.WalkMarks) and later lookups walk from the nearest one, while the segment
 grows, is truncated (a new leader) and grows again. The answers are a fresh reader's, which walks
 from the segment's start; tests/test_storage_properties.py checks the same against brute force."""
 
@@ -15,7 +15,7 @@ from conftest import v2_batch, write_segment
 
 from kfs.storage import LogDirs, NoRecordAtOffset, OffsetOutOfRange, PartitionLog, TimestampNotFound
 from kfs.storage import log_file as log_file_module
-from kfs.storage import segment as segment_module
+from kfs.storage import walk_marks as walk_marks_module
 
 T0 = 1_600_000_000_000
 
@@ -58,7 +58,7 @@ def _answer_as_brute_force(plog: PartitionLog, written: list[tuple[int, int]], t
 
 def test_lookups_walk_from_marks_as_the_segment_grows_and_is_truncated(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(segment_module, "MARK_BYTES", 256)
+    monkeypatch.setattr(walk_marks_module, "MARK_BYTES", 256)
     directory = tmp_path / "t-0"
     directory.mkdir()
     batches, rewritten = _batches(), _batches(25, pad=37)
@@ -109,7 +109,7 @@ def test_time_lookups_start_from_marks_and_answer_as_a_brute_force_scan(tmp_path
     scans from the last mark before which no record reaches T (timestamps go back and forth here),
     and the segment's largest timestamp is the tail walk's. Every target from below the first
     timestamp to past the last gets the brute-force answer, never scanning from the start."""
-    monkeypatch.setattr(segment_module, "MARK_BYTES", 256)
+    monkeypatch.setattr(walk_marks_module, "MARK_BYTES", 256)
     rng = random.Random(7)
     stamps = {o: T0 + o * 10 + rng.randint(-40, 40) for o in range(240)}
     records = [(o, stamps[o]) for o in range(240) if o % 4 != 3]
@@ -139,7 +139,7 @@ def test_time_lookups_without_a_timeindex_make_marks_once(tmp_path: Path, monkey
     index; a backup may keep one file and not the other): the first time lookup walks its batch
     headers once and keeps marks, which later lookups start from and which grow with the segment.
     Every target gets the brute-force answer, before and after the segment grows."""
-    monkeypatch.setattr(segment_module, "MARK_BYTES", 256)
+    monkeypatch.setattr(walk_marks_module, "MARK_BYTES", 256)
     rng = random.Random(11)
     stamps = {o: T0 + o * 10 + rng.randint(-40, 40) for o in range(480)}
     records = [(o, stamps[o]) for o in range(480) if o % 4 != 3]

@@ -235,6 +235,13 @@ class BatchFile(LogFile):
                                   f"batch's offsets {lowest} to {header.last_offset}")
         return records
 
+    def first_offset(self, header: BatchHeader) -> int:
+        """A batch's base offset, or its last where that cannot be read (a legacy wrapper's damage)."""
+        try:
+            return self.base_offset_of(header)
+        except CorruptLogError:
+            return header.last_offset
+
     def base_offset_of(self, header: BatchHeader, body: memoryview | None = None) -> int:
         """A batch's base offset; a legacy compressed wrapper needs its body decompressed for it."""
         if header.base_offset < 0:

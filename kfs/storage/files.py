@@ -24,6 +24,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterable
 
 from kfs.storage.errors import CorruptLogError, KfsError
 
@@ -55,6 +56,20 @@ class NotARegularFile(CorruptLogError):
 def refusal(path: str, mode: int) -> NotARegularFile | None:
     """NotARegularFile for a file of `mode` (an lstat's), None for a regular file."""
     return None if stat.S_ISREG(mode) else NotARegularFile(path, mode)
+
+
+def refusals(paths: Iterable[tuple[str, str]]) -> list[str]:
+    """For each (path, what is done instead) whose file is there but is not a regular file (its
+    entry's type: nothing is opened), a sentence saying so and what is done instead."""
+    found = []
+    for path, instead in paths:
+        try:
+            refused = refusal(path, os.lstat(path).st_mode)
+        except OSError:
+            continue
+        if refused is not None:
+            found.append(f"{refused}; {instead}")
+    return found
 
 
 def entry_refusal(entry: os.DirEntry) -> NotARegularFile | None:

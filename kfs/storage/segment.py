@@ -18,18 +18,18 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from array import array
-from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TypeVar
 
-from kfs.record import BatchHeader, Record, crc_is_valid, parse_batch_header
+from kfs.record import BatchHeader, Record, crc_is_valid
 from kfs.record.speedups import find_v2_batch as _find_v2_batch
-from kfs.storage.batch_walk import FIRST_WINDOW, BatchFile
+from kfs.storage.batch_walk import BatchFile
 from kfs.storage.errors import CorruptLogError, VanishedError
-from kfs.storage.files import NotARegularFile, refusal
+from kfs.storage.files import NotARegularFile, refusals
 from kfs.storage.index import OffsetIndex, TimeIndex
-from kfs.storage.txn_index import AbortedTxn, read_txn_index
+from kfs.storage.interval_walk import Interval, batch_in_interval, compiled_batch_in_interval, record_in_interval
+from kfs.storage.txn_index import AbortedTxn, TransactionIndex
+from kfs.storage.walk_marks import WalkMarks
 
 _T = TypeVar("_T")
 log = logging.getLogger("kfs")
@@ -60,7 +60,7 @@ class LogSegment(BatchFile):
                                         base_offset, follow_links)
         self.time_index = TimeIndex(os.path.join(directory, segment_file_name(base_offset, ".timeindex" + suffix)),
                                     base_offset, follow_links)
-        self.txn_index_path = os.path.join(directory, segment_file_name(base_offset, ".txnindex" + suffix))
+        self.txn_index = TransactionIndex(os.path.join(directory, segment_file_name(base_offset, ".txnindex" + suffix)))
         # What we know of the complete batches: (file size when walked, end of the last complete
         # batch, last offset + 1 of it, largest batch max timestamp seen past the time index).
         self._tail = (-1, 0, base_offset, -1)
@@ -75,7 +75,6 @@ class LogSegment(BatchFile):
         self._truncations = 0  # times the tail walk found the file shorter than it was
         self._tail_error: CorruptLogError | None = None  # what the tail walk met instead of batches
         self._warned_index = False
-        self._warned_txn_index = False
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path})"
@@ -87,7 +86,7 @@ class LogSegment(BatchFile):
         self.log_path = stem + ".log" + suffix
         self.offset_index.path = stem + ".index" + suffix
         self.time_index.path = stem + ".timeindex" + suffix
-        self.txn_index_path = stem + ".txnindex" + suffix
+        self.txn_index.path = stem + ".txnindex" + suffix
         self.suffix = suffix
 
     def close(self) -> None:
@@ -216,7 +215,7 @@ class LogSegment(BatchFile):
                 found = self.translate_offset(offset)
             except (CorruptLogError, VanishedError):
                 found = None
-        if found is None or found[1].max_timestamp != timestamp or self._first_offset(found[1]) > offset:
+        if found is None or found[1].max_timestamp != timestamp or self.first_offset(found[1]) > offset:
             self._index_problem("a time index entry does not match the log")  # (no values: see is_segment)
             return None
         return entry, found[1]
@@ -232,12 +231,6 @@ class LogSegment(BatchFile):
             self._index_problem("the time index is out of order")
             return None
         return entry
-
-    def _first_offset(self, header: BatchHeader) -> int:
-        try:
-            return self.base_offset_of(header)
-        except CorruptLogError:
-            return header.last_offset
 
     def last_index_entries(self, count: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         """The last `count` entries of the offset index and of the time index ([] for one that is
@@ -263,40 +256,21 @@ class LogSegment(BatchFile):
             entries = [e for e in entries if e[1] <= last_indexed]
         return entries
 
-    def aborted_transactions(self) -> list[AbortedTxn] | None:
-        """Entries of the `.txnindex`, or None if the segment has none (callers then follow markers).
+    @property
+    def txn_index_path(self) -> str:
+        return self.txn_index.path
 
-        One that cannot be read (not a regular file, no permission, an I/O error) is taken as none, with
-        a warning: read_committed then follows the segment's transaction markers, as it does where a
-        `.txnindex` is missing (docs/spec.md section 3) or disagrees with them (kfs.storage.transactions). Kafka
-        fails such a read_committed fetch (TransactionIndex: a KafkaException, which the consumer sees as
-        an error and retries; one it cannot open at startup takes its log dir offline); kfs reads the
-        markers, which it trusts over the index anyway, and reads that need no index never open it."""
-        try:
-            return read_txn_index(self.txn_index_path)
-        except FileNotFoundError:
-            return None
-        except (OSError, NotARegularFile) as e:
-            if not self._warned_txn_index:
-                self._warned_txn_index = True
-                reason = e if isinstance(e, NotARegularFile) else f"{self.txn_index_path}: {e.strerror or e}"
-                log.warning("%s; read_committed follows the segment's transaction markers instead", reason)
-            return None
+    def aborted_transactions(self) -> list[AbortedTxn] | None:
+        """Entries of the `.txnindex`, or None if the segment has none or it cannot be read
+        (`TransactionIndex.aborted`): callers then follow the transaction markers."""
+        return self.txn_index.aborted()
 
     def index_refusals(self) -> list[str]:
-        """A sentence for each of the segment's index files that is there but is not a regular file
-        (its entry's type: nothing is opened), with what kfs does instead; for `info()`'s problems."""
-        found = []
-        for path, instead in ((self.offset_index.path, "offset lookups scan the log instead"),
-                              (self.time_index.path, "time lookups scan the log instead"),
-                              (self.txn_index_path, "read_committed follows the log's transaction markers")):
-            try:
-                refused = refusal(path, os.lstat(path).st_mode)
-            except OSError:
-                continue
-            if refused is not None:
-                found.append(f"{refused}; {instead}")
-        return found
+        """A sentence for each of the segment's index files that is there but is not a regular file,
+        with what kfs does instead; for `info()`'s problems."""
+        return refusals(((self.offset_index.path, "offset lookups scan the log instead"),
+                         (self.time_index.path, "time lookups scan the log instead"),
+                         (self.txn_index.path, "read_committed follows the log's transaction markers")))
 
     # ---- index lookups, checked against the log -------------------------------------------------
 
@@ -359,70 +333,22 @@ class LogSegment(BatchFile):
 
     def indexed_batch(self, target: int) -> tuple[BatchHeader, memoryview] | None:
         """The batch holding `target` (the first whose last offset reaches it), found in one walk
-        over the index interval around it: from the entry at or below `target` to the next entry's
-        batch (an entry names a batch by its last offset, so `target` may be in that one).
-
-        What `_checked_index_entry`, `translate_offset` and the read of the batch do in four walks
-        (the entry's batch, the headers to the next entry, the headers to the target, the target's
-        bytes), this does in one, with the same checks: the entry's batch is whole, its CRC holds,
-        it does not start past the entry's offset, and the batches from it land exactly on the next
-        entry's position. A `.value` is one such interval (index.interval.bytes, 4 KiB by default).
-
-        None when any check fails or the interval is not a plain one (the last entry, no index):
-        the caller then takes the general path, which says what is wrong.
-
-        The compiled walk (find_v2_batch, kfs/record/csrc/find_v2_batch.c) takes the interval first
-        when it can, making the same checks over the bytes of one read: every batch from the entry's
-        to the one at the next entry is whole within the complete batches, magic 2 with a length of
-        at least 49 and no more than kfs's limit, its offsets within the segment's and above the one
-        before; the entry's batch's CRC holds and it starts at or below the entry's offset; the walk
-        lands on the next entry's position. Anything else (zeros, damage, legacy batches) it declines
-        to the walk below, which says what is there."""
+        over the index interval around it (kfs.storage.interval_walk): from the entry at or below
+        `target` to the next entry's batch (an entry names a batch by its last offset, so `target`
+        may be in that one). What `translate_offset` and the read of the batch do in four walks,
+        with the same checks. The compiled walk (find_v2_batch) takes the interval first when it
+        can. None when the interval is not a plain one (the last entry, no index, damage): the
+        caller then takes the general path, which says what is wrong."""
         interval = self._plain_interval(target)
         if interval is None:
             return None
-        entry, end, limit = interval
         if _find_v2_batch is not None:
-            compiled = self._compiled_interval_batch(entry, end, limit, target)
+            compiled = compiled_batch_in_interval(self, _find_v2_batch, interval, target)
             if compiled is not None:
                 return compiled
-        found: tuple[BatchHeader, memoryview] | None = None
-        try:
-            for header, body in self._interval_batches(entry, end, limit):
-                if found is None and header.last_offset >= target:
-                    found = header, body
-                if header.position == end:
-                    return found
-        except (CorruptLogError, VanishedError, _NotPlain):
-            return None
-        return None
+        return batch_in_interval(self, interval, target)
 
-    def _compiled_interval_batch(self, entry: tuple[int, int], end: int, limit: int, target: int
-                                 ) -> tuple[BatchHeader, memoryview] | None:
-        """`indexed_batch`'s walk by find_v2_batch over one read (a second when a batch reaches past
-        it); None when it declines the interval (the Python walk then takes it)."""
-        assert _find_v2_batch is not None
-        offset, position = entry
-        length = min(end + FIRST_WINDOW, limit) - position  # the interval and a page of the batch at its end
-        for _ in range(2):
-            try:
-                window = memoryview(self.read(position, length, sized=True))
-            except VanishedError:
-                return None
-            try:
-                answer = _find_v2_batch(window, position, self.base_offset, limit, offset, end, target)
-            except OverflowError:
-                return None  # a segment named past int64 (no batch Kafka wrote can be in it): Python's walk
-            if isinstance(answer, tuple):
-                at, size = answer
-                body = window[at:at + size]
-                return parse_batch_header(body, 0, position + at), body
-            if answer is None or answer <= length or len(window) < length:
-                return None
-            length = answer
-        return None
-
-    def _plain_interval(self, target: int) -> tuple[tuple[int, int], int, int] | None:
+    def _plain_interval(self, target: int) -> Interval | None:
         """The offset index entry at or below `target`, the next entry's position and the end of the
         complete batches, when the entry lies inside the index (not the last) and in the segment."""
         pair = self._safe_index(lambda: self.offset_index.lookup_with_next(target))
@@ -437,25 +363,6 @@ class LogSegment(BatchFile):
         if offset < self.base_offset or not 0 <= position < end < limit:
             return None
         return entry, end, limit
-
-    def _interval_batches(self, entry: tuple[int, int], end: int, limit: int
-                          ) -> Iterator[tuple[BatchHeader, memoryview]]:
-        """The batches from an index entry's position on, checked as the one walks need them (the
-        one-walk lookups' shared part): the entry's batch is whole, its CRC holds and it does not
-        start past the entry's offset, and the walk lands exactly on `end`, the next entry's
-        position; _NotPlain when either fails (a batch inside another one's bytes)."""
-        offset, position = entry
-        landed = False
-        for header, body in self._walk(position, limit, with_body=True):
-            assert body is not None
-            if header.position == position and not (crc_is_valid(body, header)
-                                                     and self.base_offset_of(header, body) <= offset):
-                raise _NotPlain
-            if not landed:
-                if header.position > end:
-                    raise _NotPlain  # the walk stepped over the next entry's position: not a batch start
-                landed = header.position == end
-            yield header, body
 
     def translate_offset(self, target: int, starting_position: int = 0
                          ) -> tuple[tuple[int, int] | None, BatchHeader] | None:
@@ -541,19 +448,10 @@ class LogSegment(BatchFile):
 
     def _timed_record(self, timestamp: int, starting_offset: int
                       ) -> tuple[tuple[int, int], Record, BatchHeader] | None:
-        """`find_offset_by_timestamp` in one walk, for the plain case: the time index entry below the
-        target (T', O) lies inside the offset index, between two entries, and O >= starting_offset.
-
-        The general path checks the time entry (a walk to O's batch, itself checking the offset
-        entry below O with a walk to the next entry), checks the offset entry again, then scans from
-        it: three or four walks over the same bytes. Here one body walk from the offset entry's
-        position does all of it: the entry's batch is whole with its CRC, starts at or below the
-        entry's offset, and the walk lands exactly on the next entry's position; the batch holding O
-        has max timestamp T' and starts at or below O; and the first record at or past T from the
-        entry's position is the answer, as the general path's scan from there finds it.
-
-        None when any check fails or the case is not this one: the general path then says what is
-        wrong and scans as before."""
+        """`find_offset_by_timestamp` in one walk (kfs.storage.interval_walk.record_in_interval), for
+        the plain case: the time index entry below the target (T', O) lies inside the offset index,
+        between two entries, and O >= starting_offset. None when any check fails or the case is not
+        this one: the general path then says what is wrong and scans as before."""
         searched = self._safe_index(lambda: self.time_index.lookup_in_order(timestamp))
         if searched is None or searched[0] is None or not searched[1]:
             return None
@@ -564,78 +462,4 @@ class LogSegment(BatchFile):
         interval = self._plain_interval(hint_offset)
         if interval is None:
             return None
-        entry, following, limit = interval
-        hint_checked = False
-        found: tuple[Record, BatchHeader] | None = None
-        try:
-            for header, body in self._interval_batches(entry, following, limit):
-                if not hint_checked and header.last_offset >= hint_offset:
-                    if header.max_timestamp != hint_timestamp or self._first_offset(header) > hint_offset:
-                        return None
-                    hint_checked = True
-                if found is None and header.max_timestamp >= timestamp:
-                    found = next(((record, header) for record in self.records_of(header, body)
-                                  if record.timestamp >= timestamp and record.offset >= starting_offset), None)
-                if found is not None and hint_checked and header.position >= following:
-                    return entry, found[0], found[1]
-        except (CorruptLogError, VanishedError, _NotPlain):
-            return None
-        return None
-
-
-class _NotPlain(Exception):
-    """An index interval a one-walk lookup cannot take: the general path says what is wrong."""
-
-
-MARK_BYTES = 128 * 1024  # a walk mark every this many bytes: a lookup then walks at most this far
-
-
-class WalkMarks:
-    """Where a walk over a segment without a usable offset index went: the last offset and position
-    of a batch every MARK_BYTES, in two int64 arrays (16 bytes a mark: 128 KiB per GiB), valid up to
-    `to` (the end of the complete batches walked). Kafka rebuilds a missing index by scanning the
-    log at recovery; these are the same scan's result, kept so that each lookup on such a segment
-    walks from a nearby mark instead of from position 0 (a 130 MB segment: 87 ms per lookup)."""
-
-    def __init__(self) -> None:
-        self.offsets = array("q")
-        self.positions = array("q")
-        self.times_before = array("q")  # the largest timestamp of the batches before each mark's
-        self.to = 0
-        self._next_at = 0
-        self._largest_time = -1
-
-    def passing(self, header: BatchHeader) -> None:
-        """The walk passes a complete batch (in position order). A growing segment's walk goes on
-        appending to the marks readers already use: a reader may see an offset whose position is
-        not there yet, or a mark at or past `to`, and passes over both (position_at_or_below)."""
-        if header.position >= self._next_at and -(1 << 63) <= header.last_offset < (1 << 63):
-            self.times_before.append(self._largest_time)
-            self.offsets.append(header.last_offset)
-            self.positions.append(header.position)
-            self._next_at = header.position + MARK_BYTES
-        if -(1 << 63) <= header.max_timestamp < (1 << 63):
-            self._largest_time = max(self._largest_time, header.max_timestamp)
-        self.to = header.next_position
-
-    @property
-    def largest_time(self) -> int:
-        """The largest timestamp of the batches walked (up to `to`)."""
-        return self._largest_time
-
-    def position_before_time(self, timestamp: int, end: int) -> int:
-        """The position of the last mark before which no batch has a timestamp at or past
-        `timestamp`, within [0, end) (0 if none): the time index's promise, from the log itself."""
-        known = min(len(self.times_before), len(self.positions))
-        i = bisect_left(self.times_before, timestamp, 0, known) - 1
-        while i >= 0 and self.positions[i] >= min(end, self.to):
-            i -= 1
-        return self.positions[i] if i >= 0 else 0
-
-    def position_at_or_below(self, target: int, end: int) -> int:
-        """The position of the last mark whose batch's last offset is <= target and which lies
-        within [0, end) (0 if none)."""
-        i = min(bisect_right(self.offsets, target), len(self.positions)) - 1
-        while i >= 0 and self.positions[i] >= min(end, self.to):
-            i -= 1
-        return self.positions[i] if i >= 0 else 0
+        return record_in_interval(self, interval, hint, timestamp, starting_offset)

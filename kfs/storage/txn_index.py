@@ -13,10 +13,13 @@ spans the batch's base offset.
 
 from __future__ import annotations
 
+import logging
 import struct
 from typing import NamedTuple
 
-from kfs.storage.files import read_regular
+from kfs.storage.files import NotARegularFile, read_regular
+
+log = logging.getLogger("kfs")
 
 _ENTRY = struct.Struct(">hqqqq")
 
@@ -34,3 +37,31 @@ def read_txn_index(path: str) -> list[AbortedTxn]:
     data = read_regular(path)
     usable = len(data) - len(data) % _ENTRY.size
     return [AbortedTxn(pid, first, last, lso) for _version, pid, first, last, lso in _ENTRY.iter_unpack(data[:usable])]
+
+
+class TransactionIndex:
+    """A segment's `.txnindex` as reads use it: read when asked (reads that need no index never open it)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._warned = False
+
+    def aborted(self) -> list[AbortedTxn] | None:
+        """Its entries, or None if the segment has none (callers then follow markers).
+
+        One that cannot be read (not a regular file, no permission, an I/O error) is taken as none, with
+        a warning: read_committed then follows the segment's transaction markers, as it does where a
+        `.txnindex` is missing (docs/spec.md section 3) or disagrees with them (kfs.storage.transactions). Kafka
+        fails such a read_committed fetch (TransactionIndex: a KafkaException, which the consumer sees as
+        an error and retries; one it cannot open at startup takes its log dir offline); kfs reads the
+        markers, which it trusts over the index anyway."""
+        try:
+            return read_txn_index(self.path)
+        except FileNotFoundError:
+            return None
+        except (OSError, NotARegularFile) as e:
+            if not self._warned:
+                self._warned = True
+                reason = e if isinstance(e, NotARegularFile) else f"{self.path}: {e.strerror or e}"
+                log.warning("%s; read_committed follows the segment's transaction markers instead", reason)
+            return None
