@@ -23,6 +23,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,12 @@ MAX_ZERO_WIDTH_ITEMS = 1 << 20
 # A recursive schema nests as deep as its datum says, a byte a level, and fastavro's reader recurses
 # in C: 100,000 levels overflowed its stack (a segfault, the daemon gone). Deeper is refused.
 MAX_DEPTH = 200
+# fastavro reads a varint of any length and keeps its low 64 bits: one of 11 bytes or more, or of 10 whose
+# last is over 1, would pass for another number. Nine bytes with the high bit set then a tenth over 1 is
+# where one may be; such a datum is walked first by _Skipper, which refuses it (Java's BinaryDecoder:
+# "Invalid long encoding").
+_LONG_RUN = re.compile(rb"[\x80-\xff]{9}[\x02-\xff]")
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 
 
 class AvroSchemaError(ValueError):
@@ -232,7 +239,7 @@ class AvroRenderer:
 
     def render(self, datum: bytes | memoryview) -> str:
         """The datum's JSON encoding; AvroDatumError when it does not decode or leaves bytes over."""
-        if self.checked_first:
+        if self.checked_first or _LONG_RUN.search(datum) is not None:
             _Skipper(bytes(datum), self._named).skip(self.schema)
         stream = io.BytesIO(datum)
         try:
@@ -389,10 +396,14 @@ class _Skipper:
     def long(self) -> int:
         result = shift = 0
         while True:
-            if self.pos >= len(self.data) or shift > 63:
+            if self.pos >= len(self.data):
                 raise AvroDatumError("the datum ends early")
+            if shift > 63:
+                raise AvroDatumError("the datum holds a varint longer than 10 bytes")
             b = self.data[self.pos]
             self.pos += 1
+            if shift == 63 and b > 1:
+                raise AvroDatumError("the datum holds a varint beyond 64 bits")
             result |= (b & 0x7F) << shift
             if not b & 0x80:
                 return (result >> 1) ^ -(result & 1)
@@ -426,7 +437,10 @@ class _Skipper:
             return
         if kind == "boolean":
             self.take(1)
-        elif kind in ("int", "long", "enum"):
+        elif kind == "int":
+            if not INT_MIN <= self.long() <= INT_MAX:
+                raise AvroDatumError("the datum holds an int beyond 32 bits")
+        elif kind in ("long", "enum"):
             self.long()
         elif kind == "float":
             self.take(4)

@@ -154,6 +154,10 @@ class Runner:
                 import fuzz_kcat
 
                 fuzz_kcat.run_kcat_input(*fuzz_kcat.make_kcat_input(rnd, self.scratch))
+            elif name == "payloads":
+                import fuzz_payloads
+
+                fuzz_payloads.run_payloads_input(*fuzz_payloads.make_payloads_input(rnd, self.scratch))
             else:
                 raise ValueError(name)
         except t.Failure as f:
@@ -437,6 +441,10 @@ def main(argv: list[str] | None = None) -> int:
             import fuzz_kcat
 
             fuzz_kcat.run_kcat_input(*fuzz_kcat.make_kcat_input(rnd, scratch))
+        elif name == "payloads":
+            import fuzz_payloads
+
+            fuzz_payloads.run_payloads_input(*fuzz_payloads.make_payloads_input(rnd, scratch))
         else:
             partition, logdir = t.make_partition_input(rnd, scratch)
             t.run_partition_input(rnd, partition, logdir)

@@ -16,7 +16,7 @@ import fuzz_targets
 
 SEED = int(os.environ.get("KFS_FUZZ_SEED", "20261123"))
 PLAN = (("record=1", 3000), ("index=1", 120), ("partition=1", 80), ("cache=1", 40), ("entries=1", 60),
-        ("markers=1", 30), ("kcat=1", 40))
+        ("markers=1", 30), ("kcat=1", 40), ("payloads=1", 40))
 
 
 def test_a_smoke_run_finds_nothing(tmp_path: Path) -> None:
