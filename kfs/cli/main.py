@@ -110,6 +110,10 @@ def cmd_cat(args: argparse.Namespace) -> int:
     if args.kcat_json and (args.format != "jsonl" or args.kcat_format is not None):
         raise CliError("-J (kcat's JSON envelope) prints records its own way: it cannot go with -f or --format "
                        f"{args.format}.")
+    if args.kcat_serdes and not (args.kcat_json or args.kcat_format is not None):
+        raise CliError("-s (kcat's deserializer) goes with -J or -f.")
+    if args.kcat_serdes and args.decode == "raw":
+        raise CliError("-s avro decodes framed payloads: it cannot go with --decode raw.")
     args.logdirs, partition = _log_dirs_and_partition(args)
     plog = _logdirs(args.logdirs).partition(partition)
     if args.format == "value" and args.count is None:
@@ -190,14 +194,17 @@ def _cat_kcat_format(plog: PartitionLog, start: int, args: argparse.Namespace) -
     skipped with --on-corrupt skip is said on stderr (by the storage layer's warning), not printed.
     Written in pieces (`pieces`), in memory bounded whatever the format."""
     fmt: KcatFormat | KcatJson
-    if args.kcat_json:
+    if args.kcat_serdes:
+        fmt = _kcat_avro(plog, args)
+    elif args.kcat_json:
         fmt = KcatJson(plog.topic, plog.partition, broker_id(os.path.dirname(plog.path)))
     else:
         fmt = KcatFormat(args.kcat_format, plog.topic, plog.partition, _escapes(args.null or ""))
     remaining = args.count
     if remaining == 0:
         return 0
-    if remaining is None and args.on_corrupt == "fail":  # runs of plain batches printed by the compiled walker
+    # runs of plain batches printed by the compiled walker (which does not decode: not with -s)
+    if remaining is None and args.on_corrupt == "fail" and not args.kcat_serdes:
         take = plain_runs.kcat_taker(fmt.program(), fmt.null, args.isolation == "read_committed") \
             if plain_runs.available() else None
         _write_all(joined_lines(plog, start, isolation=args.isolation, control=args.control, prefix="",
@@ -217,6 +224,25 @@ def _cat_kcat_format(plog: PartitionLog, start: int, args: argparse.Namespace) -
 
     _write_all(printed())
     return 0
+
+
+def _kcat_avro(plog: PartitionLog, args: argparse.Namespace) -> KcatFormat | KcatJson:
+    """-J or -f with kcat's -s avro (kfs.registry.kcat)."""
+    from kfs.registry.kcat import AvroDecoder, AvroKcatFormat, AvroKcatJson, parse_serdes
+
+    try:
+        keys, values = parse_serdes(args.kcat_serdes)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    registry = _registry(args)
+    if registry is None:
+        raise CliError(f"-s avro needs the schema registry's schemas: no {args.schemas_topic} topic in the log "
+                       "dirs (kcat asks a registry at -r URL; kfs reads its topic: give --schemas PATH)")
+    decoder = AvroDecoder(registry, plog.topic, plog.partition)
+    if args.kcat_json:
+        return AvroKcatJson(plog.topic, plog.partition, broker_id(os.path.dirname(plog.path)), decoder, keys, values)
+    return AvroKcatFormat(args.kcat_format, plog.topic, plog.partition, _escapes(args.null or ""), decoder, keys,
+                          values)
 
 
 def _cat_values(plog: PartitionLog, start: int, args: argparse.Namespace) -> int:
@@ -336,6 +362,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-J", dest="kcat_json", action="store_true",
                    help="print each record in kcat -J's JSON envelope (topic, partition, offset, tstype, ts, broker, "
                         "headers, key, payload), as kcat writes it: bytes as they are")
+    p.add_argument("-s", dest="kcat_serdes", action="append", metavar="avro|key=avro|value=avro",
+                   help="with -J or -f: decode schema-registry framed Avro keys and values to JSON, as kcat -s "
+                        "avro -r URL does (the schemas from the log dirs' registry topic, or --schemas)")
+    p.add_argument("-r", dest="kcat_registry_url", metavar="URL",
+                   help="kcat's schema registry URL: accepted for kcat scripts, not used (the schemas are the "
+                        "registry topic's)")
     p.add_argument("--null", metavar="TEXT",
                    help="with --format value: what a tombstone prints (default: nothing, as its .value file); "
                         "with -f: what a null key or value prints (default: nothing; kcat -Z is --null NULL)")

@@ -22,6 +22,7 @@ never a line dropped or added, the view's size its bytes' length, and the input'
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import math
@@ -71,6 +72,7 @@ class _Seeds:
         self._avro: dict[int, Any] = {}
         self._proto: dict[int, Any] = {}
         self._proto_dir = Path(tempfile.mkdtemp(prefix="kfs-fuzz-proto-"))
+        atexit.register(self.close)
 
     def avro_schema(self, schema_id: int) -> Any:
         """The schema as registered (references first, logical types dropped), parsed by fastavro."""
