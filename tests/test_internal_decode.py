@@ -274,3 +274,107 @@ def test_any_bytes_decode_or_raise_decode_error(key, value, topic):
     for function, args in attempts:
         with contextlib.suppress(DecodeError):
             function(*args)  # type: ignore[operator]
+
+
+# ---- the one-step readers of offset commits (kfs/internal_topics/offsets_fast.py) -----------------
+
+def _generic_key(raw: bytes) -> tuple[str, int, list]:
+    """The generic reader's answer for a __consumer_offsets key of record type 0-2."""
+    from kfs.internal_topics.reader import read_message
+    from kfs.internal_topics.schemas.group_coordinator import GROUP_COORDINATOR
+    record_type = i16_of(raw)
+    schema = GROUP_COORDINATOR["GroupMetadataKey" if record_type == 2 else "OffsetCommitKey"]
+    return schema.name, record_type, list(read_message(schema, raw, record_type, 2)[0].items())
+
+
+def _generic_value(raw: bytes) -> tuple[int, list]:
+    from kfs.internal_topics.reader import read_message
+    from kfs.internal_topics.schemas.group_coordinator import GROUP_COORDINATOR
+    version = i16_of(raw)
+    return version, list(read_message(GROUP_COORDINATOR["OffsetCommitValue"], raw, version, 2)[0].items())
+
+
+def i16_of(raw: bytes) -> int:
+    return int.from_bytes(raw[:2], "big", signed=True)
+
+
+_TEXT = st.one_of(st.text(max_size=40), st.binary(max_size=40).map(lambda b: b.decode("latin-1")))
+_RAW_STRING = st.one_of(_TEXT.map(lambda t: t.encode("utf-8", "surrogatepass")), st.binary(max_size=40))
+
+
+def _packed_string(raw: bytes) -> bytes:
+    return len(raw).to_bytes(2, "big") + raw
+
+
+_KEYS = st.one_of(
+    st.builds(lambda t, g, topic, p: i16(t) + _packed_string(g) + _packed_string(topic) + i32(p),
+              st.sampled_from([0, 1]), _RAW_STRING, _RAW_STRING, st.integers(-2**31, 2**31 - 1)),
+    st.builds(lambda g: i16(2) + _packed_string(g), _RAW_STRING))
+_VALUES = st.one_of(
+    st.builds(lambda v, o, m, c: i16(v) + i64(o) + _packed_string(m) + i64(c),
+              st.sampled_from([0, 2]), st.integers(-2**63, 2**63 - 1), _RAW_STRING, st.integers(-2**63, 2**63 - 1)),
+    st.builds(lambda o, m, c, e: i16(1) + i64(o) + _packed_string(m) + i64(c) + i64(e),
+              st.integers(-2**63, 2**63 - 1), _RAW_STRING, st.integers(-2**63, 2**63 - 1),
+              st.integers(-2**63, 2**63 - 1)),
+    st.builds(lambda o, ep, m, c: i16(3) + i64(o) + i32(ep) + _packed_string(m) + i64(c),
+              st.integers(-2**63, 2**63 - 1), st.integers(-2**31, 2**31 - 1), _RAW_STRING,
+              st.integers(-2**63, 2**63 - 1)))
+# damage: cut short, bytes appended, a byte overwritten (lengths made negative or too long)
+_DAMAGE = st.one_of(
+    st.just(lambda raw: raw),
+    st.integers(0, 80).map(lambda n: lambda raw: raw[:n]),
+    st.binary(min_size=1, max_size=4).map(lambda tail: lambda raw: raw + tail),
+    st.tuples(st.integers(0, 80), st.integers(0, 255)).map(
+        lambda at_byte: lambda raw: raw[:at_byte[0]] + bytes([at_byte[1]]) + raw[at_byte[0] + 1:]))
+
+
+def test_the_one_step_readers_are_on_and_read_the_offsets_writers_bytes() -> None:
+    """On (the schemas have the layouts it reads), and taken for what a broker writes."""
+    from kfs.internal_topics import offsets_fast
+    assert offsets_fast.ENABLED
+    key = i16(1) + string("billing") + string("payments") + i32(7)
+    assert offsets_fast.offsets_key(key) == ("OffsetCommitKey", 1, {"group": "billing", "topic": "payments",
+                                                                   "partition": 7})
+    value = i16(3) + i64(42) + i32(5) + string("m") + i64(1_700_000_000_000)
+    assert offsets_fast.offset_commit_value(value) == (3, {"offset": 42, "leaderEpoch": 5, "metadata": "m",
+                                                           "commitTimestamp": 1_700_000_000_000})
+    decoded = decode_value("__consumer_offsets", key, value)
+    assert decoded is not None and (decoded.type, decoded.version) == ("OffsetCommitValue", 3)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_KEYS, _DAMAGE)
+def test_a_key_read_in_one_step_is_what_the_schema_reader_reads(raw: bytes, damage: object) -> None:
+    """Every key the one-step reader answers, the generic reader answers the same (fields, their order,
+    replaced UTF-8); the keys it leaves (damaged, left-over bytes) go to the generic reader."""
+    from kfs.internal_topics import offsets_fast
+    raw = damage(raw)  # type: ignore[operator]
+    fast = offsets_fast.offsets_key(raw)
+    if fast is None:
+        return
+    assert (fast[0], fast[1], list(fast[2].items())) == _generic_key(raw)
+    decoded = decode_key("__consumer_offsets", raw)
+    assert decoded is not None and (decoded.type, decoded.version, decoded.data) == fast
+
+
+@settings(max_examples=600, deadline=None)
+@given(_VALUES, _DAMAGE)
+def test_a_value_read_in_one_step_is_what_the_schema_reader_reads(raw: bytes, damage: object) -> None:
+    from kfs.internal_topics import offsets_fast
+    raw = damage(raw)  # type: ignore[operator]
+    fast = offsets_fast.offset_commit_value(raw)
+    if fast is None:
+        return
+    assert (fast[0], list(fast[1].items())) == _generic_value(raw)
+
+
+@pytest.mark.parametrize("raw", [
+    i16(1) + string("g") + string("t") + i32(0) + b"\x00",   # a byte left over: the generic reader's call
+    i16(1) + string("g") + i16(-1) + i32(0),                 # a null topic: not nullable, an error
+    i16(2) + i16(-1),                                        # a null group
+    i16(1) + string("g") + string("t"),                      # no partition
+    i16(4) + string("g"),                                    # another record type
+])
+def test_a_key_out_of_the_common_shape_is_left_to_the_schema_reader(raw: bytes) -> None:
+    from kfs.internal_topics import offsets_fast
+    assert offsets_fast.offsets_key(raw) is None

@@ -23,6 +23,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from kfs.internal_topics.offsets_fast import offset_commit_value, offsets_key
 from kfs.internal_topics.reader import DecodeError, read_message, uvarint
 from kfs.internal_topics.schema import Message
 from kfs.internal_topics.schemas.consumer_protocol import CONSUMER_PROTOCOL
@@ -119,6 +120,10 @@ def decode_key(topic: str, key: bytes | None) -> Decoded | None:
         return None
     if topic not in (CONSUMER_OFFSETS, TRANSACTION_STATE):
         raise KeyError(topic)
+    if topic == CONSUMER_OFFSETS and key is not None:
+        fast = offsets_key(key)
+        if fast is not None:
+            return Decoded(*fast)
     record_type, (schema, _) = _coordinator_types(topic, key)
     assert key is not None
     data, _end = read_message(schema, key, record_type, 2)
@@ -132,9 +137,13 @@ def decode_value(topic: str, key: bytes | None, value: bytes | None) -> Decoded 
         return decode_metadata(value)
     if topic not in (CONSUMER_OFFSETS, TRANSACTION_STATE):
         raise KeyError(topic)
-    _, (_, schema) = _coordinator_types(topic, key)
+    record_type, (_, schema) = _coordinator_types(topic, key)
     if value is None:
         return None
+    if record_type <= 1 and topic == CONSUMER_OFFSETS:  # an offset commit
+        fast = offset_commit_value(value)
+        if fast is not None:
+            return Decoded(schema.name, *fast)
     version = _version(value, "value")
     _check_version(schema, version, strict=topic == TRANSACTION_STATE)
     data, _end = read_message(schema, value, version, 2)
