@@ -390,6 +390,33 @@ def run_payloads_input(logdir: Path, written: list[tuple[bytes | None, bytes | N
         header = dict(headers)
         for part, payload, name in (("value", value, "__value_schema_id"), ("key", key, "__key_schema_id")):
             _check_part(s.registry, obj, part, payload, header.get(name), offset)
+    _check_kcat(plog, s.registry, [json.loads(line) for line in lines])
+
+
+def _check_kcat(plog: Any, registry: Registry, decoded: list[dict[str, Any]]) -> None:
+    """`kfs cat -J -s avro` (kfs.registry.kcat) over the same records: each payload and key the line's
+    decoded Avro value with its id, or null and a `*_error` where the line has none for an Avro one."""
+    from kfs.registry.kcat import AvroDecoder, AvroKcatJson
+
+    fmt = AvroKcatJson(TOPIC, 0, -1, AvroDecoder(registry, TOPIC, 0, warn=lambda text: None), True, True)
+    try:
+        out = b"".join(fmt.pieces([r for records in plog.record_lists() for r in records]))
+    except Exception as e:
+        raise Failure("exception", f"kcat -J -s avro: a traceback: {type(e).__name__}: {e}") from e
+    kcat_lines = [json.loads(line) for line in out.decode("utf-8", "surrogateescape").splitlines()]
+    if len(kcat_lines) != len(decoded):
+        raise Failure("wrong-answer", f"kcat -J -s avro: {len(kcat_lines)} lines for {len(decoded)} records")
+    for got, line in zip(kcat_lines, decoded, strict=True):
+        for part, name in (("value", "payload"), ("key", "key")):
+            schema = line.get(f"{part}_schema")
+            if isinstance(schema, dict) and schema.get("type") == "AVRO":
+                if got.get(name) != line[part] or got.get(f"{part}_schema_id") != schema["id"]:
+                    raise Failure("wrong-answer", f"offset {line['offset']}: kcat -J -s avro's {name} "
+                                                  f"{json.dumps(got.get(name))[:200]} is not the line's "
+                                                  f"{json.dumps(line[part])[:200]}")
+            elif got.get(name) is not None and f"{part}_schema_id" in got:
+                raise Failure("wrong-answer", f"offset {line['offset']}: kcat -J -s avro decoded a {part} the "
+                                              "line does not show as Avro")
 
 
 def _check_part(registry: Registry, obj: dict[str, Any], part: str, payload: bytes | None, header: bytes | None,
