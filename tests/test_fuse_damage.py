@@ -128,7 +128,7 @@ def test_a_raw_reader_whose_file_lost_a_segment_gets_eio_never_a_short_file(tmp_
     and the reads it cannot serve fail: every byte it gets is the file's as it was, then EIO or its end."""
     from builders import write_numbered_segment
 
-    from kfs.storage.partition import REFRESH_INTERVAL
+    from kfs.storage.local_log import REFRESH_INTERVAL
 
     logdir = tmp_path / "logdir"
     partition = logdir / "live-0"

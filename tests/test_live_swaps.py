@@ -18,7 +18,7 @@ from conftest import kfs_command
 
 from kfs.fuse.tree import KfsTree
 from kfs.storage import LogDirs, VanishedError
-from kfs.storage.partition import REFRESH_INTERVAL
+from kfs.storage.local_log import REFRESH_INTERVAL
 
 
 def _partition(tmp_path: Path) -> Path:
@@ -69,11 +69,11 @@ def test_a_map_counted_in_the_old_file_is_never_kept_for_the_cleaned_one(tmp_pat
     """The size cache keyed a segment's map by what is at its path now: a run counted in the file
     the cleaner just replaced was kept as the cleaned file's, and the next view of it had the old
     file's positions: reads cut lines and skipped records (found by the live-writer soak)."""
-    from kfs.storage import partition as partition_module
+    from kfs.storage import local_log as local_log_module
     from kfs.views.decoded import DecodedLog
     from kfs.views.size_cache import SizeCache
 
-    monkeypatch.setattr(partition_module, "REFRESH_INTERVAL", 1e9)  # this reader has not seen the swap yet
+    monkeypatch.setattr(local_log_module, "REFRESH_INTERVAL", 1e9)  # this reader has not seen the swap yet
     partition = _partition(tmp_path)
     cache = SizeCache(str(tmp_path / "cache"))
     plog = LogDirs([str(tmp_path / "logdir")]).partition("live-0")
@@ -85,7 +85,7 @@ def test_a_map_counted_in_the_old_file_is_never_kept_for_the_cleaned_one(tmp_pat
     log.map_run(run, 100)
     assert cache.flush(10)
 
-    monkeypatch.setattr(partition_module, "REFRESH_INTERVAL", 0.5)
+    monkeypatch.setattr(local_log_module, "REFRESH_INTERVAL", 0.5)
     fresh = LogDirs([str(tmp_path / "logdir")]).partition("live-0")
     expected = DecodedLog(fresh).view(0).cursor().read(0, 1 << 22)  # no cache: counted afresh
     view = DecodedLog(fresh, cache=cache).view(0)
@@ -144,12 +144,12 @@ def test_a_name_never_vanishes_when_a_segment_is_deleted_between_listing_and_use
     """Retention deleted the first segment after the partition was listed and before the listed
     file was used: `stat messages.jsonl` was ENOENT (found by the live-writer soak: a new `tail -f`
     could not open it). Now the answer is taken again from a fresh listing."""
-    from kfs.storage import partition as partition_module
+    from kfs.storage import local_log as local_log_module
 
     partition = _partition(tmp_path)
     tree = KfsTree(LogDirs([str(tmp_path / "logdir")]))
     tree.getattr(name)  # listed
-    monkeypatch.setattr(partition_module, "REFRESH_INTERVAL", 1e9)  # not listed again by itself
+    monkeypatch.setattr(local_log_module, "REFRESH_INTERVAL", 1e9)  # not listed again by itself
     for path in partition.glob(f"{0:020d}.*"):
         path.unlink()
     assert tree.getattr(name).size > 0
@@ -161,9 +161,9 @@ def test_a_lookup_is_not_reused_once_its_segment_is_deleted_or_replaced(tmp_path
     """The kernel asks for a name several times per use, so lookups are reused for a second; one
     made before retention deleted its segment, or the cleaner replaced it, pointed into no file:
     `offset/earliest` was ENOENT and `time/<T>` EIO until the second was over (found by the soak)."""
-    from kfs.storage import partition as partition_module
+    from kfs.storage import local_log as local_log_module
 
-    monkeypatch.setattr(partition_module, "REFRESH_INTERVAL", 0.0)
+    monkeypatch.setattr(local_log_module, "REFRESH_INTERVAL", 0.0)
     partition = _partition(tmp_path)
     tree = KfsTree(LogDirs([str(tmp_path / "logdir")]))
     names = ["/live-0/offset/earliest", f"/live-0/time/{1_700_000_000_150}", "/live-0/offset/150"]
@@ -183,12 +183,12 @@ def test_a_record_in_a_segment_rolled_in_since_the_last_listing_is_found(tmp_pat
     """The partition is listed again every REFRESH_INTERVAL; a lookup past the log end as last
     listed answered ENOENT for records a new segment already held (found by the soak:
     `offset/<N>.value` ENOENT, "but the record is there")."""
-    from kfs.storage import partition as partition_module
+    from kfs.storage import local_log as local_log_module
 
     partition = _partition(tmp_path)
     tree = KfsTree(LogDirs([str(tmp_path / "logdir")]))
     tree.getattr("/live-0/offset/250.value")  # listed
-    monkeypatch.setattr(partition_module, "REFRESH_INTERVAL", 1e9)  # not listed again by itself
+    monkeypatch.setattr(local_log_module, "REFRESH_INTERVAL", 1e9)  # not listed again by itself
     write_numbered_segment(partition, 300, list(range(300, 400)))
     handle = tree.open("/live-0/offset/350.value")
     assert handle.read(100, 0) == b"value-350"
@@ -198,12 +198,12 @@ def test_a_time_in_a_segment_rolled_in_since_the_last_listing_is_found(tmp_path:
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The same for `time/<T>`: a time the broker has written a record at is never ENOENT (found by
     the soak: `time/1700000009479: No such file or directory` at the log's newest time)."""
-    from kfs.storage import partition as partition_module
+    from kfs.storage import local_log as local_log_module
 
     partition = _partition(tmp_path)
     tree = KfsTree(LogDirs([str(tmp_path / "logdir")]))
     tree.getattr("/live-0/time/1700000000250.value")  # listed
-    monkeypatch.setattr(partition_module, "REFRESH_INTERVAL", 1e9)  # not listed again by itself
+    monkeypatch.setattr(local_log_module, "REFRESH_INTERVAL", 1e9)  # not listed again by itself
     write_numbered_segment(partition, 300, list(range(300, 400)))  # record o's timestamp is 1700000000000 + o
     handle = tree.open("/live-0/time/1700000000350.value")
     assert handle.read(100, 0) == b"value-350"

@@ -1,47 +1,36 @@
-"""A partition's log: its segments, log start and end, and where an offset or a time is (the
-batches and records from there: kfs.storage.partition_reads).
+"""A partition's log as its readers see it: Kafka's `UnifiedLog` over its `LocalLog`.
 
-The read path is the broker's. An offset: floor segment (`LogSegments.floorSegment`), its offset
-index, a short header scan (`LogSegment.translateOffset`), moving to the next segment when a
-segment holds nothing at or after the target (`UnifiedLog.read`). A time: the first segment whose
-largest timestamp is >= T, then `LogSegment.findOffsetByTimestamp` (`UnifiedLog.fetchOffsetByTimestamp`).
+`PartitionLog` is the one object every front end holds for a partition. It owns two parts, each with
+one job: a `LocalLog` (kfs.storage.local_log: the segments as listed, the log's start and end, what
+is remembered of closed segments) and a `PartitionReader` (kfs.storage.partition_reads: batches and
+records from a place to the log end). On them it finds places, as the broker does. An offset: the
+floor segment (`LogSegments.floorSegment`), its offset index, a short header scan
+(`LogSegment.translateOffset`), moving to the next segment when a segment holds nothing at or after
+the target (`LocalLog.read`). A time: the first segment whose largest timestamp is >= T, then
+`LogSegment.findOffsetByTimestamp` (`UnifiedLog.fetchOffsetByTimestamp`).
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from kfs.record import BatchHeader, Record
 from kfs.record.speedups import v2_record_at as _v2_record_at
 from kfs.storage.checkpoints import CheckpointReader
-from kfs.storage.damage import SegmentDamage, closed_segment_damage, refused_segment_damage
-from kfs.storage.errors import (
-    CorruptLogError,
-    NoRecordAtOffset,
-    OffsetOutOfRange,
-    TimestampNotFound,
-    UnknownPartition,
-)
-from kfs.storage.location import Location
+from kfs.storage.damage import SegmentDamage
+from kfs.storage.errors import CorruptLogError, NoRecordAtOffset, TimestampNotFound
+from kfs.storage.local_log import LocalLog, batch_location
+from kfs.storage.location import Extent, Location
 from kfs.storage.log_file import one_lookup
-from kfs.storage.partition_reads import PartitionReads
+from kfs.storage.partition_reads import PartitionReader, RunTaker, SelectedTaker
 from kfs.storage.record_stream import record_lists_from
 from kfs.storage.segment import LogSegment
-from kfs.storage.segments import LogSegments
 from kfs.storage.specs import iso_ms, parse_time_spec, resolve_offset_spec
-from kfs.storage.transactions import AbortedIndex, collect_aborted
-
-log = logging.getLogger("kfs")
-
-REFRESH_INTERVAL = 0.5  # seconds between directory listings of a partition
+from kfs.storage.transactions import AbortedIndex
 
 
-class PartitionLog(PartitionReads):
-    """One `<topic>-<partition>` directory. Cheap to create: nothing is opened until asked. Its
-    batches and records from a located place: `PartitionReads` (kfs.storage.partition_reads)."""
+class PartitionLog:
+    """One `<topic>-<partition>` directory. Cheap to create: nothing is opened until asked."""
 
     def __init__(self, path: str, topic: str, partition: int, checkpoints: CheckpointReader,
                  never_compacted: Callable[[str], bool] | None = None) -> None:
@@ -52,77 +41,98 @@ class PartitionLog(PartitionReads):
         self.topic = topic
         self.partition = partition
         self.name = f"{topic}-{partition}"
-        self._checkpoints = checkpoints
-        self._never_compacted = never_compacted
-        self._segments = LogSegments(path)
-        self._refreshed_at = float("-inf")
-        self._lock = threading.Lock()
-        self._largest_ts_cache: dict[int, tuple[tuple[int, ...], int]] = {}
-        self._damage_cache: dict[int, tuple[tuple, SegmentDamage | None]] = {}
-        self._aborted_cache: tuple[tuple, AbortedIndex] | None = None
+        self._log = LocalLog(path, self.name, topic, partition, checkpoints, never_compacted)
+        self._reader = PartitionReader(self._log)
 
-    # ---- segments -------------------------------------------------------------------------------
+    # ---- segments, log start and end (LocalLog) -------------------------------------------------
 
     def refresh(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._refreshed_at < REFRESH_INTERVAL:
-            return
-        with self._lock:
-            try:
-                self._segments.refresh()
-            except FileNotFoundError:
-                raise UnknownPartition(f"partition {self.name} no longer exists at {self.path}") from None
-            self._refreshed_at = now
-            # What was remembered of segments deleted since: kept, it grew with every retention.
-            bases = {segment.base_offset for segment in self._segments.all()}
-            for cache in (self._largest_ts_cache, self._damage_cache):
-                for base in [b for b in cache if b not in bases]:
-                    cache.pop(base, None)
+        """List the directory again (segments rolling in, deleted, replaced), at most every REFRESH_INTERVAL."""
+        self._log.refresh(force)
 
     def segments(self) -> list[LogSegment]:
-        self.refresh()
-        return self._segments.all()
+        return self._log.segments()
 
     def floor_segment(self, offset: int) -> LogSegment | None:
-        self.refresh()
-        return self._segments.floor(offset)
+        return self._log.floor_segment(offset)
+
+    def higher_segment(self, base_offset: int) -> LogSegment | None:
+        return self._log.listed.higher(base_offset)
+
+    def is_active(self, segment: LogSegment) -> bool:
+        return self._log.is_active(segment)
 
     def listing(self) -> int:
         """A number that changes whenever a segment is added, deleted or replaced: what is known of
         the old listing (a lookup's position in a file) is not of this one."""
-        self.refresh()
-        return self._segments.generation
+        return self._log.listing()
 
     def listing_seen(self) -> int:
         """`listing` as last refreshed (no directory scan): enough to notice that it changed."""
-        return self._segments.generation
-
-    def higher_segment(self, base_offset: int) -> LogSegment | None:
-        return self._segments.higher(base_offset)
-
-    def is_active(self, segment: LogSegment) -> bool:
-        return self._segments.is_last(segment)
+        return self._log.listed.generation
 
     def close(self) -> None:
-        self._segments.close()
-
-    # ---- log start and end ----------------------------------------------------------------------
+        self._log.close()
 
     def log_start_offset(self) -> int:
         """max(first segment's base offset, the log dir's log-start-offset-checkpoint entry)."""
-        first = self._first_segment()
-        base = first.base_offset if first else 0
-        checkpointed = self._checkpoints.log_start_offset(self.topic, self.partition)
-        return max(base, checkpointed) if checkpointed is not None else base
+        return self._log.log_start_offset()
 
     def log_end_offset(self) -> int:
-        self.refresh()
-        last = self._segments.last()
-        return last.next_offset() if last else 0
+        return self._log.log_end_offset()
 
-    def _first_segment(self) -> LogSegment | None:
-        self.refresh()
-        return self._segments.first()
+    def damage(self, segment: LogSegment) -> SegmentDamage | None:
+        """What is wrong with a segment, if anything (LocalLog.damage; kfs.storage.damage's rules)."""
+        return self._log.damage(segment)
+
+    def raise_if_damaged(self, segment: LogSegment) -> None:
+        """CorruptLogError at the end of a damaged closed segment's complete batches."""
+        self._log.raise_if_damaged(segment)
+
+    def largest_timestamp(self, segment: LogSegment) -> int:
+        """A segment's largest timestamp, remembered for closed segments (LocalLog.largest_timestamp)."""
+        return self._log.largest_timestamp(segment)
+
+    def aborted_transactions(self) -> AbortedIndex:
+        """Aborted transactions from the `.txnindex` files, or by following the markers where missing."""
+        return self._log.aborted_transactions()
+
+    # ---- batches and records from a place (PartitionReader) -------------------------------------
+
+    def batches_from(self, segment: LogSegment, position: int, take: RunTaker | None = None
+                     ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:
+        """Every complete batch from (segment, position) to the log end, across segments."""
+        return self._reader.batches_from(segment, position, take)
+
+    def segment_batches(self, segment: LogSegment, start_offset: int, take: RunTaker | None = None
+                        ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:
+        """The complete batches of one segment object from the one holding `start_offset`."""
+        return self._reader.segment_batches(segment, start_offset, take)
+
+    def raw_extents(self, location: Location) -> list[Extent]:
+        """The bytes of every complete batch from the located one to the log end, as file ranges."""
+        return self._reader.raw_extents(location)
+
+    def records(self, start_offset: int | None = None, *, isolation: str = "read_uncommitted",
+                control: str = "hide", end_offset: int | None = None, on_corrupt: str = "fail") -> Iterator[Record]:
+        """Records from `start_offset` (the log start by default; gaps resolve forward) to the log end."""
+        return self._reader.records(start_offset, isolation=isolation, control=control, end_offset=end_offset,
+                                    on_corrupt=on_corrupt)
+
+    def record_lists(self, start_offset: int | None = None, *, isolation: str = "read_uncommitted",
+                     control: str = "hide", end_offset: int | None = None, on_corrupt: str = "fail",
+                     segment: LogSegment | None = None) -> Iterator[list[Record]]:
+        """`records()` a batch at a time (a non-empty list per batch)."""
+        return self._reader.record_lists(start_offset, isolation=isolation, control=control, end_offset=end_offset,
+                                         on_corrupt=on_corrupt, segment=segment)
+
+    def selected_batches(self, start_offset: int, *, isolation: str = "read_uncommitted", control: str = "hide",
+                         end_offset: int | None = None, segment: LogSegment | None = None,
+                         take: SelectedTaker | None = None
+                         ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview, int]]:
+        """The batches `record_lists` decodes, undecoded, each with the first offset it may yield."""
+        return self._reader.selected_batches(start_offset, isolation=isolation, control=control,
+                                             end_offset=end_offset, segment=segment, take=take)
 
     # ---- specs ----------------------------------------------------------------------------------
 
@@ -141,82 +151,16 @@ class PartitionLog(PartitionReads):
         Finding the record decodes the batch; callers that need only the batch (raw views, seek
         maps) pass with_record=False and get offset and timestamp None.
         """
-        start = self.log_start_offset()
-        segment = self._segments.floor(target) or self._segments.first()
-        in_active = segment is None or self._segments.higher(segment.base_offset) is None
-        if in_active and target >= self.log_end_offset() and target >= start:
-            # Past the log end as last listed: a segment may have rolled in since (the listing is
-            # renewed every REFRESH_INTERVAL): a record the broker has written is never ENOENT.
-            self.refresh(force=True)
-            segment = self._segments.floor(target) or self._segments.first()
-            in_active = segment is None or self._segments.higher(segment.base_offset) is None
-        if target < start or (in_active and target >= self.log_end_offset()):
-            # Below a later segment's base offset, a target is below the log end: only a lookup in
-            # the active segment needs the log end (and the live index's last entry it comes from).
-            raise OffsetOutOfRange(f"offset {target} is out of range for {self.name} "
-                                   f"(log start {start}, log end {self.log_end_offset()})")
-        while segment is not None:
-            found = segment.translate_offset(target)
-            if found is not None:
-                entry, header = found
-                record = self._first_record_from(segment, header, target) if with_record else None
-                return Location(segment.base_offset, entry, header.position, segment.base_offset_of(header),
-                                header.last_offset, record.offset if record else None,
-                                record.timestamp if record else None, segment.file_id)
-            self.raise_if_damaged(segment)  # the target is among the records a damaged segment lost
-            segment = self._segments.higher(segment.base_offset)
-        raise OffsetOutOfRange(f"offset {target} is out of range for {self.name}")
+        segment, entry, header = self._log.find_batch(target)
+        record = self._first_record_from(segment, header, target) if with_record else None
+        return batch_location(segment, entry, header, record.offset if record else None,
+                              record.timestamp if record else None)
 
     def _first_record_from(self, segment: LogSegment, header: BatchHeader, target: int) -> Record | None:
         for _, _, records in record_lists_from(self.batches_from(segment, header.position), target, None,
                                                control=False, aborted=None):
             return records[0]
         return None
-
-    def damage(self, segment: LogSegment) -> SegmentDamage | None:
-        """What is wrong with a segment (kfs.storage.damage's rules): a `.log` that is not a regular
-        file, for any segment; else, for a closed one, its batches against its file's end and the
-        next segment. None for a healthy one, and for the active segment's half-written tail, which
-        is normal. Remembered per segment file, size, next segment and cleaner checkpoint: closed
-        segments do not change."""
-        refused = refused_segment_damage(segment)
-        if refused is not None:
-            return refused
-        following = self._segments.higher(segment.base_offset)
-        if following is None:
-            return None
-        cleaned_up_to = self._checkpoints.cleaned_up_to(self.topic, self.partition)
-        if cleaned_up_to is None and self._never_compacted is not None \
-                and segment.next_offset() < following.base_offset and self._never_compacted(self.topic):
-            cleaned_up_to = 0  # no cleaner checkpoint, but the topic's configs say it was never compacted
-        key = (segment.inode, segment.file_size(), following.base_offset, cleaned_up_to)
-        cached = self._damage_cache.get(segment.base_offset)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        found = closed_segment_damage(segment, following, cleaned_up_to)
-        if found is not None:
-            log.info("%s", found.error())
-        self._damage_cache[segment.base_offset] = (key, found)
-        return found
-
-    def raise_if_damaged(self, segment: LogSegment) -> None:
-        """CorruptLogError at the end of a damaged closed segment's complete batches."""
-        found = self.damage(segment)
-        if found is not None:
-            raise found.error()
-
-    def largest_timestamp(self, segment: LogSegment) -> int:
-        """A segment's largest timestamp, remembered for closed segments (they no longer change), as
-        Kafka keeps it in memory: keyed by the `.log`'s identity (device, inode, size, mtime, ctime),
-        so a file the cleaner replaced, or one changed in place, is read again."""
-        identity = tuple(segment.file_identity())
-        cached = self._largest_ts_cache.get(segment.base_offset)
-        if cached is not None and cached[0] == identity:
-            return cached[1]
-        value = segment.largest_timestamp()
-        if not self.is_active(segment):
-            self._largest_ts_cache[segment.base_offset] = (identity, value)
-        return value
 
     def locate_time(self, target_ms: int) -> Location:
         """Kafka's ListOffsets: first segment whose largest timestamp >= T, then its indexes and a scan."""
@@ -239,8 +183,7 @@ class PartitionLog(PartitionReads):
                 if found is None:
                     return None
                 entry, record, header = found
-                return Location(segment.base_offset, entry, header.position, segment.base_offset_of(header),
-                                header.last_offset, record.offset, record.timestamp, segment.file_id)
+                return batch_location(segment, entry, header, record.offset, record.timestamp)
             # Passed over: unless it is damaged (a `.log` that is not a regular file, records lost), in
             # which case the first record at or after T may be among those it lost, as locate_offset says.
             self.raise_if_damaged(segment)
@@ -294,7 +237,7 @@ class PartitionLog(PartitionReads):
             if record is not None:
                 return record
         location = self.locate_offset(offset, with_record=False)
-        segment = self._segments.floor(location.segment_base_offset)
+        segment = self._log.listed.floor(location.segment_base_offset)
         assert segment is not None
         aborted = self.aborted_transactions() if isolation == "read_committed" else None
         for _, _, records in record_lists_from(self.batches_from(segment, location.position), offset, offset + 1,
@@ -310,7 +253,7 @@ class PartitionLog(PartitionReads):
         makes (below the next segment's base offset, or below the log end); None otherwise, for
         the general path. A compacted-away offset is NoRecordAtOffset, as there: offsets only grow
         from batch to batch, so no later batch holds it."""
-        segment = self._segments.floor(offset)
+        segment = self._log.listed.floor(offset)
         if segment is None or offset < self.log_start_offset():
             return None
         found = segment.indexed_batch(offset)
@@ -319,7 +262,7 @@ class PartitionLog(PartitionReads):
         header, body = found
         if header.is_control or header.base_offset < 0 or header.magic < 2:
             return None
-        following = self._segments.higher(segment.base_offset)
+        following = self._log.listed.higher(segment.base_offset)
         if header.last_offset >= (following.base_offset if following is not None else segment.next_offset()):
             return None
         if _v2_record_at is not None and segment.base_offset <= offset < 2**63:
@@ -333,24 +276,6 @@ class PartitionLog(PartitionReads):
             if record.offset == offset:
                 return record
         raise NoRecordAtOffset(f"{self.name} has no record at offset {offset}")
-
-    # ---- transactions ---------------------------------------------------------------------------
-
-    def aborted_transactions(self) -> AbortedIndex:
-        """Aborted transactions from the `.txnindex` files, or by following the markers where missing.
-
-        Remembered until a segment is added, removed or grows (the key is every segment's size, and the
-        active one's next offset: a preallocated log grows in place).
-        """
-        segments = self.segments()
-        active_end = segments[-1].next_offset() if segments else None
-        key = (tuple((s.base_offset, s.file_size()) for s in segments), active_end)
-        cached = self._aborted_cache
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        index = collect_aborted(segments)
-        self._aborted_cache = (key, index)
-        return index
 
     # ---- summary --------------------------------------------------------------------------------
 

@@ -1,9 +1,11 @@
-"""A partition's batches and records from a place in its log: the read half of `PartitionLog`.
+"""A partition's batches and records from a place in its log (Kafka's `LocalLog.read`, and the
+records a fetch returns from there).
 
 Each batch is checked to be where its offsets say (below the next segment's base offset, or below
 the log end in the active segment) before anything is decoded, and a damaged closed segment ends
 with its error where its complete batches end (`kfs.storage.damage`). `PartitionLog` finds the
-place (`kfs.storage.partition`: Kafka's fetch and ListOffsets); this walks from it.
+place (`kfs.storage.partition`: Kafka's fetch and ListOffsets) and owns a `PartitionReader` over
+its `LocalLog` (kfs.storage.local_log); this walks from the place.
 """
 
 from __future__ import annotations
@@ -11,45 +13,29 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TypeAlias
 
 from kfs.record import BatchHeader, PlainRun, Record
 from kfs.storage.errors import OffsetOutOfRange, VanishedError
+from kfs.storage.local_log import LocalLog
 from kfs.storage.location import Extent, Location
 from kfs.storage.record_stream import record_lists_from, record_lists_skipping_corrupt, selected_batches
 from kfs.storage.segment import LogSegment
-
-if TYPE_CHECKING:
-    from kfs.storage.checkpoints import CheckpointReader
-    from kfs.storage.damage import SegmentDamage
-    from kfs.storage.segments import LogSegments
-    from kfs.storage.transactions import AbortedIndex
 
 log = logging.getLogger("kfs")
 
 # (segment, window, its file position, the last offset before it, the offset every batch stays below)
 RunTaker: TypeAlias = Callable[[LogSegment, memoryview, int, "int | None", int], "PlainRun | None"]
-# The same with the first offset the reader sees first (PartitionLog.selected_batches).
+# The same with the first offset the reader sees first (PartitionReader.selected_batches).
 SelectedTaker: TypeAlias = Callable[[int, LogSegment, memoryview, int, "int | None", int], "PlainRun | None"]
 
 
-class PartitionReads:
-    """Batches and records of one partition from a located place to the log end (a mixin of
-    `PartitionLog`, whose segments, checkpoints and lookups it uses)."""
+class PartitionReader:
+    """Batches and records of one partition from a located place to the log end, over its
+    `LocalLog` (the segments as listed, their damage, the log's start and end)."""
 
-    if TYPE_CHECKING:
-        name: str
-        _segments: LogSegments
-        _checkpoints: CheckpointReader
-
-        def refresh(self, force: bool = False) -> None: ...
-        def segments(self) -> list[LogSegment]: ...
-        def log_start_offset(self) -> int: ...
-        def log_end_offset(self) -> int: ...
-        def locate_offset(self, target: int, with_record: bool = True) -> Location: ...
-        def damage(self, segment: LogSegment) -> SegmentDamage | None: ...
-        def raise_if_damaged(self, segment: LogSegment) -> None: ...
-        def aborted_transactions(self) -> AbortedIndex: ...
+    def __init__(self, local: LocalLog) -> None:
+        self._log = local
 
     def batches_from(self, segment: LogSegment, position: int, take: RunTaker | None = None
                      ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:
@@ -64,12 +50,12 @@ class PartitionReads:
                 for found in self._placed_batches(reading, start, take):
                     resume = found[1].last_offset + 1
                     yield found
-                self.refresh()
-                self.raise_if_damaged(reading)
-                current = self._segments.higher(reading.base_offset)
+                self._log.refresh()
+                self._log.raise_if_damaged(reading)
+                current = self._log.listed.higher(reading.base_offset)
                 start = 0
             except VanishedError:
-                self.refresh(force=True)
+                self._log.refresh(force=True)
                 if not reading.retired or resume is None:
                     raise
                 # The cleaner replaced the segment under the read (a cleaned copy, or a merge of it with
@@ -85,18 +71,18 @@ class PartitionReads:
     def _resume_at(self, offset: int) -> tuple[LogSegment, int] | None:
         """The segment and position a read goes on at from `offset`, in the listing as it is now; None at
         the log end. VanishedError when `offset` is below the log start now (retention deleted it)."""
-        if offset < self.log_start_offset():
-            raise VanishedError(f"{self.name}: the records from offset {offset} were deleted while reading "
-                                f"(the log now starts at offset {self.log_start_offset()})")
+        if offset < self._log.log_start_offset():
+            raise VanishedError(f"{self._log.name}: the records from offset {offset} were deleted while reading "
+                                f"(the log now starts at offset {self._log.log_start_offset()})")
         try:
-            location = self.locate_offset(offset, with_record=False)
+            location = self._log.locate_batch(offset)
         except OffsetOutOfRange:
-            if offset >= self.log_end_offset():
+            if offset >= self._log.log_end_offset():
                 return None
             raise
-        segment = self._segments.floor(location.segment_base_offset)
+        segment = self._log.listed.floor(location.segment_base_offset)
         if segment is None or segment.file_id != location.file_id:
-            raise VanishedError(f"{self.name}: its segments changed again while reading")
+            raise VanishedError(f"{self._log.name}: its segments changed again while reading")
         return segment, location.position
 
     def segment_batches(self, segment: LogSegment, start_offset: int, take: RunTaker | None = None
@@ -114,14 +100,14 @@ class PartitionReads:
             found = segment.translate_offset(start_offset)
             if found is not None:
                 yield from self._placed_batches(segment, found[1].position, take)
-        self.raise_if_damaged(segment)
+        self._log.raise_if_damaged(segment)
 
     def _check_log_end(self, log_end: int) -> None:
         """A read from the log end has no record to show, but the active segment may hold damage there
         (a batch that is not a half-written tail): CorruptLogError, as a decoded view's run meets it."""
-        last = self._segments.last()
+        last = self._log.listed.last()
         if last is not None:
-            self.raise_if_damaged(last)  # (the active segment's: its `.log` is not a regular file)
+            self._log.raise_if_damaged(last)  # (the active segment's: its `.log` is not a regular file)
             last.translate_offset(log_end)
 
     def _placed_batches(self, segment: LogSegment, position: int, take: RunTaker | None = None
@@ -132,7 +118,7 @@ class PartitionReads:
         never records at two places, or past the end where no reader looks. `take` (segment, window,
         position, last offset before, the offset every batch must stay below): several plain batches
         at once, as a PlainRun (kfs.views.plain_runs)."""
-        following = self._segments.higher(segment.base_offset)
+        following = self._log.listed.higher(segment.base_offset)
         log_end = segment.next_offset() if following is None else None
         offered = None
         if take is not None:
@@ -154,9 +140,9 @@ class PartitionReads:
     def raw_extents(self, location: Location) -> list[Extent]:
         """The bytes of every complete batch from the located one to the log end, as file ranges; a damaged
         closed segment adds an extent marked `damage` where its complete batches end."""
-        self.refresh()
+        self._log.refresh()
         extents = []
-        segment = self._segments.floor(location.segment_base_offset)
+        segment = self._log.listed.floor(location.segment_base_offset)
         start = location.position
         if segment is not None and location.file_id is not None:
             segment.valid_size()  # opened: its file_id is known
@@ -167,11 +153,11 @@ class PartitionReads:
             end = segment.valid_size()
             if end > start:
                 extents.append(Extent(segment.log_path, start, end, segment.base_offset, segment.file_id))
-            damage = self.damage(segment)
+            damage = self._log.damage(segment)
             if damage is not None:
                 extents.append(Extent(segment.log_path, end, segment.file_size(), segment.base_offset,
                                       segment.file_id, damage=damage.reason, error=damage.error()))
-            segment = self._segments.higher(segment.base_offset)
+            segment = self._log.listed.higher(segment.base_offset)
             start = 0
         return extents
 
@@ -196,9 +182,9 @@ class PartitionReads:
 
         `segment`: only that segment object's batches (`segment_batches`)."""
         if start_offset is None:
-            start_offset = self.log_start_offset()
-        aborted = self.aborted_transactions() if isolation == "read_committed" else None
-        first = max(start_offset, self.log_start_offset())
+            start_offset = self._log.log_start_offset()
+        aborted = self._log.aborted_transactions() if isolation == "read_committed" else None
+        first = max(start_offset, self._log.log_start_offset())
         if segment is not None:
             batches = self.segment_batches(segment, start_offset)
         else:
@@ -207,8 +193,9 @@ class PartitionReads:
                 return
             floor, position = start
             if on_corrupt == "skip":
-                yield from record_lists_skipping_corrupt(self, floor, position, first, end_offset,
-                                                         control=control == "show", aborted=aborted)
+                yield from record_lists_skipping_corrupt(self.batches_from, self._log.segments, floor, position,
+                                                         first, end_offset, control=control == "show",
+                                                         aborted=aborted)
                 return
             batches = self.batches_from(floor, position)
         for _, _, records in record_lists_from(batches, first, end_offset, control=control == "show",
@@ -223,22 +210,22 @@ class PartitionReads:
         meets it, not OffsetOutOfRange. Without damage, a read from such a log start reads nothing
         (with a warning), as `messages.jsonl` is empty then."""
         try:
-            location = self.locate_offset(start_offset, with_record=False)
+            location = self._log.locate_batch(start_offset)
         except OffsetOutOfRange:
-            log_end = self.log_end_offset()
+            log_end = self._log.log_end_offset()
             if start_offset >= log_end:
                 self._check_log_end(log_end)
                 if start_offset == log_end:
                     return None
-                if start_offset == self.log_start_offset():
+                if start_offset == self._log.log_start_offset():
                     # The log start checkpointed past a log end the segments give with no damage (the
                     # active segment ends in a batch being written): nothing from the log start, as
                     # the decoded view shows it, and said.
                     log.warning("%s: the log start offset %d (%s) is past the log end offset %d: "
-                                "no records to read", self.name, start_offset, self._checkpoints.path, log_end)
+                                "no records to read", self._log.name, start_offset, self._log.checkpoints.path, log_end)
                     return None
             raise
-        floor = self._segments.floor(location.segment_base_offset)
+        floor = self._log.listed.floor(location.segment_base_offset)
         assert floor is not None
         return floor, location.position
 
@@ -251,7 +238,7 @@ class PartitionReads:
         ends that measure records rather than read them. `segment`: as in `record_lists`. `take`:
         offered each window with the first offset too; what it takes comes as one PlainRun (its
         body None): kfs.views.plain_runs."""
-        first = max(start_offset, self.log_start_offset())
+        first = max(start_offset, self._log.log_start_offset())
         run_taker = None if take is None else partial(take, first)
         if segment is not None:
             batches = self.segment_batches(segment, start_offset, run_taker)
@@ -260,7 +247,7 @@ class PartitionReads:
             if start is None:
                 return
             batches = self.batches_from(*start, run_taker)
-        aborted = self.aborted_transactions() if isolation == "read_committed" else None
+        aborted = self._log.aborted_transactions() if isolation == "read_committed" else None
         for found, header, body in selected_batches(batches, first, end_offset, control=control == "show",
                                                     aborted=aborted):
             yield found, header, body, first

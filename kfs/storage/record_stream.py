@@ -7,16 +7,12 @@ and what a corrupt batch becomes (an error, or with on_corrupt="skip" a `Corrupt
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
 
 from kfs.record import BatchHeader, Record, crc_is_valid
 from kfs.storage.errors import CorruptLogError
 from kfs.storage.segment import LogSegment
 from kfs.storage.transactions import AbortedIndex, marker_kinds
-
-if TYPE_CHECKING:
-    from kfs.storage.partition_reads import PartitionReads
 
 log = logging.getLogger("kfs")
 
@@ -160,17 +156,19 @@ def _first_offset_of(header: BatchHeader, first_offset: int) -> int:
     return max(first_offset, header.base_offset if header.base_offset >= 0 else header.last_offset)
 
 
-def record_lists_skipping_corrupt(plog: PartitionReads, segment: LogSegment, position: int, first_offset: int,
-                                  end_offset: int | None, *, control: bool, aborted: AbortedIndex | None
-                                  ) -> Iterator[list[Record]]:
+def record_lists_skipping_corrupt(batches_from: Callable[[LogSegment, int], Batches],
+                                  segments: Callable[[], list[LogSegment]], segment: LogSegment, position: int,
+                                  first_offset: int, end_offset: int | None, *, control: bool,
+                                  aborted: AbortedIndex | None) -> Iterator[list[Record]]:
     """`record_lists_from`, going on after each corrupt batch: past it when its header reads (a
     bad CRC or record), else at the next offset index entry after it (index entries are batch
-    starts), else at the next segment: a bad length field leaves no other way to the next batch."""
+    starts), else at the next segment: a bad length field leaves no other way to the next batch.
+    `batches_from` and `segments`: the partition's (kfs.storage.partition_reads, local_log)."""
     current: LogSegment | None = segment
     last_offset = first_offset - 1
     while current is not None:
         try:
-            for _, _, records in record_lists_from(plog.batches_from(current, position), first_offset, end_offset,
+            for _, _, records in record_lists_from(batches_from(current, position), first_offset, end_offset,
                                                    control=control, aborted=aborted, skip_bad_batches=True):
                 if records:
                     last_offset = max(last_offset, records[-1].offset)
@@ -179,7 +177,7 @@ def record_lists_skipping_corrupt(plog: PartitionReads, segment: LogSegment, pos
         except CorruptLogError as e:
             log.warning("%s; skipping it", e)
             yield [CorruptBatch(e, last_offset + 1)]
-            current, position = resync_after(plog.segments(), e)
+            current, position = resync_after(segments(), e)
 
 
 def resync_after(segments: list[LogSegment], error: CorruptLogError) -> tuple[LogSegment | None, int]:

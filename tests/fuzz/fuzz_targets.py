@@ -334,7 +334,7 @@ class Truth:
                 pos += size
         plog = open_partition(LOGDIRS / next(d.name for d in sorted(LOGDIRS.iterdir())
                                              if (d / partition).is_dir()), partition)
-        checkpointed = plog._checkpoints.log_start_offset(plog.topic, plog.partition)
+        checkpointed = plog._log.checkpoints.log_start_offset(plog.topic, plog.partition)
         first = self.segments[0] if self.segments else 0
         self.log_start = max(first, checkpointed) if checkpointed is not None else first
         last_segment = [b for b in self.batches if b.segment == self.segments[-1]]
