@@ -14,17 +14,24 @@ snapshot, `.checkpoint`) are not read: a policy set only there is not known.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import Protocol
 
+from kfs.record import Record
 from kfs.storage.errors import KfsError
-
-if TYPE_CHECKING:
-    from kfs.storage.partition import PartitionLog
 
 log = logging.getLogger("kfs")
 
 METADATA_PARTITION = "__cluster_metadata-0"
 _TOPIC, _BROKER = 2, 4  # ConfigResource.Type
+
+
+class MetadataLog(Protocol):
+    """What `read_policies` reads of the metadata partition (a `PartitionLog`)."""
+
+    def log_start_offset(self) -> int: ...
+    def log_end_offset(self) -> int: ...
+    def records(self, start_offset: int | None = None) -> Iterator[Record]: ...
 
 
 class TopicPolicies:
@@ -54,7 +61,7 @@ class TopicPolicies:
             self.default_ever_compact = True
 
 
-def read_policies(metadata: PartitionLog, known: TopicPolicies | None = None) -> TopicPolicies:
+def read_policies(metadata: MetadataLog, known: TopicPolicies | None = None) -> TopicPolicies:
     """The policies of every topic from the metadata log's records: `known`'s (read from the same
     segments) and those of the records appended since, or all of them. None known when the log cannot
     be read to its end (a compact policy may be among the records past its damage). A record that
