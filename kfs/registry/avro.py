@@ -39,8 +39,11 @@ MAX_DEPTH = 200
 # fastavro reads a varint of any length and keeps its low 64 bits: one of 11 bytes or more, or of 10 whose
 # last is over 1, would pass for another number. Nine bytes with the high bit set then a tenth over 1 is
 # where one may be; such a datum is walked first by _Skipper, which refuses it (Java's BinaryDecoder:
-# "Invalid long encoding").
+# "Invalid long encoding"). Nine high-bit bytes are looked for first (a translate and a find: ~0.3 us on
+# a 120-byte datum, the regex alone ~1 us); text that is not Latin has such runs too, and is walked.
 _LONG_RUN = re.compile(rb"[\x80-\xff]{9}[\x02-\xff]")
+_HIGH_BITS = bytes(1 if c >= 0x80 else 0 for c in range(256))
+_NINE_HIGH = b"\x01" * 9
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 
 
@@ -239,9 +242,10 @@ class AvroRenderer:
 
     def render(self, datum: bytes | memoryview) -> str:
         """The datum's JSON encoding; AvroDatumError when it does not decode or leaves bytes over."""
-        if self.checked_first or _LONG_RUN.search(datum) is not None:
-            _Skipper(bytes(datum), self._named).skip(self.schema)
-        stream = io.BytesIO(datum)
+        data = datum if type(datum) is bytes else bytes(datum)
+        if self.checked_first or (_NINE_HIGH in data.translate(_HIGH_BITS) and _LONG_RUN.search(data) is not None):
+            _Skipper(data, self._named).skip(self.schema)
+        stream = io.BytesIO(data)
         try:
             value = self._read(stream, self.schema, None, return_named_type=True)
         except EOFError:
