@@ -378,3 +378,18 @@ def test_a_value_read_in_one_step_is_what_the_schema_reader_reads(raw: bytes, da
 def test_a_key_out_of_the_common_shape_is_left_to_the_schema_reader(raw: bytes) -> None:
     from kfs.internal_topics import offsets_fast
     assert offsets_fast.offsets_key(raw) is None
+
+
+@settings(max_examples=600, deadline=None)
+@given(_VALUES, _DAMAGE)
+def test_a_commit_value_written_straight_from_its_bytes_is_the_decoded_values_json(raw: bytes,
+                                                                                  damage: object) -> None:
+    """messages.jsonl's value of an offset commit: the same text as decoding then encoding it, and
+    the generic path (with its decode_error) whenever the bytes are not plainly well formed."""
+    from kfs.internal_topics import offsets_fast
+    raw = damage(raw)  # type: ignore[operator]
+    text = offsets_fast.offset_commit_value_jsonl(raw)
+    if text is None:
+        assert offsets_fast.offset_commit_value(raw) is None
+        return
+    assert text == jsonl(decode_value("__consumer_offsets", commit_key(1), raw))

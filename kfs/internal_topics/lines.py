@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kfs.internal_topics.framing import (
     CLUSTER_METADATA,
+    CONSUMER_OFFSETS,
     decode_control,
     decode_control_key,
     decode_key,
@@ -24,6 +25,7 @@ from kfs.internal_topics.framing import (
     decode_value,
     internal_topic,
 )
+from kfs.internal_topics.offsets_fast import offset_commit_value_jsonl
 from kfs.internal_topics.reader import DecodeError
 from kfs.internal_topics.render import jsonl
 from kfs.storage import KfsError, PartitionLog
@@ -38,6 +40,7 @@ LineDecoder = Callable[[Any], "tuple[str | None, str | None, str | None, str | N
 # mount option decode=, `kfs cat --decode`: auto decodes the internal topics and registry-framed payloads
 DECODE_MODES = ("auto", "raw")
 _KEYS_KEPT = 4096  # rendered keys kept per decoder
+_COMMIT_TYPES = (b"\x00\x00", b"\x00\x01")  # a __consumer_offsets key's record type: an offset commit
 
 
 def line_decoder(topic: str, decode: str = "auto", plog: PartitionLog | None = None,
@@ -58,6 +61,7 @@ def line_decoder(topic: str, decode: str = "auto", plog: PartitionLog | None = N
     # records only in a KRaft metadata log.
     data_records = topic != CLUSTER_METADATA or plog is None or is_metadata_log(plog)
 
+    commits = topic == CONSUMER_OFFSETS  # an offset commit's value is written straight from its bytes
     # A partition commits the same few keys (group, topic, partition) again and again: their JSON is kept.
     keys: dict[bytes | None, str] = {}
 
@@ -75,6 +79,10 @@ def line_decoder(topic: str, decode: str = "auto", plog: PartitionLog | None = N
                 if len(keys) >= _KEYS_KEPT:
                     keys.clear()
                 keys[record.key] = key
+            if commits and record.value is not None and record.key[:2] in _COMMIT_TYPES:
+                commit = offset_commit_value_jsonl(record.value)  # (None: not plainly well formed)
+                if commit is not None:
+                    return key, commit, None, None
             return key, jsonl(decode_value(topic, record.key, record.value)), None, None
         except DecodeError as e:
             return None, None, str(e), None

@@ -16,6 +16,7 @@ schema that changes shape turns the fast path off instead of answering wrongly.
 
 from __future__ import annotations
 
+import json
 import struct
 from typing import Any
 
@@ -127,3 +128,19 @@ def offset_commit_value(value: bytes) -> tuple[int, dict[str, Any]] | None:
         return 3, {"offset": offset, "leaderEpoch": leader_epoch, "metadata": _text(value, start, end),
                    "commitTimestamp": commit}
     return version, {"offset": offset, "metadata": _text(value, start, end), "commitTimestamp": commit}
+
+
+_encode_str = json.encoder.encode_basestring  # what json's C encoder writes for a str (ensure_ascii=False)
+
+
+def offset_commit_value_jsonl(value: bytes) -> str | None:
+    """`jsonl(decode_value(...))` of an offset commit's value (the key's record type is 0 or 1) written
+    straight from the bytes, no dict and no JSON encoder between: what the decoded sizes of
+    `__consumer_offsets`' `messages.jsonl` spend their time on. None where `offset_commit_value` is."""
+    fields = offset_commit_value(value)
+    if fields is None:
+        return None
+    version, data = fields
+    return ('{"type": "OffsetCommitValue", "version": ' + str(version) + ', "data": {'
+            + ", ".join(['"' + name + '": ' + (_encode_str(v) if isinstance(v, str) else str(v))
+                         for name, v in data.items()]) + "}}")
