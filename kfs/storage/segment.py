@@ -11,6 +11,10 @@ Kafka's recovery rebuilds an index by scanning the log.
 The log is read with `pread` into buffers, never mmapped: a segment truncated under a mapping
 would SIGBUS the daemon. Only complete batches are ever returned: a live segment may end in a
 batch the broker is still writing (or, with `log.preallocate`, in zeros).
+
+Beside it: the `.log` read as checked batches (kfs.storage.batch_walk), the index files read as
+hints (segment_indexes), the one-walk lookups over an index interval (interval_walk) and the marks
+of a walk without a usable index (walk_marks).
 """
 
 from __future__ import annotations
@@ -18,26 +22,19 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
-from typing import TypeVar
 
 from kfs.record import BatchHeader, Record, crc_is_valid
 from kfs.record.speedups import find_v2_batch as _find_v2_batch
 from kfs.storage.batch_walk import BatchFile
 from kfs.storage.errors import CorruptLogError, VanishedError
-from kfs.storage.files import NotARegularFile, refusals
-from kfs.storage.index import OffsetIndex, TimeIndex
+from kfs.storage.files import NotARegularFile
 from kfs.storage.interval_walk import Interval, batch_in_interval, compiled_batch_in_interval, record_in_interval
-from kfs.storage.txn_index import AbortedTxn, TransactionIndex
+from kfs.storage.segment_indexes import SegmentIndexes, segment_file_name
+from kfs.storage.txn_index import AbortedTxn
 from kfs.storage.walk_marks import WalkMarks
 
-_T = TypeVar("_T")
 log = logging.getLogger("kfs")
 TAIL_PROBE_BYTES = 12  # a batch's offset and length fields: zeros in a preallocated log's tail
-
-
-def segment_file_name(base_offset: int, suffix: str) -> str:
-    return f"{base_offset:020d}{suffix}"
 
 
 class LogSegment(BatchFile):
@@ -56,11 +53,9 @@ class LogSegment(BatchFile):
         self.base_offset = base_offset
         self.suffix = suffix
         self.inode = inode  # of the `.log` when listed: a different inode later is a different segment
-        self.offset_index = OffsetIndex(os.path.join(directory, segment_file_name(base_offset, ".index" + suffix)),
-                                        base_offset, follow_links)
-        self.time_index = TimeIndex(os.path.join(directory, segment_file_name(base_offset, ".timeindex" + suffix)),
-                                    base_offset, follow_links)
-        self.txn_index = TransactionIndex(os.path.join(directory, segment_file_name(base_offset, ".txnindex" + suffix)))
+        self.indexes = SegmentIndexes(self, directory, base_offset, suffix, follow_links)
+        self.offset_index = self.indexes.offset
+        self.time_index = self.indexes.time
         # What we know of the complete batches: (file size when walked, end of the last complete
         # batch, last offset + 1 of it, largest batch max timestamp seen past the time index).
         self._tail = (-1, 0, base_offset, -1)
@@ -74,7 +69,6 @@ class LogSegment(BatchFile):
         self._marks: WalkMarks | None = None
         self._truncations = 0  # times the tail walk found the file shorter than it was
         self._tail_error: CorruptLogError | None = None  # what the tail walk met instead of batches
-        self._warned_index = False
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path})"
@@ -84,16 +78,13 @@ class LogSegment(BatchFile):
         files, found by their new names when next opened (an open descriptor or map stays valid)."""
         stem = os.path.join(self.directory, segment_file_name(self.base_offset, ""))
         self.log_path = stem + ".log" + suffix
-        self.offset_index.path = stem + ".index" + suffix
-        self.time_index.path = stem + ".timeindex" + suffix
-        self.txn_index.path = stem + ".txnindex" + suffix
+        self.indexes.renamed(stem, suffix)
         self.suffix = suffix
 
     def close(self) -> None:
         """Close the `.log` descriptor (reopened on next use) and the index maps."""
         super().close()
-        self.offset_index.close()
-        self.time_index.close()
+        self.indexes.close()
 
     # ---- what the broker keeps in memory --------------------------------------------------------
 
@@ -188,7 +179,7 @@ class LogSegment(BatchFile):
         the last entry once), never the whole index.
         """
         valid_end = self.valid_size()
-        checked = self._checked_time_entry(self._in_order_entry(self._safe_index(self.time_index.last_in_order)))
+        checked = self._checked_time_entry(self._in_order_entry(self.indexes.safe(self.time_index.last_in_order)))
         if checked is None:
             marks = self._marks_from_start()
             if marks is not None and marks.to >= valid_end:
@@ -216,7 +207,7 @@ class LogSegment(BatchFile):
             except (CorruptLogError, VanishedError):
                 found = None
         if found is None or found[1].max_timestamp != timestamp or self.first_offset(found[1]) > offset:
-            self._index_problem("a time index entry does not match the log")  # (no values: see is_segment)
+            self.indexes.problem("a time index entry does not match the log")  # (no values: see is_segment)
             return None
         return entry, found[1]
 
@@ -228,67 +219,31 @@ class LogSegment(BatchFile):
             return None
         entry, in_order = found
         if entry is not None and not in_order:
-            self._index_problem("the time index is out of order")
+            self.indexes.problem("the time index is out of order")
             return None
         return entry
 
     def last_index_entries(self, count: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-        """The last `count` entries of the offset index and of the time index ([] for one that is
-        missing or unusable): what kfs.storage.damage's rule 3 reads, a page of each."""
-        return (self._safe_index(lambda: self.offset_index.last_entries(count)) or [],
-                self._safe_index(lambda: self.time_index.last_entries(count)) or [])
+        return self.indexes.last_entries(count)
 
     def offset_index_entries(self) -> list[tuple[int, int]]:
-        return self._safe_index(self.offset_index.entries) or []
+        return self.indexes.offset_entries()
 
     def time_index_entries(self, active: bool = False) -> list[tuple[int, int]]:
-        """The time index entries; for the active segment, those the broker holds in memory.
-
-        Kafka appends time index entries only together with offset index entries while a segment
-        is active, and one more (the largest timestamp so far) when it closes the segment
-        (`LogSegment.close`, `onBecomeInactiveSegment`). A still-active segment's entry past its
-        last offset index entry is that close-time entry, which a running broker does not have.
-        """
-        entries = self._safe_index(self.time_index.entries) or []
-        if active and entries:
-            offsets = self.offset_index_entries()
-            last_indexed = offsets[-1][0] if offsets else self.base_offset - 1
-            entries = [e for e in entries if e[1] <= last_indexed]
-        return entries
+        """The time index entries; for the active segment, those the broker holds in memory."""
+        return self.indexes.time_entries(active)
 
     @property
     def txn_index_path(self) -> str:
-        return self.txn_index.path
+        return self.indexes.txn.path
 
     def aborted_transactions(self) -> list[AbortedTxn] | None:
-        """Entries of the `.txnindex`, or None if the segment has none or it cannot be read
-        (`TransactionIndex.aborted`): callers then follow the transaction markers."""
-        return self.txn_index.aborted()
+        return self.indexes.aborted()
 
     def index_refusals(self) -> list[str]:
-        """A sentence for each of the segment's index files that is there but is not a regular file,
-        with what kfs does instead; for `info()`'s problems."""
-        return refusals(((self.offset_index.path, "offset lookups scan the log instead"),
-                         (self.time_index.path, "time lookups scan the log instead"),
-                         (self.txn_index.path, "read_committed follows the log's transaction markers")))
+        return self.indexes.refusals()
 
     # ---- index lookups, checked against the log -------------------------------------------------
-
-    def _safe_index(self, call: Callable[[], _T]) -> _T | None:
-        if self.refused is not None:
-            return None  # no index of a `.log` that is not read: its segment is damage from position 0
-        try:
-            return call()
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as e:
-            self._index_problem(f"{e}")
-            return None
-
-    def _index_problem(self, reason: str) -> None:
-        if not self._warned_index:
-            self._warned_index = True
-            log.warning("%s: index unusable (%s); scanning the log instead", self.log_path, reason)
 
     def _checked_index_entry(self, target_offset: int | None) -> tuple[int, int] | None:
         """`OffsetIndex.lookup(target)` (the last entry if target is None), if the log agrees with it:
@@ -298,10 +253,10 @@ class LogSegment(BatchFile):
         at or past the entry's."""
         following: tuple[int, int] | None = None
         if target_offset is None:
-            entries = self._safe_index(self.offset_index.entry_count)
-            entry = self._safe_index(lambda: self.offset_index.entry(entries - 1)) if entries else None
+            entries = self.indexes.safe(self.offset_index.entry_count)
+            entry = self.indexes.safe(lambda: self.offset_index.entry(entries - 1)) if entries else None
         else:
-            found_pair = self._safe_index(lambda: self.offset_index.lookup_with_next(target_offset))
+            found_pair = self.indexes.safe(lambda: self.offset_index.lookup_with_next(target_offset))
             entry, following = found_pair or (None, None)
         if entry is None:
             return None
@@ -317,7 +272,7 @@ class LogSegment(BatchFile):
             except (CorruptLogError, VanishedError):
                 good = False
         if not good:
-            self._index_problem("an offset index entry does not match the log")  # (no values: see is_segment)
+            self.indexes.problem("an offset index entry does not match the log")  # (no values: see is_segment)
             return None
         return entry
 
@@ -351,7 +306,7 @@ class LogSegment(BatchFile):
     def _plain_interval(self, target: int) -> Interval | None:
         """The offset index entry at or below `target`, the next entry's position and the end of the
         complete batches, when the entry lies inside the index (not the last) and in the segment."""
-        pair = self._safe_index(lambda: self.offset_index.lookup_with_next(target))
+        pair = self.indexes.safe(lambda: self.offset_index.lookup_with_next(target))
         if pair is None:
             return None
         entry, following = pair
@@ -395,13 +350,13 @@ class LogSegment(BatchFile):
         quick = self._timed_record(timestamp, starting_offset)
         if quick is not None:
             return quick
-        searched = self._safe_index(lambda: self.time_index.lookup_in_order(timestamp))
+        searched = self.indexes.safe(lambda: self.time_index.lookup_in_order(timestamp))
         indexed = searched[0] if searched is not None else None
         hint = self._checked_time_entry(self._in_order_entry(searched))
         hint_offset = hint[0][1] if hint else self.base_offset
         entry = self._checked_index_entry(max(hint_offset, starting_offset))
         start = entry[1] if entry else 0
-        if hint is None and (indexed is not None or not self._safe_index(self.time_index.entry_count)):
+        if hint is None and (indexed is not None or not self.indexes.safe(self.time_index.entry_count)):
             # No time index to say where to start (none, or one the log does not confirm; not a
             # target below its first entry, whose record is near the start anyway): the walk marks
             # know, from the log, the batches before which no record reaches the target.
@@ -410,7 +365,7 @@ class LogSegment(BatchFile):
                 start = max(start, marks.position_before_time(timestamp, self.valid_size()))
         if hint is not None and hint[0][0] >= timestamp:
             below = self._checked_time_entry(
-                self._in_order_entry(self._safe_index(lambda: self.time_index.lookup_in_order(timestamp - 1))))
+                self._in_order_entry(self.indexes.safe(lambda: self.time_index.lookup_in_order(timestamp - 1))))
             below_entry = self._checked_index_entry(max(below[0][1], starting_offset)) if below else None
             start = min(start, below_entry[1] if below_entry else 0)
         for header, body in self.batches(start, self.valid_size()):
@@ -452,7 +407,7 @@ class LogSegment(BatchFile):
         the plain case: the time index entry below the target (T', O) lies inside the offset index,
         between two entries, and O >= starting_offset. None when any check fails or the case is not
         this one: the general path then says what is wrong and scans as before."""
-        searched = self._safe_index(lambda: self.time_index.lookup_in_order(timestamp))
+        searched = self.indexes.safe(lambda: self.time_index.lookup_in_order(timestamp))
         if searched is None or searched[0] is None or not searched[1]:
             return None
         hint = searched[0]
