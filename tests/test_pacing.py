@@ -66,3 +66,25 @@ def test_scan_stops_pausing_when_told_to_stop(tmp_path: Path) -> None:
     foreground.give_way(run, stop)
     assert time.monotonic() - began < 0.2
     assert not Foreground().busy()
+
+
+def test_scan_pauses_while_a_long_foreground_computation_is_under_way(tmp_path: Path) -> None:
+    """`ls MOUNTPOINT/.groups` on a fresh mount replays `__consumer_offsets` in one long call, no reads
+    between: `working()` keeps the mount busy all along, so the scan waits, then goes on."""
+    directory, _ = make_log(tmp_path, segments=3)
+    plog = partition_log(directory)
+    expected = len(rendered(plog, plog.log_start_offset(), "read_uncommitted", "hide"))
+    decoded_log = DecodedLog(plog, cache=SizeCache(None))
+    foreground, stop, done = Foreground(), threading.Event(), threading.Event()
+    scan_sizes: list[int] = []
+    with foreground.working():
+        assert foreground.busy()
+        scan = threading.Thread(target=lambda: scan_sizes.append(
+            decoded_log.view(None).size(lambda run: foreground.give_way(run, stop))), daemon=True)
+        scan.start()
+        done.wait(0.6)  # longer than IDLE_AFTER: no touch() keeps it busy, the hold does
+        assert scan.is_alive() and not scan_sizes, "the scan counted during the foreground computation"
+    assert foreground.holding == 0
+    scan.join(5)
+    assert scan_sizes == [expected]
+    assert foreground.paused_seconds >= 0.5

@@ -31,6 +31,7 @@ from kfs.groups.replay import offsets_partitions
 from kfs.groups.state import Snapshot
 from kfs.storage import BadSpec, LogDirs
 from kfs.storage.specs import parse_time_spec
+from kfs.views.pacing import Foreground
 
 GROUPS_DIR = ".groups"
 ALL = "all"
@@ -102,13 +103,20 @@ def group_name(name: str) -> str | None:
 class GroupsTree:
     """The paths under `.groups/` (given without it, as parts)."""
 
-    def __init__(self, logdirs: LogDirs) -> None:
+    def __init__(self, logdirs: LogDirs, foreground: Foreground | None = None) -> None:
         self.logdirs = logdirs
         self.reader = GroupsReader(logdirs)
+        self.foreground = foreground or Foreground()
         self._rendered: dict[str, tuple[float, Attr, bytes]] = {}
         self._long_names: tuple[object, dict[str, str]] = (None, {})  # (snapshot, long ids by name) (_group)
         self._read_from: tuple[float, Access, os.stat_result, os.stat_result] | None = None  # see _access
         self._lock = threading.Lock()
+
+    def _snapshot(self, at: int | None = None, group: str | None = None) -> Snapshot:
+        """The reader's snapshot; the mount's background size scan pauses while it is made (the first
+        replay of a large `__consumer_offsets` takes seconds: it gets the cores, kfs.views.pacing)."""
+        with self.foreground.working():
+            return self.reader.snapshot(at, group)
 
     def exists(self) -> bool:
         return bool(offsets_partitions(self.logdirs))
@@ -125,7 +133,7 @@ class GroupsTree:
             self.getattr(parts, path)
             raise TreeError(errno.ENOTDIR, path)
         if not parts:
-            snapshot = self.reader.snapshot()
+            snapshot = self._snapshot()
             return [file_name(g) + ".json" for g in snapshot.group_names()] + [ALL + ".jsonl"]
         if len(parts) == 1:
             return ["at"]
@@ -156,7 +164,7 @@ class GroupsTree:
 
     def _group(self, name: str, path: str) -> str:
         """The group id `name` stands for (file_name), if a record names it; else ENOENT."""
-        snapshot = self.reader.snapshot()
+        snapshot = self._snapshot()
         group = group_name(name)
         if group is None and _HASHED in name:
             kept, long_names = self._long_names
@@ -186,17 +194,17 @@ class GroupsTree:
 
     def _content(self, parts: list[str], path: str) -> bytes:
         if len(parts) == 1 and parts[0] == ALL + ".jsonl":
-            return "".join(json_lines(self.reader.snapshot())).encode()
+            return "".join(json_lines(self._snapshot())).encode()
         if len(parts) == 1 and parts[0].endswith(".json"):
-            return self._group_doc(self.reader.snapshot(), self._group(parts[0][:-len(".json")], path), path)
+            return self._group_doc(self._snapshot(), self._group(parts[0][:-len(".json")], path), path)
         if len(parts) == 3 and parts[1] == "at":
             name = parts[2]
             if parts[0] == ALL and name.endswith(".jsonl"):
-                return "".join(json_lines(self.reader.snapshot(self._time(name[:-len(".jsonl")], path)))).encode()
+                return "".join(json_lines(self._snapshot(self._time(name[:-len(".jsonl")], path)))).encode()
             if name.endswith(".json"):
                 group = self._group(parts[0], path)
                 at = self._time(name[:-len(".json")], path)
-                return self._group_doc(self.reader.snapshot(at, group), group, path)
+                return self._group_doc(self._snapshot(at, group), group, path)
         raise TreeError(errno.ENOENT, path)
 
     @staticmethod

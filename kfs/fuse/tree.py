@@ -106,7 +106,7 @@ class KfsTree:
         # Per partition, the combined access of its segments from each one to the last (_segments_access).
         self._kept_access: LruCache[str, _SegmentsAccess] = LruCache(MAX_DECODED_LOGS)
         self._lock = threading.Lock()
-        self.groups = GroupsTree(logdirs)
+        self.groups = GroupsTree(logdirs, self.foreground)  # its replays pause the size scan too
         self.schemas = SchemasTree(self.registry) if self.registry is not None else None
 
     # ---- paths ----------------------------------------------------------------------------------
