@@ -98,3 +98,39 @@ def test_worker_processes_give_the_same_snapshot(tmp_path: Path, workers: int) -
         lines = list(parallel.snapshot(dirs, at, workers=workers).lines())
         assert lines == list(GroupsReader(dirs).snapshot(at).lines())
         assert comparable(lines) == oracle(written, at)
+
+
+def test_the_collector_is_paused_during_replays_and_back_after_the_last() -> None:
+    """Replays overlap in a mount's threads: the collector is off while any runs, on after the
+    last one (only if it was on before the first), and the replay's answer is the same."""
+    import gc
+    import threading
+
+    from kfs.groups.collector import collector_paused
+
+    assert gc.isenabled()
+    first_in, second_done = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def second() -> None:
+        first_in.wait(5)
+        with collector_paused():
+            seen.append(gc.isenabled())
+        second_done.set()
+
+    worker = threading.Thread(target=second)
+    worker.start()
+    with collector_paused():
+        first_in.set()
+        second_done.wait(5)  # the second replay began and ended inside the first
+        seen.append(gc.isenabled())
+    worker.join(5)
+    assert seen == [False, False]
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled(), "a collector someone else turned off was turned on"
+    finally:
+        gc.enable()

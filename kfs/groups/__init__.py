@@ -5,4 +5,5 @@
     reader.py   the entry point the CLI and the mount share (incremental at the log end)
     render.py   JSON lines and the table
     codec.py    the seam to the decoder of Kafka's internal-topic schemas
+    collector.py  the cycle collector paused during a replay (it walked the replay's objects for nothing)
 """

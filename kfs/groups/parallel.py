@@ -13,6 +13,7 @@ import os
 from operator import attrgetter
 
 from kfs.groups.codec import InternalCodec
+from kfs.groups.collector import collector_paused
 from kfs.groups.replay import PartitionScan, offsets_partitions
 from kfs.groups.state import CommittedOffset, Resolver, Snapshot, merge
 from kfs.storage import LogDirs, PartitionLog
@@ -35,7 +36,8 @@ def snapshot(logdirs: LogDirs, at: int | None, group: str | None = None, workers
     workers = min(workers or idle_cpus(), len(plogs))
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         resolver = Resolver(InternalCodec(), keep_values=False)
-        return resolver.snapshot([PartitionScan(p, at).advance() for p in plogs], at, group)
+        with collector_paused():
+            return resolver.snapshot([PartitionScan(p, at).advance() for p in plogs], at, group)
     shares = _shares(plogs, workers)
     with multiprocessing.get_context("fork").Pool(workers) as pool:
         packed = pool.starmap(_work, [(logdirs.paths, [p.name for p in share], at, group) for share in shares])
@@ -57,7 +59,8 @@ def _shares(plogs: list[PartitionLog], workers: int) -> list[list[PartitionLog]]
 def _work(paths: list[str], names: list[str], at: int | None, group: str | None) -> _Packed:
     logdirs = LogDirs(paths)
     resolver = Resolver(InternalCodec(), keep_values=False)
-    part = resolver.snapshot([PartitionScan(logdirs.partition(n), at).advance() for n in names], at, group)
+    with collector_paused():
+        part = resolver.snapshot([PartitionScan(logdirs.partition(n), at).advance() for n in names], at, group)
     offsets = [_FIELDS(c) for committed in part.offsets.values() for c in committed]
     return offsets, part.groups, part.known, part.undecodable
 

@@ -11,6 +11,7 @@ import threading
 from collections import OrderedDict
 
 from kfs.groups.codec import InternalCodec, OffsetsCodec
+from kfs.groups.collector import collector_paused
 from kfs.groups.replay import PartitionScan, offsets_partitions
 from kfs.groups.state import Resolver, Snapshot
 from kfs.storage import LogDirs
@@ -31,7 +32,7 @@ class GroupsReader:
 
     def snapshot(self, at: int | None = None, group: str | None = None) -> Snapshot:
         """Every group (or only `group`) as of `at` ms (None: the log end)."""
-        with self._lock:
+        with self._lock, collector_paused():
             if at is None:
                 at_end = self._log_end()
                 return at_end if group is None else self._only(at_end, group)
