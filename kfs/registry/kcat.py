@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from kfs.record import Record
 from kfs.registry.decode import PayloadError, Registry
 from kfs.registry.lines import KEY_HEADER, VALUE_HEADER
-from kfs.views.kcat_format import _TOKENS, _TSTYPES, KcatFormat, KcatJson, _field_getter, _json_bytes
+from kfs.views.kcat_format import _TOKENS, KcatFormat, KcatJson, _field_getter, _json_bytes
 
 SERDES = ("avro", "key=avro", "value=avro")
 
@@ -106,20 +106,6 @@ class AvroKcatJson(KcatJson):
             name = "key_error" if part == "key" else "payload_error"
             return b'null,"' + name.encode() + b'":' + json.dumps(str(e), ensure_ascii=False).encode()
         return text + b',"' + part.encode() + b'_schema_id":%d' % schema_id
-
-    def _lines(self, records: Iterable[Record]) -> Iterator[bytes]:
-        for r in records:  # (KcatJson._lines, the key and payload decoded)
-            tstype = _TSTYPES.get(r.timestamp_type)
-            line = [self.head, b"%d" % r.offset]
-            if tstype is not None:
-                line.append(b',"tstype":"' + tstype + b'","ts":%d' % r.timestamp)
-            line.append(self.broker)
-            if r.headers:
-                line.append(b',"headers":[' + b",".join(
-                    _json_bytes(name.encode("utf-8", "surrogateescape")) + b"," + _json_bytes(value)
-                    for name, value in r.headers) + b"]")
-            line.append(b',"key":' + self._part(r, "key") + b',"payload":' + self._part(r, "value") + b"}\n")
-            yield b"".join(line)
 
 
 class AvroKcatFormat(KcatFormat):

@@ -340,8 +340,12 @@ class KcatJson:
                 line.append(b',"headers":[' + b",".join(
                     _json_bytes(name.encode("utf-8", "surrogateescape")) + b"," + _json_bytes(value)
                     for name, value in r.headers) + b"]")
-            line.append(b',"key":' + _json_bytes(r.key) + b',"payload":' + _json_bytes(r.value) + b"}\n")
+            line.append(b',"key":' + self._part(r, "key") + b',"payload":' + self._part(r, "value") + b"}\n")
             yield b"".join(line)
+
+    def _part(self, record: Record, part: str) -> bytes:
+        """The key's or the value's JSON: bytes as they are (kfs.registry.kcat decodes them instead)."""
+        return _json_bytes(record.key if part == "key" else record.value)
 
 
 _BROKER_ID = re.compile(r"[+-]?0*(\d{1,10})")  # what Integer.parseInt reads, leading zeros aside (range below)
