@@ -81,15 +81,9 @@ def load_state(logdir_paths: list[str], schemas: str | None = None,
     directory of schema files), else from `topic` in the log dirs read; None when there is none."""
     if schemas is None:
         return state_from_logdirs(LogDirs(logdir_paths), topic)
-    paths = [p for p in schemas.split(",") if p]
-    if len(paths) == 1 and os.path.isdir(paths[0]) and _holds_schema_files(paths[0]):
+    files, paths = _schemas_source(schemas)
+    if files:
         return state_from_files(paths[0])
-    for path in paths:
-        try:
-            check_log_dir(path)
-        except NotALogDir:
-            raise SchemasSourceError(f"--schemas {path}: neither a log dir nor a directory of <id>.avsc, "
-                                     "<id>.proto or <id>.json schema files.") from None
     state = state_from_logdirs(LogDirs(paths), topic)
     if state is None:
         raise SchemasSourceError(f"--schemas {schemas}: no {topic} partition there (the registry's topic; "
@@ -105,21 +99,27 @@ def _holds_schema_files(directory: str) -> bool:
         return False
 
 
-def check_schemas_source(schemas: str) -> str:
-    """`schemas` with each path made absolute, once it names log dirs or a directory of schema
-    files; SchemasSourceError (one sentence) otherwise."""
+def _schemas_source(schemas: str) -> tuple[bool, list[str]]:
+    """What `--schemas` names: (True, [a directory of schema files]) or (False, log dirs), each path
+    absolute; SchemasSourceError (one sentence) when it is neither."""
     paths = [os.path.abspath(p) for p in schemas.split(",") if p]
     if not paths:
         raise SchemasSourceError("--schemas: no path given.")
     if len(paths) == 1 and os.path.isdir(paths[0]) and _holds_schema_files(paths[0]):
-        return paths[0]
+        return True, paths
     for path in paths:
         try:
             check_log_dir(path)
         except NotALogDir:
             raise SchemasSourceError(f"--schemas {path}: neither a log dir nor a directory of <id>.avsc, "
                                      "<id>.proto or <id>.json schema files.") from None
-    return ",".join(paths)
+    return False, paths
+
+
+def check_schemas_source(schemas: str) -> str:
+    """`schemas` with each path made absolute, once it names log dirs or a directory of schema
+    files; SchemasSourceError (one sentence) otherwise."""
+    return ",".join(_schemas_source(schemas)[1])
 
 
 class RegistryWatch:
