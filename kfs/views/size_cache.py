@@ -195,10 +195,6 @@ class SizeCache:
                             directory, e.strerror or e)
                 self._warned = True
 
-    @classmethod
-    def default(cls) -> SizeCache:
-        return cls(default_directory())
-
     def _name(self, key: dict[str, Any]) -> tuple[str, str, bytes]:
         encoded = json.dumps(key, sort_keys=True, separators=(",", ":")).encode()
         name = hashlib.sha256(encoded).hexdigest()[:40]
