@@ -399,7 +399,7 @@ def _extension_hooks() -> list[Callable[[argparse._SubParsersAction], None]]:
     hooks = []
     for module, name in (("kfs.cli.dump", "add_dump_command"), ("kfs.fuse.cli", "add_mount_commands"),
                          ("kfs.spark.cli", "add_spark_commands"), ("kfs.groups.cli", "add_groups_command"),
-                         ("kfs.registry.cli", "add_schemas_command")):
+                         ("kfs.registry.cli", "add_schemas_command"), ("kfs.replicas.cli", "add_replicas_command")):
         try:
             mod = __import__(module, fromlist=[name])
         except ImportError:
@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-SUBCOMMANDS = ("ls", "locate", "cat", "dump", "mount", "umount", "spark", "groups")
+SUBCOMMANDS = ("ls", "locate", "cat", "dump", "mount", "umount", "spark", "groups", "replicas")
 
 
 def _mount_helper_form(argv: list[str]) -> Callable[[], int] | None:

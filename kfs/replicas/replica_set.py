@@ -1,0 +1,87 @@
+"""Several brokers' log dirs, and the partitions they hold copies of: the API of `kfs replicas`.
+
+    from kfs.replicas import ReplicaSet
+    replicas = ReplicaSet(["/backup/broker-1", "/backup/broker-2", "/backup/broker-3"])
+    replicas.partition_names()                 # ["orders-0", ...]: held by two brokers or more
+    found = replicas.compare("orders-0")       # PartitionReplicas; leader=2 to take broker 2 as reference
+    found.as_json()                            # docs/spec.md section 10's object
+    found.replica(3).lost_committed_records    # per copy: truncate_to, truncated_records, first_difference...
+    replicas.truncated_lines("orders-0", 3)    # its truncated records as `kfs cat` JSON lines
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+from kfs.replicas.brokers import Broker, find_brokers, replicated_partitions
+from kfs.replicas.report import PartitionReplicas, compare_copies, read_copy, truncated_lines
+from kfs.replicas.witness import METADATA_PARTITION, ClusterMetadata, cluster_metadata
+from kfs.storage import KfsError, UnknownPartition, parse_partition_dir
+
+
+class ReplicaSet:
+    """The brokers of some log dirs (each log dir's meta.properties says whose it is)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.brokers: list[Broker] = find_brokers(paths)
+        self._metadata: tuple[ClusterMetadata | None] | None = None
+        self._lock = threading.Lock()
+
+    def broker_ids(self) -> list[int]:
+        return [b.id for b in self.brokers]
+
+    def partition_names(self) -> list[str]:
+        """Partitions held by two brokers or more, sorted."""
+        return list(replicated_partitions(self.brokers))
+
+    def holders(self, name: str) -> list[Broker]:
+        """The brokers holding a copy of `name`; UnknownPartition when none does."""
+        held = [b for b in self.brokers if name in b.logdirs.partition_names()]
+        if not held:
+            raise UnknownPartition(f"no partition {name} in the log dirs of brokers "
+                                   f"{', '.join(str(b) for b in self.broker_ids())}")
+        return held
+
+    def metadata(self) -> ClusterMetadata | None:
+        """The KRaft metadata log among the log dirs (the copy reaching furthest), read once."""
+        with self._lock:
+            if self._metadata is None:
+                copies = [b.logdirs.partition(METADATA_PARTITION) for b in self.brokers
+                          if METADATA_PARTITION in b.logdirs.partition_names()]
+                self._metadata = (cluster_metadata(copies),)
+            return self._metadata[0]
+
+    def compare(self, name: str, leader: int | None = None) -> PartitionReplicas:
+        """The partition's copies compared (section 10). KfsError when fewer than two brokers hold it."""
+        parsed = parse_partition_dir(name)
+        if parsed is None:
+            raise KfsError(f"{name} is not a partition name (<topic>-<partition>, e.g. orders-0)")
+        held = self.holders(name)
+        if len(held) < 2:
+            raise KfsError(f"only broker {held[0].id} holds {name} among these log dirs: nothing to compare "
+                           "it with")
+        if leader is not None and leader not in {b.id for b in held}:
+            raise KfsError(f"broker {leader} holds no copy of {name} here (copies on brokers "
+                           f"{', '.join(str(b.id) for b in held)})")
+        copies = [read_copy(broker, name) for broker in held]
+        metadata = self.metadata() if name != METADATA_PARTITION else None
+        return compare_copies(parsed[0], parsed[1], copies, leader, metadata)
+
+    def compare_all(self, leader: int | None = None) -> Iterator[PartitionReplicas]:
+        """Every partition held by two brokers or more; with `leader`, those it holds."""
+        for name in self.partition_names():
+            if leader is not None and leader not in {b.id for b in self.holders(name)}:
+                continue
+            yield self.compare(name, leader)
+
+    def truncated_lines(self, name: str, broker: int, leader: int | None = None) -> Iterator[bytes]:
+        """The records broker `broker`'s copy would lose, as `kfs cat` JSON lines."""
+        found = self.compare(name, leader)
+        if found.error is not None:
+            raise KfsError(found.error)
+        return truncated_lines(found.replica(broker))
+
+    def close(self) -> None:
+        for broker in self.brokers:
+            broker.logdirs.close()
