@@ -69,7 +69,8 @@ def _describe(splits: Sequence[Split]) -> str:
 def _options(logdirs: Sequence[str], options: Mapping[str, str] | None, **extra: str) -> dict[str, str]:
     merged = dict(options or {})
     merged.update(extra)
-    merged["path"] = ",".join(logdirs)
+    # Absolute: a relative path means the driver's working directory, wherever a task runs.
+    merged["path"] = ",".join(os.path.abspath(p) for p in logdirs)
     return merged
 
 
@@ -130,11 +131,11 @@ def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: boo
     """The matching records of one split as JSON lines, joined into chunks of about `_CHUNK` bytes."""
     from kfs.internal_topics.lines import line_decoder
     from kfs.spark.source import no_cyclic_gc, piece_records
-    from kfs.storage import LogDirs
+    from kfs.spark.tasks import PlannedPartitions
     from kfs.views.jsonl import line_prefix, render_line
 
     test = matcher(pattern, regex)
-    dirs = LogDirs(list(opts.logdirs))
+    planned = PlannedPartitions()
     registry = None
     if decode != "raw":  # schema-registry framed payloads (kfs.registry): the registry topic of these log dirs
         from kfs.registry import load_registry
@@ -144,7 +145,7 @@ def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: boo
     with no_cyclic_gc():
         for piece in split.pieces:
             prefix = line_prefix(piece.topic, piece.partition)
-            plog = dirs.partition(piece.partition_name)
+            plog = planned.open(piece)
             decoder = line_decoder(piece.topic, decode, plog, registry)
             for record in piece_records(plog, piece, opts):
                 if record_matches(record, test):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -48,7 +49,10 @@ class Piece:
     """Records `start_offset <= offset < end_offset` of one partition, read in offset order.
 
     `segment_base_offset` / `start_position` say where reading begins (an index entry or a segment
-    start); `size` is the byte estimate used to balance splits.
+    start); `size` is the byte estimate used to balance splits. `log_dir` is the absolute path of
+    the log dir the partition was planned from: the task opens that copy and no other (another log
+    dir may hold a replica of the same name), and a relative path given to the driver means the
+    driver's working directory wherever the task runs (`kfs.spark.tasks`).
     """
 
     partition_name: str
@@ -59,6 +63,7 @@ class Piece:
     segment_base_offset: int
     start_position: int
     size: int
+    log_dir: str
 
 
 @dataclass(frozen=True)
@@ -200,7 +205,8 @@ def _cut(span: _Span, done: float, per: float) -> list[Piece]:
             # the next multiple of `per` past this entry (several may fall between two entries)
             wanted = max(wanted + per, (math.floor((done + positions[k] - span.lo_pos) / per) + 1) * per)
     cuts.append((span.hi, span.hi_pos))
-    return [Piece(plog.name, plog.topic, plog.partition, a, b, seg_lo, a_pos, max(b_pos - a_pos, 0))
+    log_dir = os.path.dirname(os.path.abspath(plog.path))
+    return [Piece(plog.name, plog.topic, plog.partition, a, b, seg_lo, a_pos, max(b_pos - a_pos, 0), log_dir)
             for (a, a_pos), (b, b_pos) in itertools.pairwise(cuts)]
 
 
@@ -223,7 +229,7 @@ def _pack(pieces: list[Piece], count: int) -> list[Split]:
         if (last.partition_name, last.end_offset) == (piece.partition_name, piece.start_offset):
             groups[-1][-1] = Piece(last.partition_name, last.topic, last.partition, last.start_offset,
                                    piece.end_offset, last.segment_base_offset, last.start_position,
-                                   last.size + piece.size)
+                                   last.size + piece.size, last.log_dir)
         else:
             groups[-1].append(piece)
     return [Split(i, tuple(g)) for i, g in enumerate(groups)]
