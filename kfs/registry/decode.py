@@ -62,29 +62,7 @@ class Registry:
         `header`: the record's `__value_schema_id` / `__key_schema_id` header (newer clients' framing),
         which then names the schema (and for Protobuf holds the message indexes) and `data` is the
         datum alone. A schema is named by its id (byte 0, 4 bytes) or its GUID (byte 1, 16 bytes)."""
-        source = data if header is None else header
-        if len(source) >= 5 and source[0] == 0:
-            schema_id = int.from_bytes(source[1:5], "big")
-            rest = source[5:]
-            name = f"schema id {schema_id}"
-        elif len(source) >= 17 and source[0] == 1:
-            guid = bytes(source[1:17])
-            rest = source[17:]
-            name = f"schema guid {uuid.UUID(bytes=guid)}"
-            known = self.state.by_guid.get(guid)
-            if known is None:
-                raise PayloadError(f"{name}: not in the schema registry")
-            schema_id = known.id
-        else:
-            raise PayloadError("the schema id header holds neither an id (byte 0 and 4 bytes) nor a GUID "
-                               "(byte 1 and 16 bytes)")
-        compiled = self._compiled.get(schema_id)
-        if compiled is None:
-            compiled = self._compile(schema_id)
-        if compiled.error is not None:
-            raise PayloadError(f"{name}: {compiled.error}")
-        # (with a header, a Protobuf payload's message indexes are in it, after the id)
-        body = rest if header is None else rest + data if compiled.kind == "PROTOBUF" else data
+        schema_id, name, compiled, body = self.frame(data, header)
         if compiled.kind == "AVRO":
             try:
                 text = compiled.renderer.render(body)
@@ -103,6 +81,37 @@ class Registry:
             except (UnicodeDecodeError, ValueError, RecursionError) as e:
                 raise PayloadError(f"{name}: the value is not JSON text ({type(e).__name__})") from None
         return text, self._schema_object(schema_id, subject)
+
+    def frame(self, data: bytes, header: bytes | None = None) -> tuple[int, str, _Compiled, bytes]:
+        """A framed payload's schema id, its name in an error ("schema id 7"), the compiled schema and
+        the body its renderer takes; PayloadError when the framing or the schema fails (see `decode`)."""
+        source = data if header is None else header
+        if len(source) >= 5 and source[0] == 0:
+            schema_id = int.from_bytes(source[1:5], "big")
+            rest = source[5:]
+            name = f"schema id {schema_id}"
+        elif len(source) >= 17 and source[0] == 1:
+            guid = bytes(source[1:17])
+            rest = source[17:]
+            name = f"schema guid {uuid.UUID(bytes=guid)}"
+            known = self.state.by_guid.get(guid)
+            if known is None:
+                raise PayloadError(f"{name}: not in the schema registry")
+            schema_id = known.id
+        else:
+            raise PayloadError("the schema id header holds neither an id (byte 0 and 4 bytes) nor a GUID "
+                               "(byte 1 and 16 bytes)")
+        compiled = self.compiled(schema_id)
+        if compiled.error is not None:
+            raise PayloadError(f"{name}: {compiled.error}")
+        # (with a header, a Protobuf payload's message indexes are in it, after the id)
+        body = rest if header is None else rest + data if compiled.kind == "PROTOBUF" else data
+        return schema_id, name, compiled, body
+
+    def compiled(self, schema_id: int) -> _Compiled:
+        """The schema of `schema_id` compiled once: its kind, renderer, or the sentence why not."""
+        compiled = self._compiled.get(schema_id)
+        return compiled if compiled is not None else self._compile(schema_id)
 
     def knows_guid(self, data: bytes) -> bool:
         """Whether `data` (byte 1 then 16 bytes) names a schema GUID the registry holds."""

@@ -13,8 +13,11 @@ Where kfs differs from Spark's Kafka source, on purpose:
   every partition of the log dirs is read.
 
 kfs's own options: `isolation` (`read_uncommitted` | `read_committed`), `onCorrupt` (`fail` |
-`skip`), `maxSplitBytes` (bytes per task at most, 32 MiB by default) and `parallelism` (tasks per
-wave; `kfs.spark.register` sets it to the session's default parallelism).
+`skip`), `maxSplitBytes` (bytes per task at most, 32 MiB by default), `parallelism` (tasks per
+wave; `kfs.spark.register` sets it to the session's default parallelism), and for schema-registry
+framed payloads (kfs.spark.typed) `decode` (`auto` | `raw`), `schemas` (other log dirs holding the
+registry's topic, or a directory of `<id>.avsc|.proto|.json` files, as `kfs cat --schemas`) and
+`schemasTopic` (`_schemas` by default).
 """
 
 from __future__ import annotations
@@ -72,6 +75,9 @@ class ReadOptions:
     subscribe: frozenset[str] | None
     subscribe_pattern: str | None
     assign: frozenset[tuple[str, int]] | None
+    decode: str = "auto"
+    schemas: str | None = None
+    schemas_topic: str = "_schemas"
 
     def wants(self, topic: str, partition: int) -> bool:
         """Whether `subscribe` / `subscribePattern` / `assign` select this partition."""
@@ -184,6 +190,19 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
     if on_corrupt not in ("fail", "skip"):
         raise OptionError(f"onCorrupt must be fail or skip, not {on_corrupt!r}")
 
+    decode = (_get(options, "decode") or "auto").strip().lower()
+    if decode not in ("auto", "raw"):
+        raise OptionError(f"decode must be auto or raw, not {decode!r}")
+    schemas = _get(options, "schemas")
+    if schemas is not None:
+        from kfs.registry.sources import SchemasSourceError, check_schemas_source
+
+        try:
+            schemas = check_schemas_source(schemas)
+        except SchemasSourceError as e:
+            raise OptionError(str(e)) from None
+    schemas_topic = (_get(options, "schemasTopic") or "_schemas").strip()
+
     min_partitions = _int(options, "minPartitions")
     if min_partitions is not None and min_partitions < 1:
         raise OptionError(f"minPartitions must be positive, not {min_partitions}")
@@ -227,4 +246,7 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         subscribe=subscribe,
         subscribe_pattern=pattern,
         assign=assign,
+        decode=decode,
+        schemas=schemas,
+        schemas_topic=schemas_topic,
     )

@@ -8,7 +8,10 @@ Spark as Arrow record batches, not rows: the Python-to-JVM hand-off is what cost
 
 Schema, as `KafkaRecordToRowConverter` in Spark's Kafka source: `timestampType` is Kafka's
 `TimestampType.id` (0 CreateTime, 1 LogAppendTime, -1 NoTimestampType for magic v0 messages,
-whose `timestamp` is then Kafka's -1 ms, 1969-12-31 23:59:59.999 UTC, as Spark shows it).
+whose `timestamp` is then Kafka's -1 ms, 1969-12-31 23:59:59.999 UTC, as Spark shows it). With a
+schema registry in reach (its `_schemas` topic in the log dirs, or the `schemas` option) and
+`decode=auto`, four columns follow: `key_decoded`, `value_decoded` (typed by the topic's subject
+when one topic is read), `key_decode_error`, `value_decode_error` (kfs.spark.typed).
 """
 
 from __future__ import annotations
@@ -49,9 +52,12 @@ from pyspark.sql.types import (
 )
 
 from kfs.record.types import Record
+from kfs.registry import Registry, load_registry
 from kfs.spark.options import ReadOptions, parse_options
 from kfs.spark.plan import Bounds, Piece, Split, plan_splits
-from kfs.storage import LogDirs, PartitionLog
+from kfs.spark.tasks import PlannedPartitions
+from kfs.spark.typed import PartDecoder, PartPlan, plan_from_field
+from kfs.storage import KfsError, PartitionLog
 from kfs.storage.record_stream import CorruptBatch
 
 log = logging.getLogger("kfs.spark")
@@ -103,7 +109,16 @@ class KafkaLogDataSource(DataSource):
         return parse_options(options)
 
     def schema(self) -> StructType:
-        return kafka_schema(self._options().include_headers)
+        opts = self._options()
+        schema = kafka_schema(opts.include_headers)
+        registry = registry_for(opts)
+        if registry is not None:
+            from kfs.spark.typed import decoded_fields
+
+            topics = sorted(opts.subscribe) if opts.subscribe is not None else None
+            for field in decoded_fields(registry, topics):
+                schema.add(field)
+        return schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
         cls = KafkaLogFilteringReader if _asked_by_pushdown_worker() else KafkaLogReader
@@ -126,6 +141,27 @@ def _asked_by_pushdown_worker() -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+_REGISTRIES: dict[tuple[tuple[str, ...], str | None, str], tuple[float, Registry | None]] = {}
+REGISTRY_SECONDS = 1.0  # a worker's registry is read again when older than this (a live broker's grows)
+
+
+def registry_for(opts: ReadOptions) -> Registry | None:
+    """The schema registry for these log dirs (None with decode=raw or no registry topic), kept a
+    second per process: every task of a query in a worker would read `_schemas` again otherwise."""
+    if opts.decode == "raw":
+        return None
+    import time
+
+    key = (opts.logdirs, opts.schemas, opts.schemas_topic)
+    now = time.monotonic()
+    cached = _REGISTRIES.get(key)
+    if cached is not None and now - cached[0] < REGISTRY_SECONDS:
+        return cached[1]
+    registry = load_registry(list(opts.logdirs), opts.schemas, opts.schemas_topic)
+    _REGISTRIES[key] = (now, registry)
+    return registry
 
 
 # ---- filter pushdown ----------------------------------------------------------------------------
@@ -208,16 +244,18 @@ def piece_records(plog: PartitionLog, piece: Piece, opts: ReadOptions) -> Iterat
 
 
 def arrow_batches(topic: str, partition: int, records: Iterable[Record], schema: pa.Schema,
-                  include_headers: bool, rows: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
+                  include_headers: bool, rows: int = ROWS_PER_BATCH,
+                  decoders: Sequence[PartDecoder] = ()) -> Iterator[pa.RecordBatch]:
     """One partition's records as record batches of exactly the schema Spark expects.
 
     Fields go straight into per-column lists and the `Record` is dropped: holding thousands of
     live `Record`s made every cyclic-GC pass walk them, which cost more than decoding (a bytes
-    object is not GC-tracked, a `Record` is).
+    object is not GC-tracked, a `Record` is). `decoders` (key, value) fill the decoded columns.
     """
     ts_type = schema.field("timestamp").type
     headers_type = schema.field("headers").type if include_headers else None
     type_ids = TIMESTAMP_TYPE_IDS
+    all_headers: list[list[tuple[str, bytes | None]]] = []
     while True:
         keys: list[bytes | None] = []
         values: list[bytes | None] = []
@@ -233,6 +271,8 @@ def arrow_batches(topic: str, partition: int, records: Iterable[Record], schema:
             offsets.append(record.offset)
             stamps.append(record.timestamp)
             types.append(type_ids[record.timestamp_type])
+            if decoders:
+                all_headers.append(record.headers)
             if headers_type is not None:
                 for k, v in record.headers:
                     h_keys.append(k)
@@ -256,9 +296,29 @@ def arrow_batches(topic: str, partition: int, records: Iterable[Record], schema:
             struct = pa.StructArray.from_arrays([pa.array(h_keys, pa.string()), pa.array(h_values, pa.binary())],
                                                 fields=list(headers_type.value_type))
             columns.append(pa.ListArray.from_arrays(pa.array(h_ends, pa.int32()), struct, type=headers_type))
+        if decoders:
+            columns.extend(decoded_columns(decoders, keys, values, all_headers, schema))
+            all_headers.clear()
         yield pa.RecordBatch.from_arrays(columns, schema=schema)
         if n < rows:
             return
+
+
+def decoded_columns(decoders: Sequence[PartDecoder], keys: list[bytes | None], values: list[bytes | None],
+                    headers: list[list[tuple[str, bytes | None]]], schema: pa.Schema) -> list[pa.Array]:
+    """`key_decoded`, `value_decoded`, `key_decode_error`, `value_decode_error` of a batch."""
+    decoded: list[pa.Array] = []
+    errors: list[pa.Array] = []
+    for decoder, data in zip(decoders, (keys, values), strict=True):
+        out: list[object] = []
+        why: list[str | None] = []
+        for payload, hs in zip(data, headers, strict=True):
+            value, error = decoder.decode(payload, hs)
+            out.append(value)
+            why.append(error)
+        decoded.append(pa.array(out, schema.field(f"{decoder.plan.part}_decoded").type))
+        errors.append(pa.array(why, pa.string()))
+    return decoded + errors
 
 
 @contextlib.contextmanager
@@ -279,13 +339,23 @@ def no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def read_split(split: Split, opts: ReadOptions, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """What one Spark task does: its pieces' records, in order, as Arrow record batches."""
-    dirs = LogDirs(list(opts.logdirs))  # per task: cheap, and never stale across queries
+def read_split(split: Split, opts: ReadOptions, schema: pa.Schema,
+               plans: Sequence[PartPlan] = ()) -> Iterator[pa.RecordBatch]:
+    """What one Spark task does: its pieces' records, in order, as Arrow record batches. `plans`:
+    how the decoded columns are filled (kfs.spark.typed; none without a registry)."""
+    planned = PlannedPartitions()  # per task: the log dirs the driver planned on, checked (kfs.spark.tasks)
+    registry = registry_for(opts) if plans else None
     with no_cyclic_gc():
         for piece in split.pieces:
-            records = piece_records(dirs.partition(piece.partition_name), piece, opts)
-            yield from arrow_batches(piece.topic, piece.partition, records, schema, opts.include_headers)
+            records = piece_records(planned.open(piece), piece, opts)
+            decoders: list[PartDecoder] = []
+            if plans:
+                if registry is None:
+                    raise KfsError(f"the schema registry topic {opts.schemas_topic} the query was planned "
+                                   "with is no longer there")
+                decoders = [PartDecoder(registry, plan, piece.topic) for plan in plans]
+            yield from arrow_batches(piece.topic, piece.partition, records, schema, opts.include_headers,
+                                     decoders=decoders)
 
 
 class KafkaLogReader(DataSourceReader):
@@ -302,7 +372,10 @@ class KafkaLogReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         schema = to_arrow_schema(self.schema, timezone="UTC")
-        yield from read_split(partition.value, self.opts, schema)
+        names = self.schema.fieldNames()
+        plans = [plan_from_field(self.schema[f"{part}_decoded"]) for part in ("key", "value")
+                 if f"{part}_decoded" in names]
+        yield from read_split(partition.value, self.opts, schema, plans)
 
 
 class KafkaLogFilteringReader(KafkaLogReader):

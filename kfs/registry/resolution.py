@@ -1,0 +1,117 @@
+"""Avro datums read into a reader schema by Avro's schema-resolution rules (fastavro resolves).
+
+A topic's records were written with whatever version of its subject was current then; a typed view
+(kfs.spark.typed) shows them all in one shape, the subject's latest version. The Avro specification's
+resolution rules (fields matched by name, a reader field missing from the writer takes its default,
+a writer field the reader lacks is skipped, int -> long -> float -> double promotion, ...) are
+fastavro's: `schemaless_reader(stream, writer, reader)`. This module only prepares both schemas
+the same way and turns fastavro's failures into one sentence.
+
+Logical types are kept where Spark maps them (date, timestamp-millis/micros, local-timestamp-*,
+decimal) and dropped elsewhere (time-*, uuid, duration: Spark shows their underlying type).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+from kfs.registry.avro import _HIGH_BITS, _LONG_RUN, _NINE_HIGH, AvroDatumError, AvroSchemaError, _Rewriter, _Skipper
+
+# The logical types Spark's SchemaConverters maps to a type of its own; fastavro converts these
+# (to datetime.date, datetime.datetime, decimal.Decimal) and no others are left in the schema.
+SPARK_LOGICAL_TYPES = frozenset({"date", "timestamp-millis", "timestamp-micros", "local-timestamp-millis",
+                                 "local-timestamp-micros", "decimal"})
+
+
+def _keep_spark_logical_types(schema: Any) -> Any:
+    """`schema` (parsed JSON) with the logical types Spark does not map removed."""
+    if isinstance(schema, list):
+        return [_keep_spark_logical_types(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: v for k, v in schema.items() if not (k == "logicalType" and v not in SPARK_LOGICAL_TYPES)}
+    kind = schema.get("type")
+    if kind in ("record", "error"):
+        out["fields"] = [dict(f, type=_keep_spark_logical_types(f.get("type"))) if isinstance(f, dict) else f
+                         for f in schema.get("fields") or []]
+    elif kind == "array":
+        out["items"] = _keep_spark_logical_types(schema.get("items"))
+    elif kind == "map":
+        out["values"] = _keep_spark_logical_types(schema.get("values"))
+    elif isinstance(kind, (dict, list)):
+        out["type"] = _keep_spark_logical_types(kind)
+    return out
+
+
+class ParsedAvro:
+    """A schema (after the schemas it references) parsed by fastavro with only Spark's logical types:
+    `schema`, its named types by full name, and whether its datums are walked before fastavro reads
+    them (arrays of zero-width items, recursion: kfs.registry.avro's bounds)."""
+
+    def __init__(self, schema: Any, named: dict[str, Any], checked_first: bool) -> None:
+        self.schema = schema
+        self.named = named
+        self.checked_first = checked_first
+
+
+def parse_avro(schema_text: str, references: list[str] | None = None) -> ParsedAvro:
+    """`schema_text` parsed (see ParsedAvro); AvroSchemaError (one sentence) when it does not parse."""
+    from fastavro import parse_schema
+
+    named: dict[str, Any] = {}
+    parsed: Any = None
+    rewriter = _Rewriter()
+    try:
+        for text in [*(references or []), schema_text]:
+            schema = json.loads(text)
+            rewriter.rewrite(schema, "")
+            parsed = parse_schema(_keep_spark_logical_types(schema), named_schemas=named)
+    except AvroSchemaError:
+        raise
+    except ValueError as e:
+        if isinstance(e, json.JSONDecodeError):
+            raise AvroSchemaError(f"the schema is not JSON ({e})") from None
+        raise AvroSchemaError(f"the schema does not parse as Avro ({type(e).__name__}: {e})") from None
+    except Exception as e:  # fastavro's SchemaParseException, UnknownType...
+        raise AvroSchemaError(f"the schema does not parse as Avro ({type(e).__name__}: {e})") from None
+    return ParsedAvro(parsed, named, rewriter.zero_width_arrays or rewriter.recursive)
+
+
+class AvroResolver:
+    """Datums of one writer schema read as the reader schema: `read(datum)` -> Python objects.
+
+    Named types in unions come as `(full name, value)` (fastavro's `return_named_type`), so that a
+    typed view can tell which branch a value took."""
+
+    def __init__(self, writer: ParsedAvro, reader: ParsedAvro) -> None:
+        from fastavro.read import schemaless_reader
+
+        self._read = schemaless_reader
+        self.writer = writer
+        self.reader = reader
+        self._same = writer is reader
+
+    def read(self, datum: bytes) -> Any:
+        """The datum resolved to the reader schema; AvroDatumError (one sentence) when it does not decode
+        or does not resolve (a writer value the reader cannot take: an unknown enum symbol, a branch
+        the reader's union lacks, a missing field without a default)."""
+        writer = self.writer
+        if writer.checked_first or (_NINE_HIGH in datum.translate(_HIGH_BITS) and _LONG_RUN.search(datum) is not None):
+            _Skipper(datum, writer.named).skip(writer.schema)  # too many items, too deep, a varint past 64 bits
+        stream = io.BytesIO(datum)
+        try:
+            value = self._read(stream, writer.schema, None if self._same else self.reader.schema,
+                               return_named_type=True)
+        except EOFError:
+            raise AvroDatumError("the datum ends early") from None
+        except IndexError:
+            raise AvroDatumError("the datum ends early or holds an index out of range") from None
+        except Exception as e:  # fastavro's SchemaResolutionError, a bad UTF-8 string...
+            raise AvroDatumError(f"the datum does not decode as the reader schema ({type(e).__name__}: {e})") \
+                from None
+        left = len(datum) - stream.tell()
+        if left:
+            raise AvroDatumError(f"{left} bytes are left after the datum")
+        return value
