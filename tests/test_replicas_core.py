@@ -5,14 +5,17 @@ The golden scenarios written with Kafka's own classes are tests/test_replicas_go
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_kfs
+from conftest import FIXTURES, run_kfs
 from replica_copies import NAME, Batch, CopySpec, run_of, write_copy
 
 from kfs.replicas import EpochCache, LogView, ReplicaSet, follower_truncation
 from kfs.storage import KfsError
+
+INTERNAL = FIXTURES.parent / "internal-topics" / "logdirs" / "broker-a"
 
 
 def _set(tmp_path: Path, *specs: CopySpec) -> list[str]:
@@ -134,7 +137,7 @@ def test_topic_id_mismatch_is_one_sentence(tmp_path: Path) -> None:
         "BBBBBBBBBBBBBBBBBBBBBB): these are different partitions that share a name (a topic deleted and created "
         "again), not compared\n")
     listed = run_kfs("replicas", *dirs, "--json")
-    assert listed.returncode == 1 and "error" in json.loads(listed.stdout)
+    assert listed.returncode == 1 and listed.stdout == b"" and listed.stderr == result.stderr
 
 
 def test_log_dir_without_broker_id_is_refused(tmp_path: Path) -> None:
@@ -222,3 +225,31 @@ def test_no_shared_partition_and_unknown_partition(tmp_path: Path) -> None:
     assert result.stderr == b"kfs: no partition is held by two of brokers 1, 2: nothing to compare\n"
     with pytest.raises(KfsError, match="only broker 1 holds orders-0"):
         ReplicaSet([str(one), str(two)]).compare(NAME)
+
+
+def test_cluster_metadata_names_the_reference_and_is_shown(tmp_path: Path) -> None:
+    """The internal-topics fixture's metadata log (written by Kafka's classes) creates orders-0 led by
+    broker 1 at epoch 0, then a PartitionChangeRecord makes broker 2 leader (epoch 1): broker 2's copy
+    is the reference even though broker 1's last batch carries the higher epoch."""
+    topic_id = "b8tX5GHfRnulZGRvXVmOJw"
+    a = run_of(0, 0, 10) + run_of(3, 10, 15)
+    b = run_of(0, 0, 10) + run_of(1, 10, 12)
+    dirs = _set(tmp_path, CopySpec(1, a, 12, topic_id=topic_id), CopySpec(2, b, 12, topic_id=topic_id))
+    shutil.copytree(INTERNAL / "__cluster_metadata-0", Path(dirs[0]) / "__cluster_metadata-0")
+    result = run_kfs("replicas", *dirs, "--json")
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)  # (one line: __cluster_metadata-0 is on one broker, and never listed)
+    assert (found["leader"], found["leader_from"]) == (2, "__cluster_metadata")
+    history = [(h["offset"], h["record"], h["leader"], h["leader_epoch"], h["isr"], h["leader_recovery_state"])
+               for h in found["witness"]["history"]]
+    assert history == [(14, "PartitionRecord", 1, 0, [1, 2], "RECOVERED"),
+                       (47, "PartitionChangeRecord", 2, 1, [2, 1], "RECOVERED")]
+    # Its epoch 3 is past every epoch broker 2 knows (no answer): it fetches from its log end, out of range
+    # past broker 2's end, 12, where it truncates; its batches differ from 10 on.
+    old = _by_broker(found)[1]
+    assert (old["truncate_to"], old["truncated_records"], old["lost_committed_records"], old["first_difference"]) \
+        == (12, 3, 0, 10)
+    assert old["truncation_rule"] == "leader epochs, then the leader's log end (the fetch offset was out of range)"
+    table = run_kfs("replicas", *dirs).stdout.decode()
+    assert "reference: broker 2 (__cluster_metadata)" in table
+    assert "PartitionChangeRecord: leader 2, epoch 1, isr [2, 1], RECOVERED" in table

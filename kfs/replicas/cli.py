@@ -64,11 +64,12 @@ def cmd_replicas(args: argparse.Namespace) -> int:
         if found.error is not None and partition is not None:
             raise KfsError(found.error)
         results.append(found)
+        if found.error is not None:  # (said on stderr: not a partition's copies compared)
+            sys.stderr.write(f"kfs: {found.error}\n")
+            continue
         sys.stdout.write(json.dumps(found.as_json()) + "\n" if args.json else table(found))
         sys.stdout.flush()
     errors = [r.error for r in results if r.error is not None]
-    for error in errors:
-        sys.stderr.write(f"kfs: {error}\n")
     if any(r.lost_committed() for r in results):
         return EXIT_LOST_COMMITTED
     return EXIT_ERROR if errors else 0

@@ -10,6 +10,7 @@ holds and the other does not is no difference (the cleaner removed it from one o
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 
 from kfs.record import Record
@@ -25,35 +26,72 @@ def first_difference(reference: tuple[PartitionLog, CopyScan, int], copy: tuple[
     start = max(ref.log_start_offset, scan.log_start_offset)
     end = min(ref.log_end_offset, scan.log_end_offset)
     cleaned_to = max(ref_cleaned, cleaned)
-    compared = "batches"
-    if cleaned_to > start:
-        compared = f"records below {cleaned_to}, then batches"
+    if cleaned_to <= start or start >= end:
+        compared = "batches"
+    else:
+        compared = "records" if cleaned_to >= end else f"records below {cleaned_to}, then batches"
         found = _records_differ(ref_log, log, start, min(cleaned_to, end))
         if found is not None:
             return found, compared
-        start = cleaned_to
-    return _batches_differ(ref, scan, start), compared
+    return _batches_differ(ref, scan, max(start, cleaned_to), end), compared
 
 
-def _batches_differ(ref: CopyScan, scan: CopyScan, start: int) -> int | None:
-    """The first differing batch's lower base offset among the batches starting at or after `start`."""
-    i, j = _first_base_at(ref, start), _first_base_at(scan, start)
-    while i < len(ref) and j < len(scan):
-        if (ref.base[i], ref.last[i], ref.epoch[i], ref.crc[i]) != \
-                (scan.base[j], scan.last[j], scan.epoch[j], scan.crc[j]):
-            return min(ref.base[i], scan.base[j])
-        i += 1
-        j += 1
+def _batches_differ(ref: CopyScan, scan: CopyScan, start: int, end: int) -> int | None:
+    """The first offset in [start, end) where the batches holding it differ (or only one copy has a
+    batch there). Batches change only at a batch's base or after its last offset: those offsets of
+    either copy, and `start`, are the places to look, in order."""
+    start = _same_rows_end(ref, scan, start)
+    marks = heapq.merge(_marks(ref, start, end), _marks(scan, start, end))
+    seen = None
+    for offset in marks:
+        if offset == seen:
+            continue
+        seen = offset
+        a, b = _covering(ref, offset), _covering(scan, offset)
+        if a is None and b is None:
+            continue
+        if a is None or b is None or (ref.base[a], ref.last[a], ref.epoch[a], ref.crc[a]) != \
+                (scan.base[b], scan.last[b], scan.epoch[b], scan.crc[b]):
+            return offset
     return None
 
 
-def _first_base_at(scan: CopyScan, offset: int) -> int:
-    """The row of the first batch whose base offset is >= offset (a batch cut by a log start moved
-    inside it is not compared: the other copy may hold it whole)."""
+def _same_rows_end(ref: CopyScan, scan: CopyScan, start: int) -> int:
+    """Past the batches both copies hold alike from `start` on (the common case: copies in sync for
+    most of their length), found by comparing the arrays a slice at a time; `start` if none."""
+    i, j = ref.first_at_or_after(start), scan.first_at_or_after(start)
+    i0 = i
+    step = 1 << 16
+    while step:
+        if i + step <= len(ref) and j + step <= len(scan) and all(
+                getattr(ref, f)[i:i + step] == getattr(scan, f)[j:j + step] for f in _COMPARED):
+            i, j = i + step, j + step
+        else:
+            step >>= 1
+    return max(start, ref.last[i - 1] + 1) if i > i0 else start
+
+
+_COMPARED = ("base", "last", "epoch", "crc")
+
+
+def _marks(scan: CopyScan, start: int, end: int) -> Iterator[int]:
+    """`start`, then each batch's base offset and the offset after its last, within [start, end), in order."""
+    if start < end:
+        yield start
+    for row in range(scan.first_at_or_after(start), len(scan)):
+        base, after = scan.base[row], scan.last[row] + 1
+        if base >= end:
+            return
+        if base > start:
+            yield base
+        if start < after < end:
+            yield after
+
+
+def _covering(scan: CopyScan, offset: int) -> int | None:
+    """The row of the batch holding `offset` (base <= offset <= last), or None (a gap, or past the end)."""
     row = scan.first_at_or_after(offset)
-    while row < len(scan) and scan.base[row] < offset:
-        row += 1
-    return row
+    return row if row < len(scan) and scan.base[row] <= offset else None
 
 
 def _records_differ(ref_log: PartitionLog, log: PartitionLog, start: int, end: int) -> int | None:
@@ -77,5 +115,4 @@ def _records(log: PartitionLog, start: int, end: int) -> Iterator[Record]:
 
 
 def _content(record: Record) -> tuple:
-    return (record.timestamp, record.timestamp_type, record.key, record.value, record.headers,
-            getattr(record, "control", None))
+    return record.timestamp, record.key, record.value, record.headers

@@ -32,8 +32,9 @@ class ReplicaSet:
         return [b.id for b in self.brokers]
 
     def partition_names(self) -> list[str]:
-        """Partitions held by two brokers or more, sorted."""
-        return list(replicated_partitions(self.brokers))
+        """Partitions held by two brokers or more, sorted; not the KRaft metadata log, which its
+        quorum replicates by its own protocol (KafkaRaftClient), not the ISR fetcher's rule."""
+        return [name for name in replicated_partitions(self.brokers) if name != METADATA_PARTITION]
 
     def holders(self, name: str) -> list[Broker]:
         """The brokers holding a copy of `name`; UnknownPartition when none does."""
