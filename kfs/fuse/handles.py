@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 from kfs.storage import (
     BadSpec,
-    CorruptLogError,
     Extent,
     KfsError,
     Location,
@@ -108,16 +107,28 @@ class Handle:
     def read(self, size: int, offset: int) -> bytes:
         raise NotImplementedError
 
-    def read_pieces(self, size: int, offset: int) -> list[Piece]:
-        """`read` in pieces, for a reply that joins them (kfs.fuse.zerocopy.reply_pieces)."""
+    def read_pieces(self, size: int, offset: int, direct: bool = False) -> list[Piece]:
+        """`read` in pieces, for a reply that joins them (kfs.fuse.zerocopy.reply_pieces). `direct`: the
+        request is a reader's own read passed through by the kernel (kfs.fuse.operations.reader_read),
+        which may be answered short before damage; a fill of the page cache never may (the kernel
+        takes a short one for the end of the file, and a sendfile copy ends there without an error)."""
         return [self.read(size, offset)]
 
-    def fd_range(self, size: int, offset: int) -> tuple[int, int, int] | None:
+    def fd_range(self, size: int, offset: int, direct: bool = False) -> tuple[int, int, int] | None:
         """(fd, position, length) when the bytes lie in one file, so libfuse can splice them."""
         return None
 
     def release(self) -> None:
         pass
+
+
+def view_length(extent: Extent) -> int:
+    """The bytes `extent` takes in a raw view: a damage extent at least one, that cannot be read. At a
+    batch boundary it holds no bytes of its file, and a view that ended there (its last closed
+    segment cut, the active one empty) had the size of the bytes before the damage: a copy by size
+    (tar, rsync, sendfile) stopped there with no error."""
+    length = extent.end - extent.start
+    return max(length, 1) if extent.damage is not None else length
 
 
 @dataclass
@@ -152,7 +163,7 @@ class RawHandle(Handle):
         self.starts, total = [], 0
         for extent in self.extents:
             self.starts.append(total)
-            total += extent.end - extent.start
+            total += view_length(extent)
         self.size = total
 
     def _refresh(self) -> None:
@@ -187,11 +198,11 @@ class RawHandle(Handle):
             self.fds[extent.path] = fd
         return fd
 
-    def _pieces(self, size: int, offset: int) -> list[tuple[int, int, int]]:
+    def _pieces(self, size: int, offset: int, direct: bool) -> list[tuple[int, int, int]]:
         with self.lock:
             if offset + size > self.size:
                 self._refresh()
-            size = self._check_damage(size, offset)
+            size = self._check_damage(size, offset, direct)
             pieces = []
             i = bisect.bisect_right(self.starts, offset) - 1
             while size > 0 and 0 <= i < len(self.extents):
@@ -205,22 +216,26 @@ class RawHandle(Handle):
                 i += 1
             return pieces
 
-    def _check_damage(self, size: int, offset: int) -> int:
-        """The part of a read before the first damaged segment's end; a read that starts there fails
-        (EIO). The handle is direct_io then, so the short read is not taken for the end of the file."""
+    def _check_damage(self, size: int, offset: int, direct: bool) -> int:
+        """The part of a read before the first damage extent; a read that starts there fails (EIO), and
+        so does a page-cache fill that reaches it (`direct` False: answered short, the kernel would end
+        the file there). The handle is direct_io then, so a reader's own read gets every byte before it."""
         for start, extent in zip(self.starts, self.extents, strict=True):
             if extent.damage is not None and start < offset + size:
-                if offset >= start:
-                    raise CorruptLogError(extent.path, extent.start, extent.damage)
+                if offset >= start or not direct:
+                    raise extent.damage_error()
                 return start - offset
         return size
 
-    def fd_range(self, size: int, offset: int) -> tuple[int, int, int] | None:
-        pieces = self._pieces(size, offset)
+    def fd_range(self, size: int, offset: int, direct: bool = False) -> tuple[int, int, int] | None:
+        pieces = self._pieces(size, offset, direct)
         return pieces[0] if len(pieces) == 1 else None
 
-    def read(self, size: int, offset: int) -> bytes:
-        return b"".join(os.pread(fd, n, position) for fd, position, n in self._pieces(size, offset))
+    def read(self, size: int, offset: int, direct: bool = False) -> bytes:
+        return b"".join(os.pread(fd, n, position) for fd, position, n in self._pieces(size, offset, direct))
+
+    def read_pieces(self, size: int, offset: int, direct: bool = False) -> list[Piece]:
+        return [self.read(size, offset, direct)]
 
     def release(self) -> None:
         with self.lock:
@@ -239,9 +254,9 @@ class DecodedHandle(Handle):
     def read(self, size: int, offset: int) -> bytes:
         return b"".join(self.read_pieces(size, offset))
 
-    def read_pieces(self, size: int, offset: int) -> list[Piece]:
+    def read_pieces(self, size: int, offset: int, direct: bool = False) -> list[Piece]:
         assert self.cursor is not None
-        # Page-cached, a short read would be taken for the end of the file: a read that meets damage
-        # fails whole. direct_io, it is what it is: the bytes before the damage, then the read that
-        # starts there fails (as `kfs cat` stops), so no line before the damage is lost.
-        return self.cursor.read_pieces(offset, size, partial=self.direct_io)
+        # A page-cache fill answered short would be taken for the end of the file: a fill that meets
+        # damage fails whole. A reader's own read of a direct_io file gets what it is: the bytes before
+        # the damage, then the read that starts there fails (as `kfs cat` stops), no line lost.
+        return self.cursor.read_pieces(offset, size, partial=self.direct_io and direct)

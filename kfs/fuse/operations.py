@@ -111,6 +111,16 @@ def _describe(result: Any) -> str:
     return "ok"
 
 
+def reader_read(fi: Any) -> bool:
+    """Whether a READ is a reader's own read passed through (a direct_io file's read(2)), not a fill
+    of the kernel's page cache (readahead, a page fault, the splice path behind sendfile and
+    copy_file_range, which reads even a direct_io file through the page cache). The kernel sends the
+    reader's lock owner with the first only (FUSE_READ_LOCKOWNER, fuse_direct_io in fs/fuse/file.c;
+    its page-cache requests leave it 0). Only such a read may be answered short before damage: a fill
+    answered short is the end of the file to the kernel (fuse_short_read), and a copy ends there."""
+    return bool(getattr(fi, "lock_owner", 0))
+
+
 def _read_only(*_: Any) -> Any:
     raise binding.FuseOSError(errno.EROFS)
 
@@ -214,7 +224,7 @@ class KfsOperations(binding.Operations):
     def _read_pieces(self, path: str, size: int, offset: int, fi: Any) -> list[Piece]:
         self.tree.foreground.touch()
         try:
-            return self._handle(fi).read_pieces(size, offset)
+            return self._handle(fi).read_pieces(size, offset, reader_read(fi))
         except TreeError:
             raise
         except Exception as exc:
@@ -228,7 +238,7 @@ class KfsOperations(binding.Operations):
             """Hand libfuse an fd range when the bytes lie in one segment file (no copy in Python)."""
             handle = self._handle(fi)
             try:
-                piece = handle.fd_range(size, offset)
+                piece = handle.fd_range(size, offset, reader_read(fi))
             except Exception as exc:
                 raise TreeError(errno.EIO, path, exc) from exc
             if piece is not None:

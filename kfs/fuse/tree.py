@@ -33,7 +33,7 @@ from typing import TypeVar
 from kfs.fuse import fast_small
 from kfs.fuse.access import Access, access_of, as_search, combined, narrow, suffixes
 from kfs.fuse.groups_tree import GROUPS_DIR, GroupsTree
-from kfs.fuse.handles import Attr, BytesHandle, DecodedHandle, Handle, RawHandle, TreeError, as_errno
+from kfs.fuse.handles import Attr, BytesHandle, DecodedHandle, Handle, RawHandle, TreeError, as_errno, view_length
 from kfs.fuse.schemas_tree import SCHEMAS_DIR, SchemasTree
 from kfs.registry.decode import Registry
 from kfs.registry.sources import RegistryWatch
@@ -283,7 +283,7 @@ class KfsTree:
             raise OffsetOutOfRange("no complete batch from here")
         # (lstat, here and for every segment below: the entry itself; kfs follows no link to a segment)
         first, last = os.lstat(extents[0].path), os.lstat(extents[-1].path)
-        attr = Attr.of_view(first, sum(e.end - e.start for e in extents), last)
+        attr = Attr.of_view(first, sum(view_length(e) for e in extents), last)  # (damage: at least a byte)
         return self._narrowed(attr, plog, extents[0].segment_base_offset, last)
 
     def _narrowed(self, attr: Attr, plog: PartitionLog, base_offset: int, last: os.stat_result) -> Attr:
@@ -379,10 +379,11 @@ class KfsTree:
 
     def _open_decoded(self, path: str, view: DecodedView) -> Handle:
         """An ordinary page-cached file of exact size: mmap, sendfile and readahead work, and a
-        growing partition's new size shows at the next getattr. A read that meets damage fails
-        whole (DecodedHandle: the kernel takes a short read, direct or not, for the end of the
-        file, and sendfile would copy a short file without a word): the reader gets every page
-        before the damage, then EIO.
+        growing partition's new size shows at the next getattr. A view known to hold damage is
+        opened direct_io: a reader's reads get every line before the damage, then EIO; the kernel's
+        page-cache fills (sendfile, which reads a direct_io file through the page cache) fail whole
+        at the page holding it, never short (DecodedHandle: the kernel takes a short fill for the end
+        of the file, and a copy would end there without a word).
 
         Except while the file's bytes changed other than at its end (retention, the cleaner: see
         kfs.views.cursor.Cursor) under the kernel's feet: when the size the kernel may still
@@ -407,6 +408,13 @@ class KfsTree:
             earlier.append(answered[1])
         handle.measure = measure
         if any(not measure.extends(m) for m in earlier):
+            handle.direct_io = True
+            return handle
+        if view.damaged():
+            # Page-cached, the page holding the damage fails whole, and up to 4 KiB of lines before it
+            # never reach the reader. direct_io, a reader's own reads get every line before the damage
+            # (a short read), then EIO: what `kfs cat` prints before it fails. The page-cache fills a
+            # direct_io file still gets (sendfile's splice path) fail whole at that page, never short.
             handle.direct_io = True
             return handle
         return self._cached(path, handle, measure.runs)
