@@ -223,8 +223,8 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
         from kfs.fuse import binding, fast_small
         from kfs.fuse.malloc import bound_heap
         from kfs.fuse.operations import CACHE_DEFAULTS, KfsOperations
-        from kfs.fuse.tree import SMALL_TTL, KfsTree
-        from kfs.storage import LogDirs
+        from kfs.fuse.replicas_tree import mount_tree
+        from kfs.fuse.tree import SMALL_TTL
         from kfs.views.size_cache import CacheDirectoryError, SizeCache, default_directory
 
         cache_dir = str(options.get("size_cache") or default_directory())
@@ -240,9 +240,10 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
             from kfs.registry.sources import RegistryWatch
             watch = RegistryWatch(logdirs, options.get("schemas") or None,
                                   str(options.get("schemas_topic") or "_schemas"))
-        tree = KfsTree(LogDirs(logdirs), isolation=options.get("isolation", "read_uncommitted"),
-                       control=options.get("control", "hide"), decode=options.get("decode", "auto"), cache=cache,
-                       registry_watch=watch)
+        # (several brokers' log dirs: their replicas too, kfs.fuse.replicas_tree)
+        tree = mount_tree(logdirs, isolation=options.get("isolation", "read_uncommitted"),
+                          control=options.get("control", "hide"), decode=options.get("decode", "auto"), cache=cache,
+                          registry_watch=watch)
         operations = KfsOperations(tree, size_scan=str(options.get("size_scan", "yes")) != "no",
                                    given=frozenset(name for name in CACHE_DEFAULTS if name in options))
         fuse_options = {k: v for k, v in options.items() if k not in KFS_OPTIONS}

@@ -11,11 +11,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 
-from kfs.replicas.brokers import Broker, find_brokers, replicated_partitions
-from kfs.replicas.report import PartitionReplicas, compare_copies, read_copy, truncated_lines
+from kfs.replicas.brokers import Broker, find_brokers, replicated_partitions, topic_id
+from kfs.replicas.report import PartitionReplicas, choose_reference, compare_copies, read_copy, truncated_lines
+from kfs.replicas.scan import last_batch_epoch
 from kfs.replicas.witness import METADATA_PARTITION, ClusterMetadata, cluster_metadata
 from kfs.storage import KfsError, UnknownPartition, parse_partition_dir
 
@@ -25,7 +27,7 @@ class ReplicaSet:
 
     def __init__(self, paths: list[str]) -> None:
         self.brokers: list[Broker] = find_brokers(paths)
-        self._metadata: tuple[ClusterMetadata | None] | None = None
+        self._metadata: tuple[tuple[int, ...], ClusterMetadata | None] | None = None
         self._lock = threading.Lock()
 
     def broker_ids(self) -> list[int]:
@@ -37,21 +39,40 @@ class ReplicaSet:
         return [name for name in replicated_partitions(self.brokers) if name != METADATA_PARTITION]
 
     def holders(self, name: str) -> list[Broker]:
-        """The brokers holding a copy of `name`; UnknownPartition when none does."""
-        held = [b for b in self.brokers if name in b.logdirs.partition_names()]
+        """The brokers holding a copy of `name` (a directory of that name in one of its log dirs);
+        UnknownPartition when none does."""
+        held = [b for b in self.brokers if any(os.path.isdir(os.path.join(path, name)) for path in b.paths)]
         if not held:
             raise UnknownPartition(f"no partition {name} in the log dirs of brokers "
                                    f"{', '.join(str(b) for b in self.broker_ids())}")
         return held
 
     def metadata(self) -> ClusterMetadata | None:
-        """The KRaft metadata log among the log dirs (the copy reaching furthest), read once."""
+        """The KRaft metadata log among the log dirs (the copy reaching furthest), read again only when
+        a copy's log end moved."""
+        copies = [b.logdirs.partition(METADATA_PARTITION) for b in self.brokers
+                  if any(os.path.isdir(os.path.join(path, METADATA_PARTITION)) for path in b.paths)]
+        ends = tuple(plog.log_end_offset() for plog in copies)
         with self._lock:
-            if self._metadata is None:
-                copies = [b.logdirs.partition(METADATA_PARTITION) for b in self.brokers
-                          if METADATA_PARTITION in b.logdirs.partition_names()]
-                self._metadata = (cluster_metadata(copies),)
-            return self._metadata[0]
+            if self._metadata is None or self._metadata[0] != ends:
+                self._metadata = (ends, cluster_metadata(copies))
+            return self._metadata[1]
+
+    def reference(self, name: str, leader: int | None = None) -> tuple[Broker, str]:
+        """The broker whose copy is the reference (report.choose_reference), from each copy's last batch
+        alone: what the mount shows as `<topic>-<partition>` without comparing the copies."""
+        parsed = parse_partition_dir(name)
+        held = self.holders(name)
+        if parsed is None or len(held) < 2:
+            return held[0], "the only copy"
+        plogs = {b.id: b.logdirs.partition(name) for b in held}
+        ends = {bid: (last_batch_epoch(plog), plog.log_end_offset()) for bid, plog in plogs.items()}
+        tids = {topic_id(plog) for plog in plogs.values()} - {None}
+        metadata = self.metadata() if name != METADATA_PARTITION else None
+        history = metadata.history(parsed[0], parsed[1], next(iter(tids)) if len(tids) == 1 else None) \
+            if metadata is not None else None
+        broker, chosen_by, _ = choose_reference(ends, leader, history)
+        return next(b for b in held if b.id == broker), chosen_by
 
     def compare(self, name: str, leader: int | None = None) -> PartitionReplicas:
         """The partition's copies compared (section 10). KfsError when fewer than two brokers hold it."""

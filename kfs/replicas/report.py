@@ -172,24 +172,34 @@ def _pairs(entries: list[tuple[int, int]]) -> str:
     return ", ".join(f"epoch {e} at {s}" for e, s in entries)
 
 
-def choose_leader(copies: list[Copy], leader: int | None, history: PartitionHistory | None
-                  ) -> tuple[Copy, str, list[str]]:
-    """The reference copy, what chose it, and notes."""
+def choose_reference(ends: dict[int, tuple[int, int]], leader: int | None, history: PartitionHistory | None
+                     ) -> tuple[int, str, list[str]]:
+    """The reference broker among the holders (broker -> (last batch's epoch, log end)), what chose it,
+    and notes: `leader`, else the metadata log's last leader if it holds a copy, else the highest last
+    epoch, then the longest log, then the lowest broker id."""
     notes: list[str] = []
-    by_broker = {c.broker: c for c in copies}
-    if leader is not None:
-        if leader not in by_broker:
-            raise KfsError(f"broker {leader} holds no copy of {copies[0].plog.name} here (copies on brokers "
-                           f"{', '.join(str(b) for b in sorted(by_broker))})")
-        return by_broker[leader], "--leader", notes
+    if leader is not None and leader in ends:
+        return leader, "--leader", notes
     named = history.last_leader() if history is not None else None
-    if named is not None and named in by_broker:
-        return by_broker[named], "__cluster_metadata", notes
+    if named is not None and named in ends:
+        return named, "__cluster_metadata", notes
     if named is not None:
         notes.append(f"__cluster_metadata names broker {named} as the last leader; it holds no copy here, so "
                      "the reference is the copy with the highest last epoch")
-    best = max(copies, key=lambda c: (c.scan.last_epoch(), c.scan.log_end_offset, -c.broker))
+    best = max(ends, key=lambda broker: (*ends[broker], -broker))
     return best, "highest last epoch", notes
+
+
+def choose_leader(copies: list[Copy], leader: int | None, history: PartitionHistory | None
+                  ) -> tuple[Copy, str, list[str]]:
+    """The reference copy (choose_reference), what chose it, and notes."""
+    by_broker = {c.broker: c for c in copies}
+    if leader is not None and leader not in by_broker:
+        raise KfsError(f"broker {leader} holds no copy of {copies[0].plog.name} here (copies on brokers "
+                       f"{', '.join(str(b) for b in sorted(by_broker))})")
+    ends = {c.broker: (c.scan.last_epoch(), c.scan.log_end_offset) for c in copies}
+    broker, chosen_by, notes = choose_reference(ends, leader, history)
+    return by_broker[broker], chosen_by, notes
 
 
 def compare_copies(topic: str, partition: int, copies: list[Copy], leader: int | None = None,

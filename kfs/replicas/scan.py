@@ -80,3 +80,19 @@ def count_records(plog: PartitionLog, scan: CopyScan, low: int, high: int | None
             total += sum(1 for _ in plog.records(max(low, base), control="show", end_offset=min(high, last + 1)))
         row += 1
     return total
+
+
+def last_batch_epoch(plog: PartitionLog) -> int:
+    """The partition leader epoch of the copy's last batch (-1: none, or a v0/v1 batch), read from
+    the last segment's last offset index entry on: the reference rule without scanning the copy."""
+    start = plog.log_start_offset()
+    for segment in reversed(plog.segments()):
+        entries = segment.offset_index_entries()
+        last = None
+        for header in segment.headers(entries[-1][1] if entries else 0, segment.valid_size()):
+            last = header
+        if last is not None and last.last_offset >= start:
+            return last.partition_leader_epoch if last.magic >= 2 else -1
+        if last is not None or segment.base_offset < start:
+            return -1
+    return -1
