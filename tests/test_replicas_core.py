@@ -253,3 +253,41 @@ def test_cluster_metadata_names_the_reference_and_is_shown(tmp_path: Path) -> No
     table = run_kfs("replicas", *dirs).stdout.decode()
     assert "reference: broker 2 (__cluster_metadata)" in table
     assert "PartitionChangeRecord: leader 2, epoch 1, isr [2, 1], RECOVERED" in table
+
+
+def test_legacy_follower_truncates_to_its_high_watermark(tmp_path: Path) -> None:
+    """Broker 2's copy is v1 messages (no leader epochs): Kafka truncates it to its high watermark."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    dirs = _set(tmp_path, CopySpec(1, run_of(0, 0, 10, "v2") + run_of(1, 10, 12, "v2"), 12),
+                CopySpec(2, [], 6))
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 20)
+    for offset in range(10):
+        builder.append(offset, timestamp=1_700_000_000_000 + offset, key=b"k%d" % offset, value=b"v1-%d" % offset)
+    (Path(dirs[1]) / NAME / f"{0:020d}.log").write_bytes(bytes(builder.build()))
+    (Path(dirs[1]) / NAME / f"{0:020d}.index").write_bytes(b"")
+    found = json.loads(run_kfs("replicas", *dirs, NAME, "--json").stdout)
+    legacy = _by_broker(found)[2]
+    assert (legacy["epochs"], legacy["log_end_offset"], legacy["truncate_to"], legacy["truncated_records"],
+            legacy["lost_committed_records"]) == ([], 10, 6, 4, 0)
+    assert legacy["truncation_rule"] == "high watermark (no leader epochs in the follower's batches)"
+    assert legacy["first_difference"] == 0  # (a v1 message is another batch than a v2 batch)
+
+
+def test_damaged_copy_is_an_error_not_an_answer(tmp_path: Path) -> None:
+    dirs = _set(tmp_path, CopySpec(1, run_of(0, 0, 20), 20, segment_every=2), CopySpec(2, run_of(0, 0, 20), 20))
+    segment = Path(dirs[0]) / NAME / f"{0:020d}.log"
+    data = bytearray(segment.read_bytes())
+    data[-5] ^= 0xFF  # a record's byte of the closed segment's last batch: its CRC fails
+    segment.write_bytes(bytes(data))
+    result = run_kfs("replicas", *dirs, NAME, "--json")
+    assert result.returncode == 1 and result.stdout == b""
+    assert result.stderr.startswith(f"kfs: {segment}".encode()) and b"CRC" in result.stderr, result.stderr
+
+
+def test_missing_high_watermark_is_said(tmp_path: Path) -> None:
+    dirs = _set(tmp_path, CopySpec(1, run_of(0, 0, 10) + run_of(1, 10, 12), 12), CopySpec(2, run_of(0, 0, 15)))
+    report = ReplicaSet(dirs).compare(NAME).replica(2)
+    assert (report.truncation.truncate_to, report.truncated_records, report.lost_committed_records) == (10, 5, 0)
+    assert report.copy.notes[-1] == ("no replication-offset-checkpoint entry: its high watermark is not known, so "
+                                     "none of the 5 truncated record(s) is counted as committed")

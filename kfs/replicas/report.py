@@ -230,6 +230,9 @@ def _report(reference: Copy, copy: Copy) -> ReplicaReport:
     lost = count_records(copy.plog, copy.scan, to, hw) if hw is not None and hw > to else 0
     difference, compared = first_difference((reference.plog, reference.scan, ref_cleaned),
                                             (copy.plog, copy.scan, copy.cleaned_to or 0))
+    if hw is None and truncated:
+        copy.notes.append("no replication-offset-checkpoint entry: its high watermark is not known, so none of the "
+                          f"{truncated} truncated record(s) is counted as committed")
     if difference is not None and difference < to:
         copy.notes.append(f"differs from the reference from offset {difference}, below where Kafka's rule truncates "
                           f"it ({to}): the copies would stay apart there")
