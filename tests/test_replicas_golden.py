@@ -6,7 +6,8 @@ leader-epoch-checkpoints, an epoch without batches, compacted copies, three repl
 batches, a recreated topic); golden/runs.json names each run (log dirs, arguments, exit status) and its
 golden/<run>.jsonl holds the partition objects, one a line as `--json` prints them, that Kafka's
 LeaderEpochFileCache and the fetcher's truncation rule give (see the fixture's README). Each run is
-compared field by field: every field of SPEC section 10 and `compared`; kfs may print more.
+compared field by field: every field of SPEC section 10 and `compared`; kfs may print more. The same
+objects are read from a mount's `<tp>/replicas.json`, and `--truncated BROKER` offers the records counted.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import run_kfs
+from mounts import mounted, needs_fuse
 
 FIXTURE = Path(__file__).parent / "fixtures" / "replicas"
 RUNS: list[dict[str, Any]] = json.loads((FIXTURE / "golden" / "runs.json").read_text())
@@ -85,3 +87,42 @@ def test_every_scenario_has_a_run() -> None:
     """A scenario directory no run reads is a golden answer nobody checks."""
     read = {d.split("/")[1] for r in RUNS for d in r["logdirs"]}
     assert read == {d.name for d in (FIXTURE / "logdirs").iterdir()}
+
+
+@pytest.mark.parametrize("run", [r for r in RUNS if r["golden"] and not r["args"]], ids=lambda r: r["run"])
+def test_truncated_records_are_offered_as_lines(run: dict[str, Any]) -> None:
+    """`--truncated BROKER`: exactly the records the golden counts, each at or after truncate_to."""
+    logdirs = [str(FIXTURE / d) for d in run["logdirs"]]
+    for line in (FIXTURE / run["golden"]).read_text().splitlines():
+        part = json.loads(line)
+        name = f"{part['topic']}-{part['partition']}"
+        for want in part["replicas"]:
+            proc = run_kfs("replicas", *logdirs, name, "--truncated", str(want["broker"]))
+            assert proc.returncode == 0, f"{run['run']}: {name} broker {want['broker']}: {proc.stderr!r}"
+            offsets = [json.loads(x)["offset"] for x in proc.stdout.decode().splitlines()]
+            assert len(offsets) == want["truncated_records"], f"{_where(run, part, want['broker'])}: {offsets}"
+            assert all(o >= want["truncate_to"] for o in offsets), f"{_where(run, part, want['broker'])}: {offsets}"
+            assert offsets == sorted(set(offsets)), f"{_where(run, part, want['broker'])}: {offsets}"
+
+
+@needs_fuse
+@pytest.mark.parametrize("run", [r for r in RUNS if r["golden"] and not r["args"]], ids=lambda r: r["run"])
+def test_mount_shows_each_copy_and_replicas_json(run: dict[str, Any], tmp_path: Path) -> None:
+    """The mount of a scenario's log dirs: `<tp>/replicas.json` is the golden object, `<tp>/` the
+    reference copy, `.replicas/<broker>/<tp>/` each broker's copy (its info.json's log end)."""
+    want = [json.loads(line) for line in (FIXTURE / run["golden"]).read_text().splitlines()]
+    with mounted(tmp_path, [str(FIXTURE / d) for d in run["logdirs"]]) as mnt:
+        for part in want:
+            name = f"{part['topic']}-{part['partition']}"
+            got = json.loads((mnt / name / "replicas.json").read_bytes())
+            problems = _compare_partition(run, got, part)
+            assert not problems, "\n".join(problems)
+            ends = {r["broker"]: r["log_end_offset"] for r in part["replicas"]}
+            info = json.loads((mnt / name / "info.json").read_bytes())
+            assert info["log_end_offset"] == ends[part["leader"]], f"{_where(run, part)}: {name}/ is not the reference"
+            for broker, end in ends.items():
+                info = json.loads((mnt / ".replicas" / str(broker) / name / "info.json").read_bytes())
+                assert info["log_end_offset"] == end, f"{_where(run, part, broker)}: .replicas/{broker}/{name}/"
+        compared = {f"{p['topic']}-{p['partition']}" for p in want}
+        for single in sorted(p.name for p in mnt.iterdir() if p.name not in compared and not p.name.startswith(".")):
+            assert not (mnt / single / "replicas.json").exists(), f"{run['run']}: {single} is held by one broker"
