@@ -125,9 +125,6 @@ def read_copy(broker: Broker, name: str) -> Copy:
     cleaned = CheckpointReader(_logdir(plog)).cleaned_up_to(plog.topic, plog.partition)
     copy = Copy(broker.id, plog, topic_id(plog), scan, epochs, broker.high_watermark(plog), cleaned, checkpoint)
     copy.notes.extend(_checkpoint_notes(copy, problem))
-    if cleaned is None:
-        copy.notes.append("no cleaner-offset-checkpoint in its log dir: taken as never cleaned, compared batch "
-                          "by batch (a compacted copy's cleaned batches would show as differences)")
     return copy
 
 
@@ -233,6 +230,13 @@ def _report(reference: Copy, copy: Copy) -> ReplicaReport:
     if hw is None and truncated:
         copy.notes.append("no replication-offset-checkpoint entry: its high watermark is not known, so none of the "
                           f"{truncated} truncated record(s) is counted as committed")
+    unknown = sorted(c.broker for c in (reference, copy) if c.cleaned_to is None)
+    if difference is not None and unknown:
+        whose = " and ".join(str(b) for b in unknown)
+        plural = 's' if len(unknown) > 1 else ''
+        copy.notes.append(f"no cleaner-offset-checkpoint in broker{plural} {whose}'s log dir{plural}"
+                          ": compared as never cleaned (if the topic is compacted, a batch its cleaner rewrote "
+                          "differs too)")
     if difference is not None and difference < to:
         copy.notes.append(f"differs from the reference from offset {difference}, below where Kafka's rule truncates "
                           f"it ({to}): the copies would stay apart there")
