@@ -291,3 +291,24 @@ def test_missing_high_watermark_is_said(tmp_path: Path) -> None:
     assert (report.truncation.truncate_to, report.truncated_records, report.lost_committed_records) == (10, 5, 0)
     assert report.copy.notes[-1] == ("no replication-offset-checkpoint entry: its high watermark is not known, so "
                                      "none of the 5 truncated record(s) is counted as committed")
+
+
+GOLDEN = FIXTURES.parent / "replicas"
+
+
+@pytest.mark.parametrize("run", [r for r in json.loads((GOLDEN / "golden" / "runs.json").read_text()) if r["golden"]],
+                         ids=lambda r: r["run"])
+def test_api_gives_kafkas_answers(run: dict) -> None:
+    """The golden runs of tests/fixtures/replicas (Kafka's answers) through the Python API."""
+    args = list(run["args"])
+    leader = int(args[args.index("--leader") + 1]) if "--leader" in args else None
+    named = [a for a in args if not a.startswith("--") and not a.lstrip("-").isdigit()]
+    replicas = ReplicaSet([str(GOLDEN / d) for d in run["logdirs"]])
+    found = [replicas.compare(named[0], leader)] if named else list(replicas.compare_all(leader))
+    want = [json.loads(line) for line in (GOLDEN / run["golden"]).read_text().splitlines()]
+    fields = ("broker", "truncate_to", "truncated_records", "lost_committed_records", "first_difference", "compared",
+              "epochs", "high_watermark", "log_start_offset", "log_end_offset", "checkpoint_epochs")
+    assert [(f.name, f.leader, [{k: r.as_json()[k] for k in fields} for r in f.replicas]) for f in found] == \
+        [(f"{w['topic']}-{w['partition']}", w["leader"], [{k: r[k] for k in fields} for r in w["replicas"]])
+         for w in want]
+    assert any(f.lost_committed() for f in found) == (run["exit_status"] == 4)
