@@ -5,6 +5,7 @@ The golden scenarios written with Kafka's own classes are tests/test_replicas_go
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -312,3 +313,22 @@ def test_api_gives_kafkas_answers(run: dict) -> None:
         [(f"{w['topic']}-{w['partition']}", w["leader"], [{k: r[k] for k in fields} for r in w["replicas"]])
          for w in want]
     assert any(f.lost_committed() for f in found) == (run["exit_status"] == 4)
+
+
+def test_odd_checkpoint_files_are_said_not_read(tmp_path: Path) -> None:
+    """A leader-epoch-checkpoint that is a FIFO is never opened, one that contradicts its own count is
+    not used; a garbled partition.metadata names no topic id; an empty copy compares as a log of 0."""
+    dirs = _set(tmp_path, CopySpec(1, run_of(0, 0, 10), 10), CopySpec(2, []))
+    copy = Path(dirs[1]) / NAME
+    for f in copy.iterdir():
+        f.unlink()
+    os.mkfifo(copy / "leader-epoch-checkpoint")
+    (Path(dirs[0]) / NAME / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n")
+    (Path(dirs[0]) / NAME / "partition.metadata").write_text("garbage")
+    found = json.loads(run_kfs("replicas", *dirs, NAME, "--json").stdout)
+    one, two = _by_broker(found)[1], _by_broker(found)[2]
+    assert one["notes"] == [f"{dirs[0]}/{NAME}/leader-epoch-checkpoint says 2 entries and holds 1; the epochs are "
+                            "the batches'"]
+    assert two["notes"] == [f"{copy}/leader-epoch-checkpoint is a FIFO, not a regular file: kfs reads only regular "
+                            "files; the epochs are the batches'"]
+    assert (one["topic_id"], two["checkpoint_epochs"], two["log_end_offset"], two["truncate_to"]) == (None, None, 0, 0)
