@@ -7,7 +7,7 @@ demo:
 # Installs what the tests need into the active Python (a venv is best): kfs with its test and
 # Spark extras (PySpark builds from its source archive the first time: several minutes).
 install-test:
-	@python3 -c "import pytest, hypothesis, kafka, snappy, mypy, pyspark, pyarrow, kfs.record._speedups" 2>/dev/null \
+	@python3 -c "import pytest, hypothesis, kafka, snappy, mypy, pyspark, pyarrow, kfs._native._speedups" 2>/dev/null \
 	  || python3 -m pip install -q -e '.[test,spark]'
 
 test: install-test

@@ -139,9 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         write_log_dir(path, args.records, args.segment_mib << 20)
         print(f"wrote {path} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     size = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
-    from kfs.record import speedups
+    from kfs._native import record as native_record
 
-    decoder = "compiled" if speedups.decode_v2_records is not None else "pure Python"
+    decoder = "compiled" if native_record.decode_v2_records is not None else "pure Python"
     print(f"log dir {path}: {size / 2**20:.0f} MiB, cores {os.cpu_count()}, decoder {decoder}")
 
     count, seconds = bench_single_process(path)

@@ -1,4 +1,4 @@
-"""The fused renderer (`render_v2_jsonl` in kfs/record/csrc/render_v2_jsonl.c, used by
+"""The fused renderer (`render_v2_jsonl` in kfs/_native/csrc/views/render_v2_jsonl.c, used by
 kfs.views.batch_lines) writes the bytes the decoder and the Python renderer write, record for record:
 random batches with every kind of byte (hypothesis), malformed payloads (left to the decoder, never a
 crash), the Kafka-written fixtures through `kfs cat`, and it runs without the GIL."""
@@ -19,11 +19,13 @@ from conftest import GOLDEN_PARTITIONS, LOGDIRS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kfs.record import CorruptBatchError, default_batch, parse_batch_header, speedups
+from kfs._native import record as native_record
+from kfs._native import views as native_views
+from kfs.record import CorruptBatchError, default_batch, parse_batch_header
 from kfs.views import jsonl
 from kfs.views.jsonl import line_prefix
 
-pytestmark = pytest.mark.skipif(speedups.render_v2_jsonl is None, reason="extension not built")
+pytestmark = pytest.mark.skipif(native_views.render_v2_jsonl is None, reason="extension not built")
 
 
 def python_lines(prefix: str, batch: bytes, first: int, stop: int) -> list[bytes]:
@@ -34,8 +36,8 @@ def python_lines(prefix: str, batch: bytes, first: int, stop: int) -> list[bytes
 
 
 def fused(prefix: str, payload: bytes, header, first: int, stop: int, lines: bool = False):  # type: ignore[no-untyped-def]
-    assert speedups.render_v2_jsonl is not None
-    return speedups.render_v2_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
+    assert native_views.render_v2_jsonl is not None
+    return native_views.render_v2_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
                                     header.timestamp_type, header.max_timestamp, prefix, first, stop, lines)
 
 
@@ -51,8 +53,8 @@ def test_fused_lines_are_the_python_renderers(batch: bytes, topic: str, partitio
     payload = default_batch.records_payload(batch, header)
     offsets = [r.offset for r in default_batch.decode_records(batch, header) if first <= r.offset < stop]
     got = fused(prefix, payload, header, first, stop)
-    assert speedups.count_jsonl is not None
-    counted = speedups.count_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
+    assert native_views.count_jsonl is not None
+    counted = native_views.count_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
                                    header.timestamp_type, header.max_timestamp, prefix, first, stop)
     if got is None:  # left to the decoder: only what the counter leaves to it too (an invalid UTF-8 header key)
         assert counted is None
@@ -84,18 +86,18 @@ def test_a_malformed_payload_is_left_to_the_decoder() -> None:
         damaged = bytearray(payload)
         for _ in range(rnd.randrange(1, 4)):
             damaged[rnd.randrange(len(damaged))] = rnd.randrange(256)
-        got = speedups.render_v2_jsonl(bytes(damaged), 3, 0, 1, "CreateTime", 0, prefix, 0, 10)
+        got = native_views.render_v2_jsonl(bytes(damaged), 3, 0, 1, "CreateTime", 0, prefix, 0, 10)
         if got is None:
             continue
-        records = speedups.decode_v2_records(bytes(damaged), 3, 0, 1, "CreateTime", 0)
+        records = native_record.decode_v2_records(bytes(damaged), 3, 0, 1, "CreateTime", 0)
         assert got == b"".join(jsonl.render_line(prefix, r).encode() for r in records if 0 <= r.offset < 10)
 
 
 def test_a_prefix_utf8_cannot_encode_is_left_to_python() -> None:
-    assert speedups.render_v2_jsonl is not None
-    assert speedups.render_v2_jsonl(b"", 0, 0, 0, "CreateTime", 0, "\udcff", 0, 10) is None
+    assert native_views.render_v2_jsonl is not None
+    assert native_views.render_v2_jsonl(b"", 0, 0, 0, "CreateTime", 0, "\udcff", 0, 10) is None
     with pytest.raises(CorruptBatchError):
-        speedups.decode_v2_records(b"\x00", 1, 0, 0, "CreateTime", 0)
+        native_record.decode_v2_records(b"\x00", 1, 0, 0, "CreateTime", 0)
 
 
 def _cat(logdir: str, partition: str, pure: bool) -> subprocess.CompletedProcess:
@@ -195,7 +197,7 @@ def test_json_like_values_render_and_count_as_python_renders_them(values: list[t
     expected = b"".join(python_lines(prefix, batch, 0, 1 << 62))
     payload = default_batch.records_payload(batch, header)
     assert fused(prefix, payload, header, 0, 1 << 62) == expected
-    assert speedups.count_jsonl is not None
-    counted = speedups.count_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
+    assert native_views.count_jsonl is not None
+    counted = native_views.count_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
                                    header.timestamp_type, header.max_timestamp, prefix, 0, 1 << 62)
     assert counted is not None and counted[0] == len(expected)

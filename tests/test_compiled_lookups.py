@@ -23,12 +23,13 @@ from hypothesis import strategies as st
 import kfs.storage.index as index_module
 import kfs.storage.partition as partition_module
 import kfs.storage.segment as segment_module
-from kfs.record import speedups
+from kfs._native import record as native_record
+from kfs._native import storage as native_storage
 from kfs.storage import LogDirs, NoRecordAtOffset
 from kfs.storage.index import OffsetIndex, TimeIndex
 
-pytestmark = pytest.mark.skipif(speedups.find_v2_batch is None or speedups.crc32c is None
-                                or speedups.crc32c(b"") is None,
+pytestmark = pytest.mark.skipif(native_storage.find_v2_batch is None or native_record.crc32c is None
+                                or native_record.crc32c(b"") is None,
                                 reason="the compiled extension (with a CRC-32C instruction) is not here")
 
 
@@ -79,7 +80,7 @@ class _Spy:
         answer = self.function(*args)
         kind = type(answer).__name__ if not isinstance(answer, bool) else "bool"
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
-        if answer is None and self.function is speedups.v2_record_at:
+        if answer is None and self.function is native_storage.v2_record_at:
             self.declined_codecs.add(args[0][22] & 7)
         return answer
 
@@ -88,7 +89,7 @@ class _Spy:
 def test_lookups_take_the_compiled_walk(partition: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """On Kafka's own logs the interval walk is what most lookups take, and the record is made by the
     compiled path for every uncompressed or lz4 batch (gzip, snappy and zstd are records_of's)."""
-    find, record_at = _Spy(speedups.find_v2_batch), _Spy(speedups.v2_record_at)
+    find, record_at = _Spy(native_storage.find_v2_batch), _Spy(native_storage.v2_record_at)
     monkeypatch.setattr(segment_module, "_find_v2_batch", find)
     monkeypatch.setattr(partition_module, "_v2_record_at", record_at)
     dirs = LogDirs(LOGDIRS)
@@ -119,7 +120,7 @@ def test_a_batch_past_the_first_read_is_read_whole(tmp_path: Path, monkeypatch: 
             offset += 1
         appends.append([(v2_batch(records[0][0], records), records)])
     write_segment(str(directory), 0, appends, 4096, closed=False)
-    find = _Spy(speedups.find_v2_batch)
+    find = _Spy(native_storage.find_v2_batch)
     monkeypatch.setattr(segment_module, "_find_v2_batch", find)
     compiled = _answers([str(tmp_path)], directory.name, list(range(offset)), True, monkeypatch)
     assert find.kinds.get("int", 0) > 0 and find.kinds.get("tuple", 0) > 0, find.kinds
@@ -184,7 +185,7 @@ def test_index_slot_is_the_python_search_slot_for_slot(entry_size: int, entries:
     key = [base + k if entry_size == 8 else k for k in keys]
     targets = [rng.choice(key) + d for d in (-1, 0, 1) for _ in range(20)] + [min(key) - 1, max(key) + 1]
     for target in targets:
-        compiled = speedups.index_slot(mapping, entries, entry_size, base, target)
+        compiled = native_storage.index_slot(mapping, entries, entry_size, base, target)
         with pytest.MonkeyPatch.context() as m:
             m.setattr(index_module, "_index_slot", None)
             assert index._largest_lower_bound_slot(target) == compiled, target

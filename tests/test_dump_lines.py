@@ -1,4 +1,4 @@
-"""The compiled dump renderer (`render_v2_dump` in kfs/record/csrc/render_v2_dump.c, used by
+"""The compiled dump renderer (`render_v2_dump` in kfs/_native/csrc/cli/render_v2_dump.c, used by
 kfs/cli/dump_log.py) prints the batch line and record lines the Python path prints (`_batch_line`, and
 `_v2_data_lines` of the decoded records: its oracle), and finds the same non-consecutive offsets:
 hypothesis batches with every kind of key, value and header key (null, empty, control characters, bytes
@@ -21,10 +21,11 @@ from conftest import GOLDEN_PARTITIONS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kfs._native import cli as native_cli
 from kfs.cli.dump_log import _batch_line, _note_gaps, _note_packed_gaps, _v2_data_lines
-from kfs.record import BatchHeader, default_batch, parse_batch_header, speedups
+from kfs.record import BatchHeader, default_batch, parse_batch_header
 
-pytestmark = pytest.mark.skipif(speedups.render_v2_dump is None, reason="extension not built")
+pytestmark = pytest.mark.skipif(native_cli.render_v2_dump is None, reason="extension not built")
 
 INT64_MAX = 2**63 - 1
 
@@ -110,8 +111,8 @@ def oracle(batch: bytes, previous: int, position: int | None = 0) -> tuple[str, 
 def compiled(header: BatchHeader, payload: bytes, previous: int, batch: bytes | None = None, position: int = 0
              ) -> tuple[str, int, dict[int, int]] | None:
     """render_v2_dump's lines (with `batch`: its batch line first) and gaps."""
-    assert speedups.render_v2_dump is not None
-    out = speedups.render_v2_dump(payload, header.record_count, header.base_offset, header.first_timestamp,
+    assert native_cli.render_v2_dump is not None
+    out = native_cli.render_v2_dump(payload, header.record_count, header.base_offset, header.first_timestamp,
                                   header.timestamp_type, header.max_timestamp, header.base_sequence, previous,
                                   batch, position, header.compression)
     if out is None:

@@ -14,7 +14,8 @@ from conftest import GOLDEN_PARTITIONS, LOGDIRS, v2_batch, write_segment
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kfs.record import BatchHeader, Record, speedups
+from kfs._native import views as native_views
+from kfs.record import BatchHeader, Record
 from kfs.storage import LogDirs, LogSegment, VanishedError
 from kfs.views import batch_lines, runs
 from kfs.views import cursor as cursor_module
@@ -222,7 +223,7 @@ def test_the_first_line_costs_one_batch(monkeypatch: pytest.MonkeyPatch, sized: 
     view = DecodedLog(plog).view(0)
     if sized:
         assert view.size() > 0
-        if speedups.count_jsonl is not None:  # counted in C: no record decoded for a size
+        if native_views.count_jsonl is not None:  # counted in C: no record decoded for a size
             assert decoded_per_batch == []
         decoded_per_batch.clear()
     first = view.cursor().read(0, 512).split(b"\n")[0]

@@ -89,10 +89,10 @@ def test_only_the_mount_with_the_c_path_puts_files_in_its_table(monkeypatch: pyt
     """One process, two mounts (two trees served with `serve` in threads, say): libfuse's table is
     patched once, for the first; the second's files must never enter the C table, where an open of
     the same name through the first mount would find them."""
-    from kfs.record import speedups
+    from kfs._native import fuse as native_fuse
 
     put: list[str] = []
-    monkeypatch.setattr(speedups, "small_files_put", lambda path, data, rendered: put.append(path))
+    monkeypatch.setattr(native_fuse, "small_files_put", lambda path, data, rendered: put.append(path))
     first, second = object(), object()
     monkeypatch.setattr(fast_small, "_owner", [first])
     fast_small.keep(second, "/orders-0/offset/5.value", b"theirs", 1.0)

@@ -1,5 +1,5 @@
 """The length of a batch's JSON lines, counted without rendering (`count_jsonl` in
-kfs/record/csrc/count_jsonl.c), is the length of what the renderer writes: random records (hypothesis,
+kfs/_native/csrc/views/count_jsonl.c), is the length of what the renderer writes: random records (hypothesis,
 kafka-python's builder) with every kind of byte a key, value or header may hold, compared with
 `render_jsonl` as the oracle."""
 
@@ -11,10 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from kfs.record import default_batch, parse_batch_header, speedups
+from kfs._native import views as native_views
+from kfs.record import default_batch, parse_batch_header
 from kfs.views.jsonl import line_prefix, render_line_list
 
-pytestmark = pytest.mark.skipif(speedups.count_jsonl is None, reason="extension not built")
+pytestmark = pytest.mark.skipif(native_views.count_jsonl is None, reason="extension not built")
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=batches(), topic=st.sampled_from(["orders", "tópico-ü", 'q"uote']), partition=st.integers(0, 99),
@@ -28,7 +29,7 @@ def test_counted_length_equals_rendered_length(batch: bytes, topic: str, partiti
     prefix = line_prefix(topic, partition)
     lines = render_line_list(prefix, selected)
     payload = default_batch.records_payload(batch, header)
-    counted = speedups.count_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
+    counted = native_views.count_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
                                    header.timestamp_type, header.max_timestamp, prefix, first, stop)
     assert counted == (sum(map(len, lines)), len(selected), selected[0].offset if selected else -1)
 
@@ -41,8 +42,8 @@ def test_a_malformed_payload_is_left_to_the_decoder() -> None:
     header = parse_batch_header(batch, 0, 0)
     payload = default_batch.records_payload(batch, header)
     for cut in range(len(payload)):
-        assert speedups.count_jsonl(payload[:cut], 1, 0, 0, "CreateTime", 0, "{", 0, 10) is None
-    assert speedups.count_jsonl(payload + b"\x00", 1, 0, 0, "CreateTime", 0, "{", 0, 10) is None
+        assert native_views.count_jsonl(payload[:cut], 1, 0, 0, "CreateTime", 0, "{", 0, 10) is None
+    assert native_views.count_jsonl(payload + b"\x00", 1, 0, 0, "CreateTime", 0, "{", 0, 10) is None
 
 
 def _one_record_count(key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> None:
@@ -55,7 +56,7 @@ def _one_record_count(key: bytes | None, value: bytes | None, headers: list[tupl
     prefix = line_prefix("orders", 0)
     rendered = render_line_list(prefix, default_batch.decode_records(batch, header))
     payload = default_batch.records_payload(batch, header)
-    counted = speedups.count_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
+    counted = native_views.count_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
                                    header.timestamp_type, header.max_timestamp, prefix, 0, 1)
     assert counted == (sum(map(len, rendered)), 1, 0)
 

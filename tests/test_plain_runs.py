@@ -25,7 +25,8 @@ from conftest import GOLDEN_PARTITIONS, LOGDIRS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kfs.record import default_batch, parse_batch_header, speedups
+from kfs._native import views as native_views
+from kfs.record import default_batch, parse_batch_header
 from kfs.storage import KfsError, LogDirs, PartitionLog
 from kfs.views import batch_lines, line_lengths, plain_runs
 from kfs.views.jsonl import line_prefix
@@ -223,7 +224,7 @@ def test_the_walker_checks_the_crc_and_takes_only_whole_plain_batches() -> None:
     first, second = _uncompressed_batch(rng, 0, 4), _uncompressed_batch(rng, 4, 3)
     assert struct.unpack_from(">I", first, 17)[0] == crc32c.crc32c(first[21:])  # the CRC it is held to
     prefix = line_prefix("t", 0)
-    walk = speedups.walk_v2_run
+    walk = native_views.walk_v2_run
     assert walk is not None
 
     def taken(window: bytes) -> tuple[int, int] | None:
@@ -322,7 +323,7 @@ def test_lz4_batches_are_walked_and_bad_frames_handed_back(tmp_path: Path) -> No
     (pdir / f"{0:020d}.log").write_bytes(b"".join(framed))
     plog = LogDirs([str(tmp_path)]).partition("walk-0")
     prefix = line_prefix("walk", 0)
-    walk = speedups.walk_v2_run
+    walk = native_views.walk_v2_run
     assert walk is not None
     got = walk(b"".join(framed), 0, None, 1 << 62, 0, (1 << 63) - 1, prefix, False, False, 1 << 20)
     assert got is not None and got[0] == sum(map(len, framed[:3])) and got[3] == 12

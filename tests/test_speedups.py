@@ -1,4 +1,5 @@
-"""The compiled decoder and renderer (kfs.record._speedups, kfs/record/csrc/) agree with the Python code, byte for byte.
+"""The compiled decoder and renderers (kfs._native._speedups, kfs/_native/csrc/) agree with the Python code, byte
+for byte.
 
 The Python loops are the reference: every test runs them, and runs the compiled functions too when the
 extension was built (else those cases are skipped, and kfs runs on the Python loops alone). Random
@@ -25,6 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
+from kfs._native import record as native_record
+from kfs._native import views as native_views
 from kfs.record import (
     CorruptBatchError,
     Record,
@@ -32,13 +35,12 @@ from kfs.record import (
     default_batch,
     parse_batch_header,
     peek_size,
-    speedups,
 )
 from kfs.record.types import BatchHeader
 from kfs.storage.record_stream import ControlRecord
 from kfs.views import jsonl
 
-BUILT = speedups.decode_v2_records is not None
+BUILT = native_record.decode_v2_records is not None
 PATHS = ["python", pytest.param("c", marks=pytest.mark.skipif(not BUILT, reason="extension not built"))]
 needs_c = pytest.mark.skipif(not BUILT, reason="extension not built")
 
@@ -48,7 +50,7 @@ needs_c = pytest.mark.skipif(not BUILT, reason="extension not built")
 def decode(path: str, batch, header: BatchHeader) -> list[Record]:
     """decode_records through the Python loop or the compiled one."""
     saved = default_batch._decode_v2_records
-    default_batch._decode_v2_records = speedups.decode_v2_records if path == "c" else None
+    default_batch._decode_v2_records = native_record.decode_v2_records if path == "c" else None
     try:
         return default_batch.decode_records(batch, header)
     finally:
@@ -58,8 +60,8 @@ def decode(path: str, batch, header: BatchHeader) -> list[Record]:
 def render(path: str, prefix: str, records: list) -> bytes:
     """jsonl.render_lines through the compiled renderer or, for "python", joined render_line."""
     if path == "c":
-        assert speedups.render_jsonl is not None
-        return speedups.render_jsonl(prefix, records, jsonl.render_line)
+        assert native_views.render_jsonl is not None
+        return native_views.render_jsonl(prefix, records, jsonl.render_line)
     return b"".join(jsonl.render_line(prefix, r).encode("utf-8") for r in records)
 
 
@@ -334,7 +336,7 @@ PREFIX = jsonl.line_prefix("orders", 3)
 @given(st.lists(records(), max_size=6))
 def test_compiled_renderer_gives_the_python_bytes(recs: list[Record]) -> None:
     assert render("c", PREFIX, recs) == render("python", PREFIX, recs)
-    assert speedups.render_jsonl(PREFIX, recs, jsonl.render_line, lines=True) == [
+    assert native_views.render_jsonl(PREFIX, recs, jsonl.render_line, lines=True) == [
         jsonl.render_line(PREFIX, r).encode("utf-8") for r in recs]
 
 
@@ -391,7 +393,7 @@ def test_records_the_fast_path_leaves_to_python_render_identically() -> None:
 
 @pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_c)])
 def test_render_lines_and_render_records_keep_render_lines_output(compiled: bool, monkeypatch) -> None:
-    monkeypatch.setattr(jsonl, "_render_jsonl", speedups.render_jsonl if compiled else None)
+    monkeypatch.setattr(jsonl, "_render_jsonl", native_views.render_jsonl if compiled else None)
     rnd = random.Random(5)
     recs = [Record(i, 1000 + i, "CreateTime", rnd.choice([None, b"k", b"\xff"]), rnd.randbytes(rnd.randrange(20)),
                     [("a", b"b")] * rnd.randrange(3)) for i in range(3000)]
@@ -407,7 +409,7 @@ def test_render_lines_and_render_records_keep_render_lines_output(compiled: bool
 @pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_c)])
 def test_render_records_yields_the_lines_before_an_error(compiled: bool, monkeypatch) -> None:
     """An error in the records, or in rendering one, comes after the lines of the records before it."""
-    monkeypatch.setattr(jsonl, "_render_jsonl", speedups.render_jsonl if compiled else None)
+    monkeypatch.setattr(jsonl, "_render_jsonl", native_views.render_jsonl if compiled else None)
     recs = [Record(i, 0, "CreateTime", None, b"v", []) for i in range(100)]
 
     def failing() -> Iterator[Record]:
@@ -438,29 +440,31 @@ def _best(fn: Callable[[], int], reps: int) -> float:
 
 
 def test_the_build_lists_every_c_file_and_header_of_the_extension() -> None:
-    """pyproject.toml's ext-module names every C file of kfs/record/csrc/ in `sources` and every header
-    in `depends` (which puts them in the sdist): a C file left out links into a module that fails to
-    import (an undefined symbol), and kfs would run on the Python loops without a word."""
+    """pyproject.toml's ext-module names every C file of kfs/_native/csrc/ (its layers' directories
+    included) in `sources` and every header in `depends` (which puts them in the sdist): a C file left out
+    links into a module that fails to import (an undefined symbol), and kfs would run on the Python loops
+    without a word."""
     tomllib = pytest.importorskip("tomllib")
     repo = Path(__file__).resolve().parent.parent
     (ext,) = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["ext-modules"]
-    csrc = repo / "kfs" / "record" / "csrc"
-    assert ext["name"] == "kfs.record._speedups"
-    assert sorted(ext["sources"]) == sorted(str(p.relative_to(repo)) for p in csrc.glob("*.c"))
-    assert sorted(ext["depends"]) == sorted(str(p.relative_to(repo)) for p in csrc.glob("*.h"))
+    csrc = repo / "kfs" / "_native" / "csrc"
+    assert ext["name"] == "kfs._native._speedups"
+    assert sorted(ext["sources"]) == sorted(str(p.relative_to(repo)) for p in csrc.rglob("*.c"))
+    assert sorted(ext["depends"]) == sorted(str(p.relative_to(repo)) for p in csrc.rglob("*.h"))
 
 
-@pytest.mark.skipif(speedups.crc32c is None or speedups.crc32c(b"") is None, reason="no compiled CRC-32C here")
+@pytest.mark.skipif(native_record.crc32c is None or native_record.crc32c(b"") is None,
+                    reason="no compiled CRC-32C here")
 @settings(max_examples=300, deadline=None)
 @given(data=st.binary(max_size=6000), start=st.integers(0, 15),
        length=st.sampled_from([None, 767, 768, 769, 1535, 1536, 1537, 2304, 3 * 768 + 8, 4096]))
 def test_the_compiled_crc32c_is_crc32c(data: bytes, start: int, length: int | None) -> None:
-    """Three lanes at a time and joined (kfs/record/csrc/crc32c.c) give crc32c.crc32c's value, from any
+    """Three lanes at a time and joined (kfs/_native/csrc/record/crc32c.c) give crc32c.crc32c's value, from any
     alignment and across the lane boundaries (768 bytes a round)."""
     import crc32c
 
-    assert speedups.crc32c is not None
+    assert native_record.crc32c is not None
     if length is not None:
         data = (data * (length // max(1, len(data)) + 2))[:length] if data else bytes(length)
     view = memoryview(b"\x5a" * start + data)[start:]
-    assert speedups.crc32c(view) == crc32c.crc32c(data)
+    assert native_record.crc32c(view) == crc32c.crc32c(data)

@@ -28,5 +28,5 @@ def test_the_wheel_holds_the_package_only(tmp_path: Path) -> None:
     print(f"{wheel.name}: {len(names)} files")
     tops = {name.split("/")[0] for name in names}
     assert tops == {"kfs", next(t for t in tops if t.endswith(".dist-info"))}, tops
-    assert any(name.startswith("kfs/record/_speedups") and name.endswith(".so") for name in names)
+    assert any(name.startswith("kfs/_native/_speedups") and name.endswith(".so") for name in names)
     assert not [n for n in names if "bench" in n or "soak" in n or n.endswith(".jar") or "/tests/" in n]

@@ -9,6 +9,7 @@ import re
 import struct
 from collections.abc import Iterator
 
+from kfs._native import cli as native
 from kfs.cli.dump_common import (
     NO_SEQUENCE,
     RECORD_INDENT,
@@ -31,7 +32,6 @@ from kfs.record import (
     default_batch,
     legacy_message_checks,
     parse_control_record,
-    speedups,
 )
 from kfs.record.compression import MAX_BATCH_RECORDS
 from kfs.storage import CorruptLogError, KfsError, LogSegment
@@ -39,7 +39,7 @@ from kfs.storage import CorruptLogError, KfsError, LogSegment
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"  # BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME
 SNAPSHOT_NAME = re.compile(r"(\d{20})-(\d{10})\.checkpoint")  # Snapshots.parse
 _BATCHES_PER_WRITE = 128  # pieces (a batch line, a batch's record lines) joined into one write
-_render_v2_dump = speedups.render_v2_dump  # the compiled twin of _v2_data_lines, or None
+_render_v2_dump = native.render_v2_dump  # the compiled twin of _v2_data_lines, or None
 
 
 def dump_log(path: str, out: Out, problems: Problems, *, deep: bool, print_data: bool,
@@ -146,7 +146,7 @@ def _checked_records(segment: LogSegment, header: BatchHeader, body: memoryview,
 def _fused_data_lines(header: BatchHeader, body: memoryview, previous: int, position: int
                       ) -> tuple[str, int, bytes] | None:
     """`_batch_line` and `_v2_data_lines` of a data batch whose CRC is valid, rendered by `render_v2_dump`
-    (kfs/record/csrc/render_v2_dump.c) straight from its bytes: (lines, last offset, gaps packed as int64
+    (kfs/_native/csrc/cli/render_v2_dump.c) straight from its bytes: (lines, last offset, gaps packed as int64
     pairs). None when the batch takes the decoder's path, which raises what is wrong with it or prints
     what is unusual."""
     if _render_v2_dump is None or not 0 < header.record_count <= MAX_BATCH_RECORDS:

@@ -3,7 +3,7 @@
 A `cat offset/<N>.value` is four requests: LOOKUP renders the value (Python: the lookup), then OPEN,
 READ and RELEASE hand out bytes already rendered. Through mfusepy each is a ctypes callback into
 Python, which costs more than the request does (a minimal mfusepy file system: ~30 us a request over
-a C one here). `kfs/record/csrc/small_files.c` answers those three for a file the tree rendered
+a C one here). `kfs/_native/csrc/fuse/small_files.c` answers those three for a file the tree rendered
 within its reuse time (`tree.SMALL_TTL`, the rule of `KfsTree._fresh_small`) from a copy the tree
 handed it (`keep`), and passes every other request to mfusepy's callbacks, kept as they were: it is
 a cache in front of the Python path, whose miss is the Python path.
@@ -21,8 +21,8 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from kfs._native import fuse as native
 from kfs.fuse import binding
-from kfs.record import speedups
 
 log = logging.getLogger("kfs.fuse")
 
@@ -33,17 +33,17 @@ _owner: list[object | None] = [None]
 
 def available() -> bool:
     """The compiled extension is here and libfuse3 is driven by mfusepy (its table is known)."""
-    return speedups.small_files_install is not None and binding.HAS_READ_BUF
+    return native.small_files_install is not None and binding.HAS_READ_BUF
 
 
 def keep(tree: object, path: str, data: bytes, rendered: float) -> None:
     """A small file `tree` rendered at `rendered` (time.monotonic()), for the C path when it is the
     tree of the mount that has it."""
     if _owner[0] is tree:
-        assert speedups.small_files_put is not None
+        assert native.small_files_put is not None
         # (a name that is not UTF-8 or holds a NUL, which libfuse cannot have given as it is: Python serves it)
         with contextlib.suppress(UnicodeEncodeError, ValueError):
-            speedups.small_files_put(path, data, rendered)
+            native.small_files_put(path, data, rendered)
 
 
 @contextlib.contextmanager
@@ -55,9 +55,9 @@ def installed(tree: object, reuse_seconds: float, all_direct_io: bool) -> Iterat
 
     def fuse_main_real(argc: Any, argv: Any, operations: Any, size: Any, user_data: Any) -> Any:  # (libfuse's)
         table, info = module.fuse_operations, module.fuse_file_info
-        assert speedups.small_files_install is not None
+        assert native.small_files_install is not None
         try:
-            speedups.small_files_install(
+            native.small_files_install(
                 ctypes.addressof(operations.contents), table.open.offset, table.read_buf.offset,
                 table.release.offset, info.fh.offset, info.flags.offset, info.direct_io.offset,
                 info.direct_io.size & 0xFFFF, reuse_seconds, all_direct_io)
@@ -74,6 +74,6 @@ def installed(tree: object, reuse_seconds: float, all_direct_io: bool) -> Iterat
         module.fuse_main_real = original
         if _owner[0] is tree:
             _owner[0] = None
-            assert speedups.small_files_clear is not None
-            opens, reads = speedups.small_files_clear()
+            assert native.small_files_clear is not None
+            opens, reads = native.small_files_clear()
             log.info("small files answered in C: %d opens, %d reads", opens, reads)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ctypes
 
-from kfs.record import speedups
+from kfs._native import fuse as native
 from kfs.views.decoded import Piece
 
 FUSE_BUF_IS_FD = 1 << 1
@@ -86,11 +86,11 @@ def reply_pieces(bufpp: object, pieces: list[Piece]) -> None:
     """Answer a read_buf with the pieces one after another: joined straight into malloc'd memory,
     without the GIL (`gather`), where `reply_bytes(b"".join(pieces))` copies twice, the join with
     it (two readers of one mount waited on each other's joins)."""
-    if speedups.gather is None:
+    if native.gather is None:
         reply_bytes(bufpp, b"".join(pieces))
         return
     size = sum(map(len, pieces))
-    mem = speedups.gather(pieces)
+    mem = native.gather(pieces)
     try:
         buf = _new_vector(bufpp)
     except MemoryError:

@@ -10,7 +10,8 @@ import struct
 import zlib
 from collections.abc import Callable
 
-from kfs.record import default_batch, legacy, speedups
+from kfs._native import record as native
+from kfs.record import default_batch, legacy
 from kfs.record.compression import (
     MAX_BATCH_BYTES,
     MAX_BATCH_RECORDS,
@@ -118,7 +119,7 @@ def _crc32c(data: memoryview) -> int:
     """CRC-32C of `data`: the extension's (the CPU's instruction; tests/test_speedups.py holds it to the
     crc32c package's value) when it has one, else the crc32c package's, imported on first use: the
     package imports importlib.metadata, ~13 ms of a `kfs cat --count 1`."""
-    compiled = speedups.crc32c
+    compiled = native.crc32c
     if compiled is not None:
         crc = compiled(data)
         if crc is not None:

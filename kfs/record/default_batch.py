@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import struct
 
-from kfs.record import speedups
+from kfs._native import record as native
 from kfs.record.compression import MAX_BATCH_RECORDS, DecompressionError, codec_name, decompress
 from kfs.record.types import TIMESTAMP_TYPES, BatchHeader, Buffer, CorruptBatchError, Record
 
@@ -160,9 +160,9 @@ def section_for_compiled(batch: Buffer, header: BatchHeader) -> Buffer | None:
 _ZIGZAG = tuple((v >> 1) ^ -(v & 1) for v in range(1 << 14))
 
 
-# The compiled twin of decode_records's loop below (kfs/record/csrc/decode_records.c), when built; None: the
+# The compiled twin of decode_records's loop below (kfs/_native/csrc/record/decode_records.c), when built; None: the
 # loop runs.
-_decode_v2_records = speedups.decode_v2_records
+_decode_v2_records = native.decode_v2_records
 
 
 # Header keys repeat from record to record ("trace-id", "content-type"): decode each once.

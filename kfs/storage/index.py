@@ -32,13 +32,13 @@ import struct
 import threading
 from collections.abc import Callable
 
-from kfs.record.speedups import index_slot as _index_slot
+from kfs._native.storage import index_slot as _index_slot
 from kfs.storage.files import NotARegularFile, open_regular, refusal
 from kfs.storage.open_files import OPEN_FILES
 
 # Kafka's AbstractIndex.warmEntries(): the last 8 KiB of an index are the "warm" section.
 WARM_SECTION_BYTES = 8192
-# Targets and base offsets the compiled search (index_slot, kfs/record/csrc/index_search.c) takes:
+# Targets and base offsets the compiled search (index_slot, kfs/_native/csrc/storage/index_search.c) takes:
 # int64, with room for a relative offset on either side; the Python search takes any other.
 _SEARCHABLE_LOW, _SEARCHABLE_HIGH = -(2**63) + 2**31, 2**63 - 1 - 2**31
 

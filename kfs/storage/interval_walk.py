@@ -20,7 +20,7 @@ from kfs.storage.errors import CorruptLogError, VanishedError
 
 # (index entry (offset, position), the next entry's position, the end of the complete batches)
 Interval: TypeAlias = tuple[tuple[int, int], int, int]
-# kfs.record.speedups.find_v2_batch: (window, position, base offset, limit, entry offset, end, target)
+# kfs._native.storage.find_v2_batch: (window, position, base offset, limit, entry offset, end, target)
 FindBatch: TypeAlias = Callable[..., "tuple[int, int] | int | None"]
 
 
@@ -64,7 +64,7 @@ def batch_in_interval(log: BatchFile, interval: Interval, target: int) -> tuple[
 
 def compiled_batch_in_interval(log: BatchFile, find: FindBatch, interval: Interval, target: int
                                ) -> tuple[BatchHeader, memoryview] | None:
-    """`batch_in_interval` by find_v2_batch (kfs/record/csrc/find_v2_batch.c) over one read (a second
+    """`batch_in_interval` by find_v2_batch (kfs/_native/csrc/storage/find_v2_batch.c) over one read (a second
     when a batch reaches past it), making the same checks over its bytes: every batch from the
     entry's to the one at the next entry is whole within the complete batches, magic 2 with a length
     of at least 49 and no more than kfs's limit, its offsets within the segment's and above the one

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from kfs._native.storage import v2_record_at as _v2_record_at
 from kfs.record import BatchHeader, Record
-from kfs.record.speedups import v2_record_at as _v2_record_at
 from kfs.storage.checkpoints import CheckpointReader
 from kfs.storage.damage import SegmentDamage
 from kfs.storage.errors import CorruptLogError, NoRecordAtOffset, TimestampNotFound

@@ -23,8 +23,8 @@ import logging
 import os
 import threading
 
+from kfs._native.storage import find_v2_batch as _find_v2_batch
 from kfs.record import BatchHeader, Record, crc_is_valid
-from kfs.record.speedups import find_v2_batch as _find_v2_batch
 from kfs.storage.batch_walk import BatchFile
 from kfs.storage.errors import CorruptLogError, VanishedError
 from kfs.storage.files import NotARegularFile

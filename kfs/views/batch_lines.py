@@ -3,7 +3,7 @@
 The hot path of `kfs cat` and of the mount's decoded views. Runs of plain batches (uncompressed or
 lz4) are walked, checked and rendered many at a time by the compiled walker (kfs.views.plain_runs);
 a batch it hands back comes here one at a time. For a plain v2 batch (not a control
-batch, CRC valid, records decompressed) `render_v2_jsonl` (kfs/record/csrc/render_v2_jsonl.c) goes from the
+batch, CRC valid, records decompressed) `render_v2_jsonl` (kfs/_native/csrc/views/render_v2_jsonl.c) goes from the
 records section to the lines in one call that creates no record and runs without the GIL, as the
 decompressors kfs calls do (lz4.block, zstandard, zlib, cramjam): one process, or one mount
 daemon serving two readers, decodes on both cores. Everything else (control markers, legacy
@@ -20,13 +20,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate
 from typing import NamedTuple
 
-from kfs.record import BatchHeader, PlainRun, Record, crc_is_valid, default_batch, speedups
+from kfs._native import views as native
+from kfs.record import BatchHeader, PlainRun, Record, crc_is_valid, default_batch
 from kfs.record.compression import MAX_BATCH_RECORDS
 from kfs.storage import LogSegment, PartitionLog, batch_records
 from kfs.storage.partition_reads import SelectedTaker
 from kfs.views import plain_runs
 
-_render_v2_jsonl = speedups.render_v2_jsonl
+_render_v2_jsonl = native.render_v2_jsonl
 _NO_END = (1 << 63) - 1  # to render_v2_jsonl: no end
 
 

@@ -20,13 +20,14 @@ import base64
 import json
 from collections.abc import Iterable, Iterator
 
+from kfs._native import views as native
 from kfs.internal_topics.lines import LineDecoder
-from kfs.record import Record, speedups
+from kfs.record import Record
 
 _encode_str = json.encoder.encode_basestring  # C-accelerated, keeps UTF-8
 
-# The compiled twin of render_line over many records (kfs/record/csrc/render_jsonl.c), when built; else None.
-_render_jsonl = speedups.render_jsonl
+# The compiled twin of render_line over many records (kfs/_native/csrc/views/render_jsonl.c), when built; else None.
+_render_jsonl = native.render_jsonl
 # render_records pulls records in chunks this long at most, starting at the first: a reader that
 # stops after a few lines does not make many more records be decoded.
 _CHUNK_FIRST = 16

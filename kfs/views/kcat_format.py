@@ -145,7 +145,7 @@ class KcatFormat:
             self.parts.append(("L", text))
 
     def program(self) -> bytes:
-        """The format for the compiled renderer (kfs/record/csrc/render_kcat.c): an op byte per part, a
+        """The format for the compiled renderer (kfs/_native/csrc/views/render_kcat.c): an op byte per part, a
         literal's followed by its length (uint32, little-endian) and bytes."""
         return b"".join(_literal_op(literal) if op == "L" else op.encode() for op, literal in self.parts)
 

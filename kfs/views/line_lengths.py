@@ -1,7 +1,7 @@
 """How many bytes a batch's JSON lines take, without rendering them where that can be avoided.
 
 The size of a decoded view is the sum of its lines. Rendering every line to learn it costs as much
-as reading the file; counting is cheaper: for a plain v2 batch `count_jsonl` (kfs/record/csrc/count_jsonl.c)
+as reading the file; counting is cheaper: for a plain v2 batch `count_jsonl` (kfs/_native/csrc/views/count_jsonl.c)
 walks the records section and adds up each field's escaped length without creating a record or a
 byte of output, outside the GIL (a compressed batch is still decompressed first); runs of plain
 batches are counted many at a time by the compiled walker (kfs.views.plain_runs). Everything else
@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from kfs.record import PlainRun, Record, crc_is_valid, default_batch, speedups
+from kfs._native import views as native
+from kfs.record import PlainRun, Record, crc_is_valid, default_batch
 from kfs.storage import LogSegment, PartitionLog, batch_records
 from kfs.views import plain_runs
 
-_count_jsonl = speedups.count_jsonl
+_count_jsonl = native.count_jsonl
 _NO_END = (1 << 63) - 1
 
 

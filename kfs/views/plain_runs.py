@@ -2,7 +2,7 @@
 
 Walking a segment a batch at a time in Python (header parse, offset checks, CRC call, the
 generator layers from BatchFile._walk up to line_lists) cost ~6 us a batch: more than rendering
-a 20-record batch, and all of it under the GIL. `walk_v2_run` (kfs/record/csrc/walk_v2_run.c) takes the
+a 20-record batch, and all of it under the GIL. `walk_v2_run` (kfs/_native/csrc/views/walk_v2_run.c) takes the
 window the segment walk has read and goes on from batch to batch itself, rendering (or counting)
 each one's lines without the GIL, while every batch is *plain*; the first that is not is handed
 back to the Python walk, which raises what is wrong with it or renders what is unusual, and offers
@@ -36,11 +36,12 @@ Kafka-written fixtures and random damaged logs.
 
 from __future__ import annotations
 
-from kfs.record import PlainRun, speedups
+from kfs._native import views as native
+from kfs.record import PlainRun
 from kfs.storage import LogSegment
 from kfs.storage.partition_reads import SelectedTaker
 
-_walk_v2_run = speedups.walk_v2_run
+_walk_v2_run = native.walk_v2_run
 NO_END = (1 << 63) - 1
 RENDER_BUDGET = 256 * 1024  # lines per call when rendering: one FUSE read's worth
 

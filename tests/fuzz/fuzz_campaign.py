@@ -10,7 +10,7 @@ stuck on one input for more than --hang seconds of CPU time (or 30 x that of wal
 blocked one: the campaign runs niced on a shared machine) as a hang (it is killed), and restarts the
 worker after that input. Findings are written to OUT/findings/ with the replay command.
 
-`--asan` builds a copy of the C extension (kfs/record/csrc/*.c) with -fsanitize=address,undefined into OUT/asan/,
+`--asan` builds a copy of the C extension (every .c under kfs/_native/csrc/) with -fsanitize=address,undefined into OUT/asan/,
 re-runs the campaign under LD_PRELOAD=libasan with ASAN_OPTIONS=detect_leaks=0, and makes the
 workers use that copy as the C path (the pure-Python path runs too: every input is differential).
 `KFS_PURE_PYTHON=1` runs the pure-Python path alone.
@@ -69,11 +69,11 @@ def target_of(seed: int, i: int, mix: list[tuple[str, int]]) -> tuple[str, rando
 # ---- the sanitizer build -------------------------------------------------------------------------
 
 def build_sanitized(out: Path) -> Path:
-    """The C files of kfs/record/csrc/ compiled into one module with AddressSanitizer and
+    """The C files of kfs/_native/csrc/ (every layer's) compiled into one module with AddressSanitizer and
     UndefinedBehaviorSanitizer."""
     out.mkdir(parents=True, exist_ok=True)
     so = out / ("_speedups" + sysconfig.get_config_var("EXT_SUFFIX"))
-    sources = sorted(str(path) for path in (REPO / "kfs" / "record" / "csrc").glob("*.c"))
+    sources = sorted(str(path) for path in (REPO / "kfs" / "_native" / "csrc").rglob("*.c"))
     command = [os.environ.get("CC", "gcc"), "-shared", "-fPIC", "-O1", "-g", "-fsanitize=address,undefined",
                "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer",
                "-I" + sysconfig.get_paths()["include"], *sources, "-o", str(so)]
@@ -87,8 +87,8 @@ def load_sanitized(so: Path) -> None:
 
     from kfs.record import CorruptBatchError, Record
 
-    loader = importlib.machinery.ExtensionFileLoader("kfs.record._speedups", str(so))
-    spec = importlib.util.spec_from_file_location("kfs.record._speedups", str(so), loader=loader)
+    loader = importlib.machinery.ExtensionFileLoader("kfs._native._speedups", str(so))
+    spec = importlib.util.spec_from_file_location("kfs._native._speedups", str(so), loader=loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)

@@ -37,6 +37,11 @@ import fuzz_mutators as mut
 import kfs.storage.index as index_module
 import kfs.storage.partition as partition_module
 import kfs.storage.segment as segment_module
+from kfs._native import cli as native_cli
+from kfs._native import fuse as native_fuse
+from kfs._native import record as native_record
+from kfs._native import storage as native_storage
+from kfs._native import views as native_views
 from kfs.cli import dump_log
 from kfs.fuse import zerocopy
 from kfs.record import (
@@ -49,7 +54,6 @@ from kfs.record import (
     parse_batch_header,
     parse_control_record,
     peek_size,
-    speedups,
 )
 from kfs.storage import KfsError
 from kfs.views import batch_lines, jsonl, plain_runs
@@ -70,10 +74,10 @@ class Failure(Exception):
 
 # ---- the two paths -----------------------------------------------------------------------------
 
-_COMPILED = {"decode": speedups.decode_v2_records, "render": speedups.render_jsonl,
-             "fused": speedups.render_v2_jsonl, "gather": speedups.gather, "dump": speedups.render_v2_dump,
-             "walk": speedups.walk_v2_run, "find": speedups.find_v2_batch, "record_at": speedups.v2_record_at,
-             "slot": speedups.index_slot, "crc": speedups.crc32c}
+_COMPILED = {"decode": native_record.decode_v2_records, "render": native_views.render_jsonl,
+             "fused": native_views.render_v2_jsonl, "gather": native_fuse.gather, "dump": native_cli.render_v2_dump,
+             "walk": native_views.walk_v2_run, "find": native_storage.find_v2_batch,
+             "record_at": native_storage.v2_record_at, "slot": native_storage.index_slot, "crc": native_record.crc32c}
 
 
 def install_compiled(decode, render, fused, gather, dump, walk, find=None, record_at=None,  # type: ignore[no-untyped-def]
@@ -95,11 +99,11 @@ def use_path(path: str) -> None:
     batch_lines._render_v2_jsonl = _COMPILED["fused"] if compiled else None
     dump_log._render_v2_dump = _COMPILED["dump"] if compiled else None
     plain_runs._walk_v2_run = _COMPILED["walk"] if compiled else None  # the partition target's walks
-    speedups.gather = _COMPILED["gather"] if compiled else None  # (kfs.fuse.zerocopy looks it up per reply)
+    native_fuse.gather = _COMPILED["gather"] if compiled else None  # (kfs.fuse.zerocopy looks it up per reply)
     segment_module._find_v2_batch = _COMPILED["find"] if compiled else None  # a `.value`'s lookup
     partition_module._v2_record_at = _COMPILED["record_at"] if compiled else None
     index_module._index_slot = _COMPILED["slot"] if compiled else None
-    speedups.crc32c = _COMPILED["crc"] if compiled else None  # (kfs.record.crc_is_valid looks it up per batch)
+    native_record.crc32c = _COMPILED["crc"] if compiled else None  # (kfs.record.crc_is_valid looks it up per batch)
 
 
 def paths() -> tuple[str, ...]:

@@ -17,7 +17,7 @@
 #ifndef KFS_RECORD_FIELDS_H
 #define KFS_RECORD_FIELDS_H
 
-#include "speedups.h"
+#include "../native.h"
 
 /* Python's reader (default_batch._varint) accepts up to 10 bytes whatever the 10th holds, so a
  * varint's value before zigzag decoding can have up to 70 bits: `lo` holds the low 64, `hi` the

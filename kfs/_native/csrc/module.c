@@ -1,32 +1,28 @@
-/* kfs.record._speedups: the hot loops of kfs, compiled. One C file per job, linked into this one
- * module (pyproject.toml lists them; speedups.h is what they share):
+/* kfs._native._speedups: the hot loops of kfs, compiled. One shared object, one C file per job, each
+ * in the directory of the layer whose Python it speeds up (its twin and fallback); a layer's C uses
+ * its own layer's and the layers' below, as its Python does (record <- storage <- views <- cli, fuse).
+ * pyproject.toml lists the files; native.h is what they all share.
  *
- *   decode_records.c   decode_v2_records: the records section of a magic v2 batch -> Record objects;
- *                      the twin of the loop in kfs/record/default_batch.py:decode_records;
- *                      v2_record_at: the one record of a batch a `.value` wants
- *   render_jsonl.c     render_jsonl: Record objects -> JSON lines; the twin of
- *                      kfs/views/jsonl.py:render_line, for many records at once
- *   count_jsonl.c      count_jsonl: the length of a records section's JSON lines, without rendering them
- *   render_v2_jsonl.c  render_v2_jsonl: a records section -> JSON lines, fused: no Record is created,
- *                      and the loop runs without the GIL (two readers decode on two cores)
- *   walk_v2_run.c      walk_v2_run: many plain batches of a segment in one call, without the GIL
- *                      (their CRCs in crc32c.c, their lz4 frames in lz4_frame.c)
- *   render_kcat.c      a records section -> kcat's -f output (`kfs cat -f`), for walk_v2_run
- *   render_v2_dump.c   render_v2_dump: the record lines of `kfs dump --deep-iteration --print-data-log`
- *   gather.c           gather: a read reply copied into malloc'd memory without the GIL
- *   find_v2_batch.c    find_v2_batch: a `.value` lookup's walk over one index interval, in one call
- *   index_search.c     index_slot: Kafka's warm/cold binary search of an index mapping
- *   small_files.c      small_files_*: OPEN, READ and RELEASE of small rendered files, in libfuse's table
- *   crc32c.c           crc32c: a batch's CRC-32C, three lanes at a time (what walk_v2_run checks)
- *   json_text.c        the JSON escaping all the renderers share (json_text.h)
- *   records_walk.c     one record of a records section, checked (records_walk.h)
- *   module.c           init(), the method table, the module
+ *   record/   the formats: decode_records.c (decode_v2_records, default_batch.decode_records' loop),
+ *             records_walk.c/.h (a records section walked record by record, checked, no object),
+ *             record_fields.h (varints), utf8.h, crc32c.c (crc32c, three lanes at a time),
+ *             lz4_frame.c (Kafka's lz4 frames through the system's liblz4)
+ *   storage/  the segment walks: find_v2_batch.c (a `.value` lookup's walk over one index interval),
+ *             record_at.c (v2_record_at: the one record of a batch a `.value` wants), index_search.c
+ *             (index_slot: Kafka's warm/cold binary search), batch_limits.h
+ *   views/    the decoded views' lines: render_jsonl.c (Record objects -> JSON lines, jsonl.render_line
+ *             for many), count_jsonl.c (their length, nothing rendered), render_v2_jsonl.c (a records
+ *             section -> JSON lines without the GIL), render_kcat.c (kcat's -f / -J output),
+ *             walk_v2_run.c (many plain batches of a segment in one call), json_text.c/.h (the JSON
+ *             escaping every renderer shares), renderers.h
+ *   cli/      render_v2_dump.c: the record lines of `kfs dump --deep-iteration --print-data-log`
+ *   fuse/     gather.c (a read reply in malloc'd memory without the GIL), small_files.c (OPEN, READ
+ *             and RELEASE of small rendered files, in libfuse's table)
+ *   module.c  init(), the method table, the module
  *
- * The helpers small and hot enough to be inlined into those loops are static inline in the headers:
- * record_fields.h (varints), json_text.h (per-byte escaping and UTF-8 checks), records_walk.h (a
- * records section, record by record).
+ * The helpers small and hot enough to be inlined into those loops are static inline in the headers.
  *
- * The Python code stays the reference and the fallback (kfs/record/speedups.py loads this module
+ * The Python code stays the reference and the fallback (kfs/_native/__init__.py loads this module
  * when it was built): both must give the same records, the same bytes and the same errors, and
  * tests/test_speedups.py holds them to it.
  *
@@ -35,11 +31,12 @@
  * it is made, and every error path releases what it holds.
  */
 
-#include "json_text.h"
+#include "record/crc32c.h"
+#include "views/json_text.h"
 
 #include <structmember.h> /* T_OBJECT_EX; PyMemberDescrObject comes with Python.h */
 
-/* ---- state set by init() (speedups.h) -------------------------------------------------------- */
+/* ---- state set by init() (native.h) -------------------------------------------------------- */
 
 PyTypeObject *kfs_record_type = NULL;
 PyObject *kfs_corrupt_error = NULL;
@@ -96,7 +93,7 @@ int
 kfs_check_init(void)
 {
     if (kfs_record_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "kfs.record._speedups.init() has not been called");
+        PyErr_SetString(PyExc_RuntimeError, "kfs._native._speedups.init() has not been called");
         return -1;
     }
     return 0;
@@ -129,8 +126,8 @@ static PyMethodDef speedups_methods[] = {
 
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
-    "kfs.record._speedups",
-    "The v2 record decoder and the JSON-lines renderer of kfs, compiled (see kfs/record/speedups.py).",
+    "kfs._native._speedups",
+    "The v2 record decoder and the JSON-lines renderer of kfs, compiled (see kfs/_native/__init__.py).",
     -1,
     speedups_methods,
 };

@@ -1,6 +1,6 @@
 /* gather: a read reply copied into malloc'd memory without the GIL. */
 
-#include "speedups.h"
+#include "../native.h"
 
 KFS_DOC(kfs_gather_doc,
 "gather(pieces) -> int\n"

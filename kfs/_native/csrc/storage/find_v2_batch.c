@@ -1,6 +1,8 @@
 /* find_v2_batch: a `.value` lookup's walk over one offset index interval, in one call. */
 
-#include "speedups.h"
+#include "../record/crc32c.h"
+#include "../record/lz4_frame.h"
+#include "batch_limits.h"
 
 /* `offset/<N>.value` walks from the index entry at or below N to the next entry's batch
  * (kfs/storage/segment.py LogSegment.indexed_batch): a page or four of batches. In Python that walk

@@ -1,8 +1,7 @@
 /* render_v2_jsonl: a records section -> JSON lines, fused: no Record is created, and the loop runs
  * without the GIL (two readers decode on two cores). */
 
-#include "json_text.h"
-#include "records_walk.h"
+#include "renderers.h"
 
 /* From a records section straight to its JSON lines: the bytes render_jsonl gives for the records
  * decode_v2_records gives, without creating them. It walks the section as kfs_count_records does, and

@@ -1,6 +1,6 @@
-/* Kafka's LZ4 frames decompressed with the system's liblz4, for walk_v2_run (speedups.h declares it). */
+/* Kafka's LZ4 frames decompressed with the system's liblz4, for walk_v2_run (lz4_frame.h declares it). */
 
-#include "speedups.h"
+#include "lz4_frame.h"
 
 #include <dlfcn.h>
 

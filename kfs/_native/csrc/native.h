@@ -1,12 +1,11 @@
-/* What the parts of kfs.record._speedups share: the state init() sets, the output buffer of the loops
+/* What the parts of kfs._native._speedups share: the state init() sets, the output buffer of the loops
  * that run without the GIL, and the functions the module exports. The parts are one C file per job in
- * kfs/record/csrc/ (module.c lists them), linked into the one extension module; names shared between
- * files start with kfs_ and are hidden, so that the module exports PyInit__speedups alone. Small hot
- * helpers shared between files are static inline in the headers: record_fields.h (varints),
- * json_text.h (JSON string escaping), records_walk.h (a records section, record by record). */
+ * kfs/_native/csrc/<layer>/ (module.c lists them), linked into the one extension module; names shared
+ * between files start with kfs_ and are hidden, so that the module exports PyInit__speedups alone. Small
+ * hot helpers shared between files are static inline in the layers' headers. */
 
-#ifndef KFS_SPEEDUPS_H
-#define KFS_SPEEDUPS_H
+#ifndef KFS_NATIVE_H
+#define KFS_NATIVE_H
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -19,7 +18,7 @@
 
 /* ---- state set by init() (module.c) ---------------------------------------------------------- */
 
-/* kfs.record.types.Record and CorruptBatchError, handed in by kfs/record/speedups.py. */
+/* kfs.record.types.Record and CorruptBatchError, handed in by kfs/_native/__init__.py. */
 KFS_HIDDEN extern PyTypeObject *kfs_record_type;
 KFS_HIDDEN extern PyObject *kfs_corrupt_error;
 
@@ -84,14 +83,6 @@ rb_put_pair(rawbuf *o, int64_t a, int64_t b)
     o->len += sizeof(pair);
     return 0;
 }
-
-/* The batch checks of kfs/storage/batch_walk.py (_walk, _offsets_problem) and compression.py, as the
- * compiled walks make them (walk_v2_run.c, find_v2_batch.c, v2_record_at in decode_records.c). */
-#define KFS_MAX_SEGMENT_BYTES INT64_C(2147483647)              /* batch_walk.py MAX_SEGMENT_BYTES */
-#define KFS_MAX_RELATIVE_OFFSET INT64_C(2147483647)            /* batch_walk.py MAX_RELATIVE_OFFSET */
-#define KFS_MAX_BATCH_ON_DISK ((INT64_C(64) << 20) + 61)       /* MAX_BATCH_BYTES + HEADER_PROBE_SIZE */
-#define KFS_MAX_BATCH_RECORDS (1 << 20)                        /* compression.py MAX_BATCH_RECORDS */
-#define KFS_MIN_V2_LENGTH 49 /* RECORD_BATCH_OVERHEAD - LOG_OVERHEAD: the smallest v2 length field */
 
 /* Kafka's big-endian fields. */
 static inline uint64_t
@@ -178,18 +169,4 @@ KFS_HIDDEN PyObject *kfs_find_v2_batch(PyObject *module, PyObject *args);
 KFS_HIDDEN extern const char kfs_crc32c_doc[];
 KFS_HIDDEN PyObject *kfs_crc32c(PyObject *module, PyObject *arg);
 
-/* ---- the batch checks walk_v2_run makes without the GIL -------------------------------------- */
-
-/* crc32c.c: CRC-32C of n bytes with SSE 4.2's crc32 instruction, when this machine has it. */
-KFS_HIDDEN uint32_t kfs_crc32c_hw(const uint8_t *p, size_t n);
-KFS_HIDDEN int kfs_have_hw_crc32c(void);
-KFS_HIDDEN void kfs_init_crc32c(void); /* the three-lane tables, once, at import */
-
-/* lz4_frame.c: liblz4's LZ4_decompress_safe (NULL: no liblz4 here), loaded by kfs_load_lz4 (with the
- * GIL), and Kafka's LZ4 frames decompressed with it. */
-typedef int (*lz4_decompress_fn)(const char *src, char *dst, int compressed_size, int dst_capacity);
-KFS_HIDDEN extern lz4_decompress_fn kfs_lz4_decompress_safe;
-KFS_HIDDEN void kfs_load_lz4(void);
-KFS_HIDDEN int64_t kfs_lz4_frame_into(const uint8_t *src, Py_ssize_t end, rawbuf *out);
-
-#endif /* KFS_SPEEDUPS_H */
+#endif /* KFS_NATIVE_H */

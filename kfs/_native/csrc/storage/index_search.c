@@ -1,6 +1,6 @@
 /* index_slot: Kafka's warm/cold binary search of a `.index` or `.timeindex` mapping, compiled. */
 
-#include "speedups.h"
+#include "../native.h"
 
 /* kfs/storage/index.py SegmentIndex._largest_lower_bound_slot, slot for slot: the same entries are
  * read in the same order, so the pages a lookup touches are the ones AbstractIndex's warm section

@@ -1,7 +1,6 @@
 /* count_jsonl: the length of a records section's JSON lines, without rendering them. */
 
-#include "json_text.h"
-#include "records_walk.h"
+#include "renderers.h"
 
 /* Lengths of what put_record writes, without writing it: the size of a decoded view is the sum of
  * its lines, and a stat must not cost the rendering. Each function is the length twin of a writer

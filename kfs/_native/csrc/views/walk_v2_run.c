@@ -1,6 +1,9 @@
 /* walk_v2_run: many plain batches of a segment in one call, without the GIL. */
 
-#include "records_walk.h"
+#include "../record/crc32c.h"
+#include "../record/lz4_frame.h"
+#include "../storage/batch_limits.h"
+#include "renderers.h"
 
 /* The decoded views' hot path walked a segment a batch at a time in Python (header parse, offset
  * checks, CRC call, generator layers: ~6 us a batch, more than rendering a 20-record batch). This

@@ -1,8 +1,7 @@
 /* render_kcat: a records section -> kcat's -f output (`kfs cat -f FMT`), fused like render_v2_jsonl:
  * no Record is created, and the loop runs without the GIL (walk_v2_run calls it). */
 
-#include "json_text.h"
-#include "records_walk.h"
+#include "renderers.h"
 
 /* The format arrives as a program kfs/views/kcat_format.py makes (KcatFormat.program): one op byte
  * per part, a literal's op followed by its length (uint32, little-endian) and bytes. The topic and

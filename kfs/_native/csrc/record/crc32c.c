@@ -1,6 +1,6 @@
-/* CRC-32C of a batch, without the GIL, for walk_v2_run (speedups.h declares it). */
+/* CRC-32C of a batch, without the GIL, for walk_v2_run (crc32c.h declares it). */
 
-#include "speedups.h"
+#include "crc32c.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define KFS_HW_CRC32C 1

@@ -1,8 +1,8 @@
 /* render_v2_dump: the record lines of `kfs dump --deep-iteration --print-data-log`, fused, without the
  * GIL. */
 
-#include "json_text.h"
-#include "records_walk.h"
+#include "../record/records_walk.h"
+#include "../views/json_text.h"
 
 /* What `kfs dump --deep-iteration --print-data-log` prints for a v2 data batch's records (kfs/cli/
  * dump_log.py:_v2_data_lines, which stays the oracle and the fallback), straight from the records

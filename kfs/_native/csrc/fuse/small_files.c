@@ -1,6 +1,6 @@
 /* small_files: the OPEN, READ and RELEASE of a small rendered file (`.value`, info.json) in C. */
 
-#include "speedups.h"
+#include "../native.h"
 
 #include <fcntl.h>
 #include <pthread.h>
