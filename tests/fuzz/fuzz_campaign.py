@@ -10,8 +10,8 @@ stuck on one input for more than --hang seconds of CPU time (or 30 x that of wal
 blocked one: the campaign runs niced on a shared machine) as a hang (it is killed), and restarts the
 worker after that input. Findings are written to OUT/findings/ with the replay command.
 
-`--asan` builds a copy of the C extension (every .c under kfs/_native/csrc/) with -fsanitize=address,undefined into OUT/asan/,
-re-runs the campaign under LD_PRELOAD=libasan with ASAN_OPTIONS=detect_leaks=0, and makes the
+`--asan` builds a copy of the C extension (every .c under kfs/_native/csrc/) with -fsanitize=address,undefined
+into OUT/asan/, re-runs the campaign under LD_PRELOAD=libasan with ASAN_OPTIONS=detect_leaks=0, and makes the
 workers use that copy as the C path (the pure-Python path runs too: every input is differential).
 `KFS_PURE_PYTHON=1` runs the pure-Python path alone.
 """
