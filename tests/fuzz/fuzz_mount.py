@@ -6,14 +6,17 @@ detached daemon, no size cache), `stat` and `cat` through the kernel, `fusermoun
 about a second, so the campaign does it for every K-th partition input (`--mount-every K`).
 
 They agree when `kfs cat` exits 0 and `cat` gives the same bytes (and `st_size` is their length),
-or when `kfs cat` exits 1 after N bytes and `cat` fails with EIO after every page before the one
-holding byte N (through a `-o direct_io` mount: after all N bytes), and the size covers that byte.
+or when `kfs cat` exits 1 after N bytes and `cat` fails with EIO after all N bytes (a view known to
+hold damage is opened direct_io), and the size covers that byte. A sendfile copy (`shutil.copyfile`,
+which the kernel serves through the page cache even for a direct_io file) is the same bytes, or ends
+with EIO after every page before the one holding byte N: never a short copy without an error.
 Each input is read through both mounts. A traceback or an error in the daemon log other than
 the damage, or a daemon that dies, is a finding too.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import shutil
@@ -88,9 +91,9 @@ def _check_values(partition: str, logdir: Path, mountpoint: Path, env: dict[str,
 
 def _check_through_mount(partition: str, logdir: Path, scratch: Path, env: dict[str, str],
                          expected: subprocess.CompletedProcess, direct_io: bool, values: list[int]) -> None:
-    """`cat` through a fresh mount (`-o direct_io` or page-cached) against `kfs cat`'s `expected`.
-    Page-cached, the page holding the damage fails whole; through direct_io every byte before it
-    comes (a short read), as `kfs cat` prints it."""
+    """`cat` and a sendfile copy through a fresh mount (`-o direct_io` or page-cached) against `kfs cat`'s
+    `expected`: `cat` gets every byte before the damage (a short read of a direct_io view), as `kfs cat`
+    prints it; sendfile fills the page cache, where the page holding the damage fails whole."""
     mountpoint = scratch / "mnt"
     log_path = scratch / "mount.log"
     shutil.rmtree(mountpoint, ignore_errors=True)
@@ -104,6 +107,7 @@ def _check_through_mount(partition: str, logdir: Path, scratch: Path, env: dict[
         view = mountpoint / partition / "messages.jsonl"
         size = os.stat(view).st_size
         got = subprocess.run(["cat", str(view)], capture_output=True, timeout=120)
+        copied, copy_error = _sendfile_copy(view, scratch / "copy")
         _check_values(partition, logdir, mountpoint, env, values)
     finally:
         _unmount(mountpoint)
@@ -111,22 +115,36 @@ def _check_through_mount(partition: str, logdir: Path, scratch: Path, env: dict[
     mode = "-o direct_io" if direct_io else "page-cached"
     problem = None
     if expected.returncode == 0:
-        if got.returncode != 0 or got.stdout != want or size != len(want):
+        if got.returncode != 0 or got.stdout != want or size != len(want) or copied != want:
             problem = (f"kfs cat {len(want)} bytes, exit 0; cat through the mount ({mode}) {len(got.stdout)} bytes, "
-                       f"exit {got.returncode} ({got.stderr.decode(errors='replace').strip()}); st_size {size}")
+                       f"exit {got.returncode} ({got.stderr.decode(errors='replace').strip()}); st_size {size}; "
+                       f"sendfile copy {len(copied)} bytes ({copy_error})")
     else:
         at = len(want)
-        least = at if direct_io else at - at % PAGE
-        if got.returncode == 0 or b"Input/output error" not in got.stderr or not want.startswith(got.stdout) \
-                or len(got.stdout) < least or size <= at:
+        if got.returncode == 0 or b"Input/output error" not in got.stderr or got.stdout != want or size <= at \
+                or copy_error != errno.EIO or copied != want[:at - at % PAGE]:
             problem = (f"kfs cat {at} bytes, then: {expected.stderr.decode(errors='replace').strip()[-300:]}; "
                        f"cat through the mount ({mode}) {len(got.stdout)} bytes, exit {got.returncode} "
-                       f"({got.stderr.decode(errors='replace').strip()}); st_size {size}")
+                       f"({got.stderr.decode(errors='replace').strip()}); st_size {size}; "
+                       f"sendfile copy {len(copied)} bytes (errno {copy_error})")
     if problem:
         raise Failure("mount-disagreement", f"{partition}: {problem}")
     text = log_path.read_text(errors="replace") if log_path.exists() else ""
     if "Traceback" in text or " CRITICAL " in text:
         raise Failure("exception", f"{partition}: the daemon logged a traceback ({mode}): {text[-600:]}")
+
+
+def _sendfile_copy(view: Path, target: Path) -> tuple[bytes, int | None]:
+    """`shutil.copyfile` (sendfile) of `view`: what it copied, and the errno it ended with (None: none)."""
+    target.unlink(missing_ok=True)
+    code = None
+    try:
+        shutil.copyfile(view, target)
+    except OSError as e:
+        code = e.errno
+    copied = target.read_bytes() if target.exists() else b""
+    target.unlink(missing_ok=True)
+    return copied, code
 
 
 def _unmount(mountpoint: Path) -> None:
