@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from typing import Any
 
 from kfs.registry.avro import _HIGH_BITS, _LONG_RUN, _NINE_HIGH, AvroDatumError, AvroSchemaError, _Rewriter, _Skipper
@@ -31,7 +32,9 @@ def _keep_spark_logical_types(schema: Any) -> Any:
         return [_keep_spark_logical_types(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: v for k, v in schema.items() if not (k == "logicalType" and v not in SPARK_LOGICAL_TYPES)}
+    logical = schema.get("logicalType")
+    keep = logical in SPARK_LOGICAL_TYPES and (logical != "decimal" or valid_decimal(schema))
+    out = {k: v for k, v in schema.items() if k != "logicalType" or keep}
     kind = schema.get("type")
     if kind in ("record", "error"):
         out["fields"] = [dict(f, type=_keep_spark_logical_types(f.get("type"))) if isinstance(f, dict) else f
@@ -54,6 +57,20 @@ class ParsedAvro:
         self.schema = schema
         self.named = named
         self.checked_first = checked_first
+
+
+def valid_decimal(schema: dict[str, Any]) -> bool:
+    """Whether Avro's Java library takes a decimal logical type (LogicalTypes.Decimal.validate): an
+    invalid one is ignored there (the bytes or fixed stays itself), and fastavro would refuse the schema."""
+    precision, scale = schema.get("precision"), schema.get("scale", 0)
+    if type(precision) is not int or type(scale) is not int or precision <= 0 or not 0 <= scale <= precision:
+        return False
+    if schema.get("type") == "fixed":
+        size = schema.get("size")
+        if type(size) is not int:
+            return False
+        return precision <= int(math.floor(math.log10(2) * (8 * size - 1)))  # Avro's maxPrecision
+    return schema.get("type") == "bytes"
 
 
 def parse_avro(schema_text: str, references: list[str] | None = None) -> ParsedAvro:

@@ -89,7 +89,10 @@ def export(logdirs: Sequence[str], out: str, master: str = DEFAULT_MASTER, *,
     """Write the log dirs as Parquet under `out`, partitioned by topic and partition, with headers.
 
     Rows are sorted by offset within each file, so Parquet's min/max statistics on `offset` let a
-    later reader skip row groups much as the offset index lets kfs skip splits.
+    later reader skip row groups much as the offset index lets kfs skip splits. With a schema
+    registry (kfs.spark.typed), each topic whose subject types its payloads is written by a read of
+    that topic alone, so its `topic=` directory holds its typed `key_decoded` / `value_decoded`; the
+    other topics are written together, their decoded columns JSON text.
     """
     from kfs.spark import register
 
@@ -98,15 +101,36 @@ def export(logdirs: Sequence[str], out: str, master: str = DEFAULT_MASTER, *,
     spark, own = _session(spark, master, "kfs export")
     started = time.monotonic()
     try:
-        _progress(f"export: {_describe(plan_splits(_with_parallelism(opts, spark)))} to {out}")
+        splits = plan_splits(_with_parallelism(opts, spark))
+        _progress(f"export: {_describe(splits)} to {out}")
         register(spark)
-        df = spark.read.format("kfs").options(**opts).load()
-        (df.sortWithinPartitions("topic", "partition", "offset")
-           .write.mode(mode).partitionBy("topic", "partition").parquet(out))
+        for i, read in enumerate(_export_reads(opts, sorted({p.topic for s in splits for p in s.pieces}))):
+            df = spark.read.format("kfs").options(**read).load()
+            (df.sortWithinPartitions("topic", "partition", "offset")
+               .write.mode(mode if i == 0 else "append").partitionBy("topic", "partition").parquet(out))
     finally:
         if own:
             spark.stop()
     _progress(f"export: done in {time.monotonic() - started:.1f} s")
+
+
+def _export_reads(opts: dict[str, str], topics: list[str]) -> list[dict[str, str]]:
+    """The reads an export runs: one for everything, or with typed payloads (a registry in reach and
+    `decode=auto`), one per typed topic and one for the rest."""
+    from kfs.spark.source import registry_for
+    from kfs.spark.typed import PARTS, part_plan
+
+    parsed = parse_options(opts)
+    registry = registry_for(parsed)
+    if registry is None or not topics:
+        return [opts]
+    wanted = [t for t in topics if parsed.subscribe is None or t in parsed.subscribe]
+    typed = [t for t in wanted if any(part_plan(registry, [t], part)[0].schema_id is not None for part in PARTS)]
+    rest = [t for t in wanted if t not in typed]
+    reads = [{**opts, "subscribe": t} for t in typed]
+    if rest:
+        reads.append({**opts, "subscribe": ",".join(rest)})
+    return reads
 
 
 def matcher(pattern: str | bytes, regex: bool = False) -> Callable[[bytes], bool]:

@@ -99,7 +99,7 @@ def avro_type(schema: Any, named: dict[str, Any], seen: frozenset[str] = frozens
             return TimestampNTZType(), False
         return LongType(), False
     if kind in ("bytes", "fixed"):
-        if logical == "decimal" and _valid_decimal(schema):
+        if logical == "decimal":  # (kfs.registry.resolution keeps only the decimals Avro's Java takes)
             return DecimalType(schema["precision"], schema.get("scale", 0)), False
         return BinaryType(), False
     simple: dict[str, DataType] = {"string": StringType(), "boolean": BooleanType(), "double": DoubleType(),
@@ -138,17 +138,6 @@ def avro_type(schema: Any, named: dict[str, Any], seen: frozenset[str] = frozens
         members = [StructField(f"member{i}", avro_type(b, named, seen)[0], True) for i, b in enumerate(rest)]
         return StructType(members), with_null
     raise TypingError(f"Avro type {kind!r} has no Spark type")
-
-
-def _valid_decimal(schema: dict[str, Any]) -> bool:
-    """Avro's LogicalTypes.Decimal validation: 0 < precision (<= what a fixed can hold), 0 <= scale <= precision."""
-    precision, scale = schema.get("precision"), schema.get("scale", 0)
-    if not isinstance(precision, int) or not isinstance(scale, int) or precision <= 0 or not 0 <= scale <= precision:
-        return False
-    if schema.get("type") == "fixed":
-        size = schema.get("size", 0)
-        return precision <= int((8 * size - 1) * 0.30102999566398120)  # log10(2): Avro's maxPrecision
-    return precision <= 38
 
 
 # ---- Avro values -> what Arrow takes for those types (AvroDeserializer) -----------------------------
