@@ -69,7 +69,7 @@ def valid_decimal(schema: dict[str, Any]) -> bool:
         size = schema.get("size")
         if type(size) is not int:
             return False
-        return precision <= int(math.floor(math.log10(2) * (8 * size - 1)))  # Avro's maxPrecision
+        return precision <= math.floor(math.log10(2) * (8 * size - 1))  # Avro's maxPrecision
     return schema.get("type") == "bytes"
 
 
