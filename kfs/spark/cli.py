@@ -8,16 +8,30 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 from kfs.spark.jobs import DEFAULT_MASTER
 
 EXIT_ERROR = 1
+# A kfs error raised in a task reaches the driver inside Spark's exception text, as the last line
+# of the Python worker's traceback: "kfs.spark.tasks.PlannedDataMissing: <sentence>".
+_TASK_ERROR = re.compile(r"^kfs\.[\w.]+: (.+)$", re.MULTILINE)
 
 
 def _fail(message: str) -> int:
     sys.stderr.write(f"kfs: {message}\n")
     return EXIT_ERROR
+
+
+def spark_error_gist(error: BaseException) -> str:
+    """One sentence for a failed Spark job: a task's kfs error as kfs wrote it, else the first line
+    (Spark's errors carry pages of JVM and Python traces)."""
+    text = str(error).strip()
+    found = _TASK_ERROR.findall(text)
+    if found:
+        return str(found[-1])
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _parse_option(text: str) -> tuple[str, str]:
@@ -52,9 +66,7 @@ def _run(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as e:
-        # Spark's errors (AnalysisException, Py4JJavaError) carry pages of JVM trace: keep the gist.
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return _fail(f"spark {args.spark_command} failed: {first}")
+        return _fail(f"spark {args.spark_command} failed: {spark_error_gist(e)}")
     return 0
 
 
