@@ -26,11 +26,11 @@ about 0.15 s (README, Performance); a mapping that runs longer than a second log
 the lines before the damage, followed by one byte that cannot be read (reading it is EIO, with
 the error in the log). So st_size covers the readable data, the damage and whatever readable
 segments follow, and a reader meets the error where the data stops instead of a short file. The
-FUSE layer never answers a page-cached read short (the kernel takes one for the end of the file, and
-sendfile would copy a short file without a word): the page holding the damage fails whole, so a
-reader through the mount gets every page before it, then EIO. (Not direct_io for damaged views: the
-kernel's splice path reads a direct_io file through the page cache too, and takes a short read
-there for the end of the file: sendfile ended a copy at the damage with no error, 6.18.)
+FUSE layer opens a view known to hold damage direct_io, so a reader's own reads get every line
+before the damage (a short read), then EIO; it never answers a fill of the page cache short (the
+kernel takes one for the end of the file): the kernel's splice path behind sendfile reads even a
+direct_io file through the page cache, and gets every page before the one holding the damage,
+then EIO (kfs.fuse.operations.reader_read tells the two kinds of request apart).
 """
 
 from __future__ import annotations
