@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 
 from kfs.replicas.brokers import Broker, find_brokers, replicated_partitions, topic_id
@@ -21,13 +22,15 @@ from kfs.replicas.scan import last_batch_epoch
 from kfs.replicas.witness import METADATA_PARTITION, ClusterMetadata, cluster_metadata
 from kfs.storage import KfsError, UnknownPartition, parse_partition_dir
 
+METADATA_TTL = 10.0  # seconds the metadata log's reading is kept before its log end is looked at again
+
 
 class ReplicaSet:
     """The brokers of some log dirs (each log dir's meta.properties says whose it is)."""
 
     def __init__(self, paths: list[str]) -> None:
         self.brokers: list[Broker] = find_brokers(paths)
-        self._metadata: tuple[tuple[int, ...], ClusterMetadata | None] | None = None
+        self._metadata: tuple[float, tuple[int, ...], ClusterMetadata | None] | None = None
         self._lock = threading.Lock()
 
     def broker_ids(self) -> list[int]:
@@ -48,15 +51,21 @@ class ReplicaSet:
         return held
 
     def metadata(self) -> ClusterMetadata | None:
-        """The KRaft metadata log among the log dirs (the copy reaching furthest), read again only when
-        a copy's log end moved."""
+        """The KRaft metadata log among the log dirs (the copy reaching furthest), read again when a
+        copy's log end moved, at most every METADATA_TTL seconds (a live quorum appends every 500 ms)."""
+        now = time.monotonic()
+        with self._lock:
+            if self._metadata is not None and now - self._metadata[0] < METADATA_TTL:
+                return self._metadata[2]
         copies = [b.logdirs.partition(METADATA_PARTITION) for b in self.brokers
                   if any(os.path.isdir(os.path.join(path, METADATA_PARTITION)) for path in b.paths)]
         ends = tuple(plog.log_end_offset() for plog in copies)
         with self._lock:
-            if self._metadata is None or self._metadata[0] != ends:
-                self._metadata = (ends, cluster_metadata(copies))
-            return self._metadata[1]
+            if self._metadata is None or self._metadata[1] != ends:
+                self._metadata = (now, ends, cluster_metadata(copies))
+            else:
+                self._metadata = (now, *self._metadata[1:])
+            return self._metadata[2]
 
     def reference(self, name: str, leader: int | None = None) -> tuple[Broker, str]:
         """The broker whose copy is the reference (report.choose_reference), from each copy's last batch

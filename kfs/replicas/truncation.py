@@ -16,7 +16,8 @@ A follower without epochs (an empty log, or v0/v1 batches only: `latestEpoch` is
 to its high watermark (`truncateToHighWatermark`; `initialFetchOffset` takes the high watermark then,
 from `replication-offset-checkpoint`, 0 without one, between the log start and end as
 `UnifiedLog.updateHighWatermark` bounds it). Fetching from the truncation offset past the leader's
-log end is out of range: the follower truncates to the leader's log end (`fetchOffsetAndTruncate`).
+log end, or below its log start, is out of range (`fetchOffsetAndTruncate`): the follower truncates to
+the leader's log end, or (its log end below the leader's log start) truncates its whole log.
 """
 
 from __future__ import annotations
@@ -69,20 +70,21 @@ def follower_truncation(leader: LogView, follower: LogView) -> Truncation:
     if epochs.latest_epoch() is None:
         hw = follower.high_watermark if follower.high_watermark is not None else 0
         hw = max(follower.log_start_offset, min(hw, end))
-        return _fetched(Truncation(hw, rule="high watermark (no leader epochs in the follower's batches)"), leader)
+        return _fetched(Truncation(hw, rule="high watermark (no leader epochs in the follower's batches)"), leader,
+                        follower)
     rounds: list[Round] = []
     # Each incomplete round truncates the cache below its latest entry: at most one round per entry.
     for _ in range(len(epochs.entries()) + 1):
         requested = epochs.latest_epoch()
         if requested is None:  # (every entry truncated away: as a follower without epochs now)
-            return _fetched(Truncation(end, rounds, rule="leader epochs, then none left"), leader)
+            return _fetched(Truncation(end, rounds, rule="leader epochs, then none left"), leader, follower)
         leader_epoch, leader_end = leader.epochs.end_offset_for(requested, leader.log_end_offset)
         offset, completed = _truncation_state(epochs, end, leader_epoch, leader_end)
         rounds.append(Round(requested, leader_epoch, leader_end, offset, completed))
         end = min(end, offset)
         epochs.truncate_from_end(end)
         if completed:
-            return _fetched(Truncation(end, rounds), leader)
+            return _fetched(Truncation(end, rounds), leader, follower)
     raise AssertionError("the fetcher's truncation did not complete")  # (each round removes an entry)
 
 
@@ -100,10 +102,17 @@ def _truncation_state(epochs: EpochCache, end: int, leader_epoch: int, leader_en
     return min(follower_end, leader_end, end), True
 
 
-def _fetched(truncation: Truncation, leader: LogView) -> Truncation:
-    """The first fetch from `truncate_to`: past the leader's log end it is out of range, and the
-    follower truncates to the leader's log end (AbstractFetcherThread.fetchOffsetAndTruncate)."""
-    if truncation.truncate_to > leader.log_end_offset:
+def _fetched(truncation: Truncation, leader: LogView, follower: LogView) -> Truncation:
+    """The first fetch from `truncate_to`, the follower's log end now. Past the leader's log end or
+    below its log start it is out of range (AbstractFetcherThread.fetchOffsetAndTruncate): past the
+    end, the follower truncates to the leader's log end; below the start, its whole log goes
+    (truncateFullyAndStartAt the leader's log start): every record from its own log start."""
+    offset = truncation.truncate_to
+    if offset > leader.log_end_offset:
         truncation.truncate_to = leader.log_end_offset
         truncation.rule += ", then the leader's log end (the fetch offset was out of range)"
+    elif offset < leader.log_start_offset:
+        truncation.truncate_to = follower.log_start_offset
+        truncation.rule += (f", then all of it (its log end {offset} is below the leader's log start "
+                            f"{leader.log_start_offset}: truncated fully)")
     return truncation
