@@ -12,10 +12,19 @@ KRaft metadata log's leader history), report (one partition's object), replica_s
 
 from kfs.replicas.epochs import EpochCache, read_epoch_checkpoint
 from kfs.replicas.replica_set import ReplicaSet
-from kfs.replicas.report import Copy, PartitionReplicas, ReplicaReport, compare_copies, read_copy, truncated_lines
+from kfs.replicas.report import (
+    Copy,
+    PartitionReplicas,
+    ReplicaReport,
+    compare_copies,
+    read_copy,
+    truncated_lines,
+    truncated_records,
+)
 from kfs.replicas.truncation import LogView, Round, Truncation, follower_truncation
 
 __all__ = [
     "Copy", "EpochCache", "LogView", "PartitionReplicas", "ReplicaReport", "ReplicaSet", "Round", "Truncation",
     "compare_copies", "follower_truncation", "read_copy", "read_epoch_checkpoint", "truncated_lines",
+    "truncated_records",
 ]
