@@ -9,9 +9,12 @@ are timed), then times `cat` of `messages.jsonl`:
 - one reader of one partition;
 - two readers of two partitions through one mount (one daemon, one GIL);
 - two readers through two mounts (two daemons), which no GIL joins.
-It prints the best of the rounds, the throughput ratios, and the cores the daemons and readers kept
-busy (their CPU seconds over the wall time): one reader's figure bounds what two can get on this
-machine's cores.
+It prints the best and the median of the rounds, the throughput ratios, and the cores the daemons and
+readers kept busy (their CPU seconds over the wall time): one reader's figure, c1, bounds what two can
+get on this machine's cores, min(cores, cores / c1) times one reader's throughput (issue 29 item 7's
+target: two readers through one mount at >= 90% of it, with one reader's CPU per byte not grown). On
+a shared machine every figure moves with the others' load: each round says how busy the machine's
+cores were with other work while it ran (from /proc/stat, less the bench's own CPU seconds).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import argparse
 import contextlib
 import os
 import shutil
+import statistics
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,16 +58,29 @@ def sized_mounts(logdir: Path, work: Path, count: int, options: dict[str, str]) 
                 mountpoint.rmdir()
 
 
+def machine_busy() -> float:
+    """CPU seconds the machine's cores have spent busy since boot (/proc/stat: all but idle and iowait)."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+LAST_OTHERS = [0.0]  # cores kept busy by other work during the last `readers` (machine_busy less the bench's)
+
+
 def readers(logdir: Path, work: Path, partitions: int, daemons: int, options: dict[str, str]) -> tuple[float, float]:
     """(seconds, cores kept busy) for `partitions` readers of `messages.jsonl` at once, spread over
-    `daemons` fresh mounts whose sizes are counted before the clock starts."""
+    `daemons` fresh mounts whose sizes are counted before the clock starts; LAST_OTHERS: the cores
+    other work kept busy meanwhile."""
     with sized_mounts(logdir, work, daemons, options) as mounts:
         files = [mounts[i % daemons][0] / f"bench.mixed-{i}" / "messages.jsonl" for i in range(partitions)]
         for f in files:
             os.stat(f)
         daemons_cpu = sum(_process_cpu(pid) for _, pid in mounts)
+        busy = machine_busy()
         seconds = together([["cat", str(f)] for f in files])
-        return seconds, (sum(_process_cpu(pid) for _, pid in mounts) - daemons_cpu + LAST_CPU[0]) / seconds
+        own = sum(_process_cpu(pid) for _, pid in mounts) - daemons_cpu + LAST_CPU[0]
+        LAST_OTHERS[0] = max(0.0, machine_busy() - busy - own) / seconds
+        return seconds, own / seconds
 
 
 CASES = {"one reader": (1, 1), "two readers, one mount": (2, 1), "two readers, two mounts": (2, 2)}
@@ -85,17 +102,26 @@ def main(argv: list[str] | None = None) -> int:
     for r in range(args.rounds):
         for name, (partitions, daemons) in CASES.items():
             runs[name].append(readers(logdir, work, partitions, daemons, options))
-        print(f"round {r + 1}/{args.rounds} done", flush=True)
-    best = {name: min(found) for name, found in runs.items()}  # (the fastest round, with its cores)
-    print(f"\nbest of {args.rounds} rounds (sizes counted before the clock starts):")
-    for name, (seconds, cores) in best.items():
-        print(f"  {name:28} {seconds:7.3f} s   cores busy {cores:4.2f}")
-    one = best["one reader"][0]
-    print("throughput against one reader:")
-    for name in ("two readers, one mount", "two readers, two mounts"):
-        print(f"  {name:28} {2 * one / best[name][0]:5.2f}x")
-    print(f"  the most {os.cpu_count()} cores allow    {(os.cpu_count() or 1) / best['one reader'][1]:5.2f}x "
-          "(the cores over what one reader keeps busy)")
+            print(f"  round {r + 1}: {name:28} {runs[name][-1][0]:7.3f} s   cores busy {runs[name][-1][1]:4.2f}   "
+                  f"other work {LAST_OTHERS[0]:4.2f} cores   load {os.getloadavg()[0]:.1f}", flush=True)
+    mib = sum(p.stat().st_size for p in (logdir / "bench.mixed-0").glob("*.log")) / 2**20
+    cores = os.cpu_count() or 1
+    for title in ("best", "median"):
+        # best: the fastest round, with its cores; median: of the seconds, of the cores, of the CPU per MiB
+        found = {name: min(runs[name]) if title == "best" else
+                 (statistics.median(s for s, _ in runs[name]), statistics.median(c for _, c in runs[name]))
+                 for name in CASES}
+        print(f"\n{title} of {args.rounds} rounds (sizes counted before the clock starts):")
+        for name, (seconds, busy) in found.items():
+            cpu = [s * c for s, c in runs[name]]
+            per_mib = 1000 * (seconds * busy if title == "best" else statistics.median(cpu)) / (CASES[name][0] * mib)
+            print(f"  {name:28} {seconds:7.3f} s   cores busy {busy:4.2f}   CPU {per_mib:.2f} ms per MiB of log")
+        one, c1 = found["one reader"]
+        bound = min(cores, cores / c1)
+        print(f"throughput against one reader (c1 = {c1:.2f} cores; the most {cores} cores allow: {bound:.2f}x):")
+        for name in ("two readers, one mount", "two readers, two mounts"):
+            ratio = 2 * one / found[name][0]
+            print(f"  {name:28} {ratio:5.2f}x   {ratio / bound:4.0%} of what the cores allow")
     return 0
 
 
