@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+__all__ = ["BUILT", "extension"]
 
 
 def _load() -> ModuleType | None:
@@ -29,16 +32,21 @@ def _load() -> ModuleType | None:
     if os.environ.get("KFS_PURE_PYTHON"):
         return None
     try:
-        from kfs._native import _speedups  # type: ignore[attr-defined]
+        from kfs._native import _speedups
     except ImportError:
         return None
     return _speedups
 
 
-extension = _load()
-if extension is not None:
-    # Handed the Record class it creates and the error it raises. Imported after `extension` is set: the
-    # import runs kfs.record's __init__, whose facade (kfs._native.record) reads `extension`.
+_loaded = _load()
+BUILT = _loaded is not None
+if TYPE_CHECKING:  # typed by _speedups.pyi; a facade reads `extension.f if BUILT else None`
+    from kfs._native import _speedups as extension
+else:
+    extension = _loaded
+if BUILT:
+    # Handed the Record class it creates and the error it raises, into its module state. Imported after
+    # `extension` is set: the import runs kfs.record's __init__, whose facade (kfs._native.record) reads it.
     from kfs.record.types import CorruptBatchError, Record
 
     extension.init(Record, CorruptBatchError)

@@ -1,4 +1,4 @@
-"""The record layer's compiled loops (csrc/record/), each None when not built.
+"""The record layer's compiled loops (csrc/record/): each the function of _speedups.pyi, or None unbuilt.
 
 - `decode_v2_records`: the loop of kfs.record.default_batch.decode_records;
 - `crc32c`: the CRC-32C the compiled walks check each batch with (crc32c.crc32c's value; None without
@@ -7,10 +7,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from kfs._native import BUILT, extension
 
-from kfs._native import extension
-from kfs.record.types import Record
-
-decode_v2_records: Callable[..., list[Record]] | None = getattr(extension, "decode_v2_records", None)
-crc32c: Callable[[bytes | memoryview], int | None] | None = getattr(extension, "crc32c", None)
+decode_v2_records = extension.decode_v2_records if BUILT else None
+crc32c = extension.crc32c if BUILT else None

@@ -1,4 +1,4 @@
-"""The storage layer's compiled lookups (csrc/storage/), each None when not built.
+"""The storage layer's compiled lookups (csrc/storage/): each the function of _speedups.pyi, or None unbuilt.
 
 - `find_v2_batch`: the walk of LogSegment.indexed_batch over one index interval (a `.value` lookup),
   accepting only intervals whose every check holds and declining the rest to Python's;
@@ -9,11 +9,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from kfs._native import BUILT, extension
 
-from kfs._native import extension
-from kfs.record.types import Record
-
-find_v2_batch: Callable[..., tuple[int, int] | int | None] | None = getattr(extension, "find_v2_batch", None)
-v2_record_at: Callable[..., Record | bool | None] | None = getattr(extension, "v2_record_at", None)
-index_slot: Callable[..., int] | None = getattr(extension, "index_slot", None)
+find_v2_batch = extension.find_v2_batch if BUILT else None
+v2_record_at = extension.v2_record_at if BUILT else None
+index_slot = extension.index_slot if BUILT else None

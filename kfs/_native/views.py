@@ -1,4 +1,4 @@
-"""The decoded views' compiled loops (csrc/views/), each None when not built.
+"""The decoded views' compiled loops (csrc/views/): each the function of _speedups.pyi, or None unbuilt.
 
 - `render_jsonl`: kfs.views.jsonl.render_line over many records;
 - `count_jsonl`: the length render_jsonl would give a v2 records section, without decoding it into
@@ -12,12 +12,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from kfs._native import BUILT, extension
 
-from kfs._native import extension
-
-render_jsonl: Callable[..., bytes | list[bytes]] | None = getattr(extension, "render_jsonl", None)
-count_jsonl: Callable[..., tuple[int, int, int] | None] | None = getattr(extension, "count_jsonl", None)
-render_v2_jsonl: Callable[..., bytes | tuple[bytes, bytes] | None] | None = getattr(extension, "render_v2_jsonl", None)
-walk_v2_run: Callable[..., tuple[int, int, int, int, bytes, bytes | None] | None] | None = getattr(
-    extension, "walk_v2_run", None)
+render_jsonl = extension.render_jsonl if BUILT else None
+count_jsonl = extension.count_jsonl if BUILT else None
+render_v2_jsonl = extension.render_v2_jsonl if BUILT else None
+walk_v2_run = extension.walk_v2_run if BUILT else None

@@ -283,7 +283,7 @@ class SegmentIndex:
         entries = self._entries
         if entries == 0:
             return -1
-        if _index_slot is not None and _SEARCHABLE_LOW <= target <= _SEARCHABLE_HIGH \
+        if _index_slot is not None and self._map is not None and _SEARCHABLE_LOW <= target <= _SEARCHABLE_HIGH \
                 and _SEARCHABLE_LOW <= self.base_offset <= _SEARCHABLE_HIGH:
             return _index_slot(self._map, entries, self.entry_size, self.base_offset, target)  # the same, compiled
         warm_entries = WARM_SECTION_BYTES // self.entry_size

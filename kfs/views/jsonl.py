@@ -90,7 +90,7 @@ def render_lines(prefix: str, records: Iterable[Record], decoder: LineDecoder | 
     if decoder is not None:
         return "".join([render_line(prefix, record, decoder) for record in records]).encode("utf-8")
     if _render_jsonl is not None:
-        return _render_jsonl(prefix, records, render_line)  # type: ignore[return-value]
+        return _render_jsonl(prefix, records, render_line)
     return "".join([render_line(prefix, record) for record in records]).encode("utf-8")
 
 
@@ -99,7 +99,7 @@ def render_line_list(prefix: str, records: list[Record], decoder: LineDecoder | 
     if decoder is not None:
         return [render_line(prefix, record, decoder).encode("utf-8") for record in records]
     if _render_jsonl is not None:
-        return _render_jsonl(prefix, records, render_line, lines=True)  # type: ignore[return-value]
+        return _render_jsonl(prefix, records, render_line, lines=True)
     return [render_line(prefix, record).encode("utf-8") for record in records]
 
 
@@ -134,7 +134,7 @@ def render_pairs(prefix: str, records: Iterable[Record],
         except Exception as e:
             error = e
         try:
-            lines: Iterable[bytes] = _render_jsonl(prefix, chunk, render_line, lines=True)  # type: ignore[assignment]
+            lines: Iterable[bytes] = _render_jsonl(prefix, chunk, render_line, lines=True)
         except Exception:
             lines = (render_line(prefix, record).encode("utf-8") for record in chunk)  # raises where it should
         yield from zip(chunk, lines, strict=False)

@@ -63,14 +63,16 @@ def line_taker(prefix: str, end: int | None, read_committed: bool,
     records as kcat -f or -J prints them instead of JSON lines (render_kcat.c)."""
     stop = NO_END if end is None else max(min(end, NO_END), -NO_END)
     program, null = kcat if kcat is not None else (None, b"")
+    walk = _walk_v2_run
+    assert walk is not None, "a compiled taker without the extension (plain_runs.available())"
 
     def take(first: int, segment: LogSegment, window: memoryview, position: int, previous_last: int | None,
              below: int) -> PlainRun | None:
         if not _int64s(segment, previous_last):
             return None
-        got = _walk_v2_run(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),  # type: ignore[misc]
-                           max(min(first, NO_END), -NO_END), stop, prefix, read_committed, False, RENDER_BUDGET,
-                           kcat=program, null=null)
+        got = walk(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),
+                   max(min(first, NO_END), -NO_END), stop, prefix, read_committed, False, RENDER_BUDGET,
+                   kcat=program, null=null)
         if got is None:
             return None
         used, base_offset, last_offset, records, marks, data = got
@@ -90,13 +92,15 @@ def count_taker(prefix: str, end: int, read_committed: bool) -> SelectedTaker:
     with lines, (first offset, next offset, bytes, where it ends from the window's start) as four
     native int64s."""
     stop = max(min(end, NO_END), -NO_END)
+    walk = _walk_v2_run
+    assert walk is not None, "a compiled taker without the extension (plain_runs.available())"
 
     def take(first: int, segment: LogSegment, window: memoryview, position: int, previous_last: int | None,
              below: int) -> PlainRun | None:
         if not _int64s(segment, previous_last):
             return None
-        got = _walk_v2_run(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),  # type: ignore[misc]
-                           max(min(first, NO_END), -NO_END), stop, prefix, read_committed, True, 0)
+        got = walk(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),
+                   max(min(first, NO_END), -NO_END), stop, prefix, read_committed, True, 0)
         if got is None:
             return None
         used, base_offset, last_offset, records, parts, _ = got

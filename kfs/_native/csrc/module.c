@@ -36,15 +36,28 @@
 
 #include <structmember.h> /* T_OBJECT_EX; PyMemberDescrObject comes with Python.h */
 
-/* ---- state set by init() (native.h) -------------------------------------------------------- */
-
-PyTypeObject *kfs_record_type = NULL;
-PyObject *kfs_corrupt_error = NULL;
-Py_ssize_t kfs_slot_offsets[N_SLOTS];
+/* ---- the module's state (native.h) ----------------------------------------------------------- */
 
 static const char *const slot_names[N_SLOTS] = {
     "offset", "timestamp", "timestamp_type", "key", "value", "headers",
 };
+
+static inline kfs_state *
+get_state(PyObject *module)
+{
+    return (kfs_state *)PyModule_GetState(module);
+}
+
+kfs_state *
+kfs_ready_state(PyObject *module)
+{
+    kfs_state *st = get_state(module);
+    if (st->record_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "kfs._native._speedups.init() has not been called");
+        return NULL;
+    }
+    return st;
+}
 
 static PyObject *
 speedups_init(PyObject *module, PyObject *args)
@@ -81,22 +94,11 @@ speedups_init(PyObject *module, PyObject *args)
         }
         offsets[i] = member->offset;
     }
-    memcpy(kfs_slot_offsets, offsets, sizeof(offsets));
-    Py_INCREF(type);
-    Py_XSETREF(kfs_record_type, type);
-    Py_INCREF(error);
-    Py_XSETREF(kfs_corrupt_error, error);
+    kfs_state *st = get_state(module);
+    memcpy(st->slot_offsets, offsets, sizeof(offsets));
+    Py_XSETREF(st->record_type, (PyTypeObject *)Py_NewRef(type));
+    Py_XSETREF(st->corrupt_error, Py_NewRef(error));
     Py_RETURN_NONE;
-}
-
-int
-kfs_check_init(void)
-{
-    if (kfs_record_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "kfs._native._speedups.init() has not been called");
-        return -1;
-    }
-    return 0;
 }
 
 /* ---- the module ------------------------------------------------------------------------------ */
@@ -124,18 +126,58 @@ static PyMethodDef speedups_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static int
+speedups_exec(PyObject *module)
+{
+    /* Process-wide C tables, the same for every module object (no Python object in them): built once. */
+    kfs_init_json_tables();
+    kfs_init_crc32c();
+    return 0;
+}
+
+static int
+speedups_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    kfs_state *st = get_state(module);
+    Py_VISIT(st->record_type);
+    Py_VISIT(st->corrupt_error);
+    return 0;
+}
+
+static int
+speedups_clear(PyObject *module)
+{
+    kfs_state *st = get_state(module);
+    Py_CLEAR(st->record_type);
+    Py_CLEAR(st->corrupt_error);
+    return 0;
+}
+
+static void
+speedups_free(void *module)
+{
+    (void)speedups_clear((PyObject *)module);
+}
+
+static PyModuleDef_Slot speedups_slots[] = {
+    {Py_mod_exec, speedups_exec},
+    {0, NULL},
+};
+
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
-    "kfs._native._speedups",
-    "The v2 record decoder and the JSON-lines renderer of kfs, compiled (see kfs/_native/__init__.py).",
-    -1,
-    speedups_methods,
+    .m_name = "kfs._native._speedups",
+    .m_doc = "The hot loops of kfs, compiled (see kfs/_native/__init__.py).",
+    .m_size = sizeof(kfs_state),
+    .m_methods = speedups_methods,
+    .m_slots = speedups_slots,
+    .m_traverse = speedups_traverse,
+    .m_clear = speedups_clear,
+    .m_free = speedups_free,
 };
 
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    kfs_init_json_tables();
-    kfs_init_crc32c();
-    return PyModule_Create(&speedups_module);
+    return PyModuleDef_Init(&speedups_module);
 }

@@ -16,22 +16,27 @@
 
 #define KFS_HIDDEN __attribute__((visibility("hidden")))
 
-/* ---- state set by init() (module.c) ---------------------------------------------------------- */
+/* ---- the module's state (module.c) --------------------------------------------------------- */
 
-/* kfs.record.types.Record and CorruptBatchError, handed in by kfs/_native/__init__.py. */
-KFS_HIDDEN extern PyTypeObject *kfs_record_type;
-KFS_HIDDEN extern PyObject *kfs_corrupt_error;
-
-/* Record's six slots, in the order of Record.__slots__, and where each lives in the object: read
- * from the member descriptors at init, so that the C code fills and reads them as the Python
- * descriptors would. */
+/* Record's six slots, in the order of Record.__slots__. */
 enum { SLOT_OFFSET, SLOT_TIMESTAMP, SLOT_TIMESTAMP_TYPE, SLOT_KEY, SLOT_VALUE, SLOT_HEADERS, N_SLOTS };
-KFS_HIDDEN extern Py_ssize_t kfs_slot_offsets[N_SLOTS];
 
-#define SLOT(obj, i) (*(PyObject **)((char *)(obj) + kfs_slot_offsets[i]))
+/* Per module object (PEP 489 multi-phase initialization, as CPython's own modules keep theirs): no
+ * Python object lives in a C global. init() fills it with kfs.record.types.Record and
+ * CorruptBatchError (handed in by kfs/_native/__init__.py, which cannot be imported from here without
+ * a cycle) and where each of Record's slots lives in the object, read from the member descriptors so
+ * that the C code fills and reads them as the Python descriptors would. The process-wide C tables (JSON
+ * escapes, CRC lanes, liblz4's entry point, libfuse's table: small_files.c) hold no Python object. */
+typedef struct {
+    PyTypeObject *record_type; /* NULL until init() */
+    PyObject *corrupt_error;
+    Py_ssize_t slot_offsets[N_SLOTS];
+} kfs_state;
 
-/* 0, or -1 with RuntimeError set when init() has not been called. */
-KFS_HIDDEN int kfs_check_init(void);
+#define SLOT(st, obj, i) (*(PyObject **)((char *)(obj) + (st)->slot_offsets[i]))
+
+/* The state of `module` once init() has filled it, or NULL with RuntimeError set. */
+KFS_HIDDEN kfs_state *kfs_ready_state(PyObject *module);
 
 /* ---- the output of the loops that run without the GIL ---------------------------------------- */
 

@@ -111,8 +111,9 @@ read_nullable_bytes(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos, int64_t n
 /* One record at p[*pos]: a new Record, or NULL with either an exception set or *why saying what is
  * malformed (the caller raises CorruptBatchError). */
 static PyObject *
-decode_record(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos_io, int64_t base_offset, int64_t base_timestamp,
-              PyObject *timestamp_type, PyObject *log_append_time, key_cache *keys, const char **why)
+decode_record(const kfs_state *st, const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos_io, int64_t base_offset,
+              int64_t base_timestamp, PyObject *timestamp_type, PyObject *log_append_time, key_cache *keys,
+              const char **why)
 {
     Py_ssize_t pos = *pos_io;
     varint_t v;
@@ -129,7 +130,7 @@ decode_record(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos_io, int64_t base
     } while (0)
 
     /* Filled slot by slot: on any error, releasing the record releases what it holds. */
-    PyObject *r = kfs_record_type->tp_alloc(kfs_record_type, 0);
+    PyObject *r = st->record_type->tp_alloc(st->record_type, 0);
     if (r == NULL)
         return NULL;
 
@@ -156,27 +157,27 @@ decode_record(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos_io, int64_t base
     if (log_append_time != NULL) {
         /* The broker's append time is every record's timestamp (DefaultRecord.readFrom). */
         Py_INCREF(log_append_time);
-        SLOT(r, SLOT_TIMESTAMP) = log_append_time;
+        SLOT(st, r, SLOT_TIMESTAMP) = log_append_time;
     }
-    else if ((SLOT(r, SLOT_TIMESTAMP) = base_plus_delta(base_timestamp, &v)) == NULL)
+    else if ((SLOT(st, r, SLOT_TIMESTAMP) = base_plus_delta(base_timestamp, &v)) == NULL)
         goto fail;
 
     /* OffsetDelta */
     READ_VARINT(record_end);
-    if ((SLOT(r, SLOT_OFFSET) = base_plus_delta(base_offset, &v)) == NULL)
+    if ((SLOT(st, r, SLOT_OFFSET) = base_plus_delta(base_offset, &v)) == NULL)
         goto fail;
 
     Py_INCREF(timestamp_type);
-    SLOT(r, SLOT_TIMESTAMP_TYPE) = timestamp_type;
+    SLOT(st, r, SLOT_TIMESTAMP_TYPE) = timestamp_type;
 
     /* KeyLength, Key */
     READ_VARINT(record_end);
-    if ((SLOT(r, SLOT_KEY) = read_nullable_bytes(p, record_end, &pos, varint_length(&v), why)) == NULL)
+    if ((SLOT(st, r, SLOT_KEY) = read_nullable_bytes(p, record_end, &pos, varint_length(&v), why)) == NULL)
         goto fail;
 
     /* ValueLength, Value */
     READ_VARINT(record_end);
-    if ((SLOT(r, SLOT_VALUE) = read_nullable_bytes(p, record_end, &pos, varint_length(&v), why)) == NULL)
+    if ((SLOT(st, r, SLOT_VALUE) = read_nullable_bytes(p, record_end, &pos, varint_length(&v), why)) == NULL)
         goto fail;
 
     /* HeadersCount, Headers */
@@ -193,7 +194,7 @@ decode_record(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos_io, int64_t base
     PyObject *headers = PyList_New((Py_ssize_t)n_headers);
     if (headers == NULL)
         goto fail;
-    SLOT(r, SLOT_HEADERS) = headers;
+    SLOT(st, r, SLOT_HEADERS) = headers;
     for (Py_ssize_t h = 0; h < (Py_ssize_t)n_headers; h++) {
         READ_VARINT(record_end);
         n = varint_length(&v);
@@ -235,7 +236,7 @@ fail:
 }
 
 static PyObject *
-raise_corrupt(PyObject *position, const char *fmt, ...)
+raise_corrupt(const kfs_state *st, PyObject *position, const char *fmt, ...)
 {
     va_list vargs;
     va_start(vargs, fmt);
@@ -243,7 +244,7 @@ raise_corrupt(PyObject *position, const char *fmt, ...)
     va_end(vargs);
     if (message == NULL)
         return NULL;
-    PyObject *exc = PyObject_CallFunctionObjArgs(kfs_corrupt_error, message, position, NULL);
+    PyObject *exc = PyObject_CallFunctionObjArgs(st->corrupt_error, message, position, NULL);
     Py_DECREF(message);
     if (exc != NULL) {
         PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
@@ -270,7 +271,8 @@ kfs_decode_v2_records(PyObject *module, PyObject *args, PyObject *kwargs)
     long long base_offset, base_timestamp;
     PyObject *timestamp_type, *log_append_time, *position = Py_None;
 
-    if (kfs_check_init() < 0)
+    kfs_state *st = kfs_ready_state(module);
+    if (st == NULL)
         return NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nLLUO|O:decode_v2_records", kwlist, &buf, &count,
                                      &base_offset, &base_timestamp, &timestamp_type, &log_append_time,
@@ -296,13 +298,13 @@ kfs_decode_v2_records(PyObject *module, PyObject *args, PyObject *kwargs)
     for (i = 0; i < count; i++) {
         PyObject *r = NULL;
         if (i < capacity)
-            r = decode_record(p, end, &pos, (int64_t)base_offset, (int64_t)base_timestamp, timestamp_type,
+            r = decode_record(st, p, end, &pos, (int64_t)base_offset, (int64_t)base_timestamp, timestamp_type,
                               append_time ? log_append_time : NULL, &keys, &why);
         else
             why = "record past the end of the batch";
         if (r == NULL) {
             if (why != NULL)
-                raise_corrupt(position, "record batch at position %S: record %zd of %zd is malformed (%s)",
+                raise_corrupt(st, position, "record batch at position %S: record %zd of %zd is malformed (%s)",
                               position, i, count, why);
             Py_CLEAR(records);
             goto done;
@@ -310,7 +312,7 @@ kfs_decode_v2_records(PyObject *module, PyObject *args, PyObject *kwargs)
         PyList_SET_ITEM(records, i, r);
     }
     if (pos != end) {
-        raise_corrupt(position, "record batch at position %S: %zd bytes left after its %zd records", position,
+        raise_corrupt(st, position, "record batch at position %S: %zd bytes left after its %zd records", position,
                       end - pos, count);
         Py_CLEAR(records);
         goto done;
@@ -320,7 +322,7 @@ kfs_decode_v2_records(PyObject *module, PyObject *args, PyObject *kwargs)
     long long previous = 0;
     int previous_fits = 0;
     for (i = 0; i < count; i++) {
-        PyObject *o = SLOT(PyList_GET_ITEM(records, i), SLOT_OFFSET);
+        PyObject *o = SLOT(st, PyList_GET_ITEM(records, i), SLOT_OFFSET);
         int overflow = 0;
         long long offset = PyLong_AsLongLongAndOverflow(o, &overflow);
         if (offset == -1 && PyErr_Occurred()) {
@@ -333,14 +335,14 @@ kfs_decode_v2_records(PyObject *module, PyObject *args, PyObject *kwargs)
         else if (!overflow && previous_fits)
             out_of_order = offset <= previous;
         else { /* past int64 (a base offset near 2**63): as Python compares them */
-            out_of_order = PyObject_RichCompareBool(o, SLOT(PyList_GET_ITEM(records, i - 1), SLOT_OFFSET), Py_LE);
+            out_of_order = PyObject_RichCompareBool(o, SLOT(st, PyList_GET_ITEM(records, i - 1), SLOT_OFFSET), Py_LE);
             if (out_of_order < 0) {
                 Py_CLEAR(records);
                 goto done;
             }
         }
         if (out_of_order) {
-            raise_corrupt(position, "record batch at position %S: record %zd of %zd is malformed (its offset "
+            raise_corrupt(st, position, "record batch at position %S: record %zd of %zd is malformed (its offset "
                           "delta is not above the one before)", position, i, count);
             Py_CLEAR(records);
             goto done;
@@ -361,12 +363,13 @@ done:
 
 /* kfs_decode_one_record: see decode_records.h. */
 PyObject *
-kfs_decode_one_record(const uint8_t *section, Py_ssize_t len, Py_ssize_t at, int64_t base_offset,
-                      int64_t base_timestamp, PyObject *timestamp_type, PyObject *log_append_time, const char **why)
+kfs_decode_one_record(const kfs_state *st, const uint8_t *section, Py_ssize_t len, Py_ssize_t at,
+                      int64_t base_offset, int64_t base_timestamp, PyObject *timestamp_type, PyObject *log_append_time,
+                      const char **why)
 {
     key_cache keys = {.used = 0, .next = 0};
-    PyObject *r = decode_record(section, len, &at, base_offset, base_timestamp, timestamp_type, log_append_time, &keys,
-                                why);
+    PyObject *r = decode_record(st, section, len, &at, base_offset, base_timestamp, timestamp_type, log_append_time,
+                                &keys, why);
     key_cache_clear(&keys);
     return r;
 }

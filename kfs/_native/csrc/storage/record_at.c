@@ -28,7 +28,8 @@ kfs_v2_record_at(PyObject *module, PyObject *args)
     Py_buffer buf;
     long long segment_base, target;
     PyObject *timestamp_type;
-    if (kfs_check_init() < 0)
+    kfs_state *st = kfs_ready_state(module);
+    if (st == NULL)
         return NULL;
     if (!PyArg_ParseTuple(args, "y*LLU:v2_record_at", &buf, &segment_base, &target, &timestamp_type))
         return NULL;
@@ -86,7 +87,8 @@ kfs_v2_record_at(PyObject *module, PyObject *args)
     if (append_time && (log_append_time = PyLong_FromLongLong((long long)max_ts)) == NULL)
         goto done;
     const char *why = NULL;
-    result = kfs_decode_one_record(section, section_len, found, base, base_ts, timestamp_type, log_append_time, &why);
+    result = kfs_decode_one_record(st, section, section_len, found, base, base_ts, timestamp_type, log_append_time,
+                                   &why);
     Py_XDECREF(log_append_time);
     if (result == NULL && why != NULL) /* unreachable: the walk read this record as the decoder does */
         PyErr_Format(PyExc_SystemError, "v2_record_at: the record the walk read did not decode (%s)", why);

@@ -80,7 +80,7 @@ kfs_count_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
     long long base_offset, base_timestamp, log_append_time, first, stop, last = INT64_MAX;
     PyObject *timestamp_type, *prefix;
 
-    if (kfs_check_init() < 0)
+    if (kfs_ready_state(module) == NULL)
         return NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nLLULULL|L:count_jsonl", kwlist, &buf, &count, &base_offset,
                                      &base_timestamp, &timestamp_type, &log_append_time, &prefix, &first, &stop,

@@ -304,6 +304,10 @@ not_ascii:;
 void
 kfs_init_json_tables(void)
 {
+    static int ready; /* once per process (a module object per interpreter runs its exec) */
+    if (ready)
+        return;
     init_tables();
     init_count_tables();
+    ready = 1;
 }

@@ -181,14 +181,14 @@ as_int64(PyObject *obj, int64_t *v)
  * a subclass (ControlRecord adds fields), an unset slot, an int beyond int64, a str that is not
  * UTF-8-encodable, anything unusual. */
 static int
-put_record(outbuf *o, const char *prefix, Py_ssize_t prefix_len, PyObject *r)
+put_record(const kfs_state *st, outbuf *o, const char *prefix, Py_ssize_t prefix_len, PyObject *r)
 {
     int64_t offset, timestamp;
-    if (!Py_IS_TYPE(r, kfs_record_type))
+    if (!Py_IS_TYPE(r, st->record_type))
         return 1;
-    PyObject *o_offset = SLOT(r, SLOT_OFFSET), *o_timestamp = SLOT(r, SLOT_TIMESTAMP);
-    PyObject *tt = SLOT(r, SLOT_TIMESTAMP_TYPE), *key = SLOT(r, SLOT_KEY), *value = SLOT(r, SLOT_VALUE);
-    PyObject *headers = SLOT(r, SLOT_HEADERS);
+    PyObject *o_offset = SLOT(st, r, SLOT_OFFSET), *o_timestamp = SLOT(st, r, SLOT_TIMESTAMP);
+    PyObject *tt = SLOT(st, r, SLOT_TIMESTAMP_TYPE), *key = SLOT(st, r, SLOT_KEY), *value = SLOT(st, r, SLOT_VALUE);
+    PyObject *headers = SLOT(st, r, SLOT_HEADERS);
     if (o_offset == NULL || o_timestamp == NULL || tt == NULL || key == NULL || value == NULL || headers == NULL)
         return 1;
     if (!as_int64(o_offset, &offset) || !as_int64(o_timestamp, &timestamp) || !PyUnicode_Check(tt) ||
@@ -294,7 +294,8 @@ kfs_render_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
     PyObject *prefix, *records, *fallback;
     int lines = 0;
 
-    if (kfs_check_init() < 0)
+    kfs_state *st = kfs_ready_state(module);
+    if (st == NULL)
         return NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOO|p:render_jsonl", kwlist, &prefix, &records, &fallback,
                                      &lines))
@@ -321,7 +322,7 @@ kfs_render_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
         PyObject *r = PySequence_Fast_GET_ITEM(seq, i);
         Py_INCREF(r);
         Py_ssize_t line_start = o.len;
-        int rc = prefix_ok ? put_record(&o, pre.buf, pre.len, r) : 1;
+        int rc = prefix_ok ? put_record(st, &o, pre.buf, pre.len, r) : 1;
         if (rc == 1)
             rc = put_fallback(&o, fallback, prefix, r);
         Py_DECREF(r);

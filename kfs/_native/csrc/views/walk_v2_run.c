@@ -221,7 +221,7 @@ kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     rp.prefix_len = (size_t)prefix_len;
     kfs_load_lz4();
-    if (!kfs_have_hw_crc32c() || kfs_check_init() < 0) {
+    if (!kfs_have_hw_crc32c() || kfs_ready_state(module) == NULL) {
         if (!PyErr_Occurred())
             result = Py_NewRef(Py_None);
         goto done;
