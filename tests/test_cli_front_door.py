@@ -3,7 +3,11 @@ log dirs given the same way to every command, and a wrong partition name answere
 
 from __future__ import annotations
 
-from conftest import LOGDIRS, run_kfs
+from pathlib import Path
+
+from conftest import LOGDIRS, kfs_command, run_kfs
+
+REGISTRY_LOGDIR = Path(__file__).parent / "fixtures" / "schema-registry" / "logdir"
 
 
 def test_help_describes_the_mounted_tree_and_every_cat_option() -> None:
@@ -32,3 +36,19 @@ def test_a_wrong_partition_names_the_nearest() -> None:
     assert done.returncode == 1 and b"no partition orderz-0" in done.stderr and b"nearest: orders-0" in done.stderr
     missing = run_kfs("cat", LOGDIRS[0])
     assert missing.returncode != 0 and b"TOPIC-PARTITION" in missing.stderr
+
+
+def test_every_subcommand_is_one_where_a_directory_has_its_name(tmp_path: Path) -> None:
+    """`kfs schemas LOGDIR` run where ./schemas is a directory was taken for the mount form `kfs LOGDIR
+    MOUNTPOINT` (a hand-kept list of subcommands had lost `schemas`)."""
+    import subprocess
+
+    from kfs.cli.main import subcommand_names
+    names = subcommand_names()
+    assert {"ls", "cat", "schemas", "replicas", "groups", "mount"} <= names
+    for name in names:
+        (tmp_path / name).mkdir()
+    done = subprocess.run([*kfs_command(), "schemas", str(REGISTRY_LOGDIR)], cwd=tmp_path, capture_output=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert b"orders-value" in done.stdout

@@ -438,13 +438,22 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-SUBCOMMANDS = ("ls", "locate", "cat", "dump", "mount", "umount", "spark", "groups", "replicas")
+def subcommand_names() -> frozenset[str]:
+    """Every subcommand the parser knows, the layers' hooks included (read from it: a list kept by hand
+    here had lost `schemas`, so `kfs schemas LOGDIR` was taken for the mount form wherever `./schemas`
+    was a directory)."""
+    parser = build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return frozenset(action.choices)
+    return frozenset()
 
 
 def _mount_helper_form(argv: list[str]) -> Callable[[], int] | None:
     """`kfs LOGDIR MOUNTPOINT -o OPTS`, the form mount.fuse uses: hand it to the FUSE layer."""
-    if len(argv) >= 2 and not argv[0].startswith("-") and argv[0] not in SUBCOMMANDS and (
-            "/" in argv[0] or any(os.path.isdir(p) for p in split_log_dirs([argv[0]]))):
+    if len(argv) >= 2 and not argv[0].startswith("-") and (
+            "/" in argv[0] or any(os.path.isdir(p) for p in split_log_dirs([argv[0]]))) \
+            and argv[0] not in subcommand_names():
         try:
             from kfs.fuse import cli as fuse_cli
         except ImportError as e:
