@@ -25,8 +25,8 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from types import FrameType
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -243,65 +243,118 @@ def piece_records(plog: PartitionLog, piece: Piece, opts: ReadOptions) -> Iterat
         yield record
 
 
-def arrow_batches(topic: str, partition: int, records: Iterable[Record], schema: pa.Schema,
+def piece_record_lists(plog: PartitionLog, piece: Piece, opts: ReadOptions) -> Iterator[list[Record]]:
+    """`piece_records` a batch at a time (one list per Kafka batch): no generator step per record."""
+    for records in plog.record_lists(piece.start_offset, isolation=opts.isolation, end_offset=piece.end_offset,
+                                     on_corrupt=opts.on_corrupt):
+        if type(records[0]) is CorruptBatch:  # (with onCorrupt=skip a corrupt batch comes as a list of its own)
+            log.warning("kfs: %s; skipped", records[0].error)
+            continue
+        yield records
+
+
+class _Offsets:
+    """A batch's offsets as runs: a Kafka batch's records mostly have consecutive offsets (compaction
+    leaves gaps), so most of a column is `arange`s and no Python int per record is kept."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[int, int] | list[int]] = []  # (first, count) runs, or explicit offsets
+
+    def add(self, records: list[Record]) -> None:
+        first, n = records[0].offset, len(records)
+        if records[-1].offset - first == n - 1:  # increasing, so consecutive
+            last = self.parts[-1] if self.parts else None
+            if type(last) is tuple and last[0] + last[1] == first:
+                self.parts[-1] = (last[0], last[1] + n)
+            else:
+                self.parts.append((first, n))
+        else:
+            self.parts.append([r.offset for r in records])
+
+    def array(self) -> pa.Array:
+        pieces = [np.arange(p[0], p[0] + p[1], dtype=np.int64) if type(p) is tuple else np.array(p, dtype=np.int64)
+                  for p in self.parts]
+        return pa.array(pieces[0] if len(pieces) == 1 else np.concatenate(pieces), pa.int64())
+
+
+def arrow_batches(topic: str, partition: int, record_lists: Iterable[list[Record]], schema: pa.Schema,
                   include_headers: bool, rows: int = ROWS_PER_BATCH,
                   decoders: Sequence[PartDecoder] = ()) -> Iterator[pa.RecordBatch]:
-    """One partition's records as record batches of exactly the schema Spark expects.
+    """One partition's records (a list per Kafka batch) as Arrow record batches of exactly the schema
+    Spark expects, of about `rows` rows each.
 
-    Fields go straight into per-column lists and the `Record` is dropped: holding thousands of
-    live `Record`s made every cyclic-GC pass walk them, which cost more than decoding (a bytes
-    object is not GC-tracked, a `Record` is). `decoders` (key, value) fill the decoded columns.
+    Only keys, values and timestamps are gathered a record at a time; offsets are runs (`_Offsets`),
+    the timestamp type is the batch's (one per list), topic and partition are constants. The `Record`s
+    are dropped a list at a time (under `no_cyclic_gc`: holding them made every GC pass walk them).
+    `decoders` (key, value) fill the decoded columns.
     """
     ts_type = schema.field("timestamp").type
     headers_type = schema.field("headers").type if include_headers else None
     type_ids = TIMESTAMP_TYPE_IDS
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    stamps: list[int] = []
+    types: list[tuple[int, int]] = []  # (timestamp type id, how many rows), a run per list
+    offsets = _Offsets()
     all_headers: list[list[tuple[str, bytes | None]]] = []
-    while True:
-        keys: list[bytes | None] = []
-        values: list[bytes | None] = []
-        offsets: list[int] = []
-        stamps: list[int] = []
-        types: list[int] = []
-        h_keys: list[str] = []
-        h_values: list[bytes | None] = []
-        h_ends = [0]
-        for record in records:
-            keys.append(record.key)
-            values.append(record.value)
-            offsets.append(record.offset)
-            stamps.append(record.timestamp)
-            types.append(type_ids[record.timestamp_type])
-            if decoders:
-                all_headers.append(record.headers)
-            if headers_type is not None:
-                for k, v in record.headers:
+    h_keys: list[str] = []
+    h_values: list[bytes | None] = []
+    h_ends = [0]
+    for records in record_lists:
+        kinds = {r.timestamp_type for r in records}
+        if len(kinds) == 1:
+            types.append((type_ids[kinds.pop()], len(records)))
+        else:  # (legacy messages may differ: a run per record)
+            types.extend((type_ids[r.timestamp_type], 1) for r in records)
+        offsets.add(records)
+        for r in records:
+            keys.append(r.key)
+            values.append(r.value)
+            stamps.append(r.timestamp)
+        if decoders:
+            all_headers.extend([r.headers for r in records])
+        if headers_type is not None:
+            for r in records:
+                for k, v in r.headers:
                     h_keys.append(k)
                     h_values.append(v)
                 h_ends.append(len(h_keys))
-            if len(offsets) >= rows:
-                break
-        n = len(offsets)
-        if n == 0:
-            return
-        columns = [
-            pa.array(keys, pa.binary()),
-            pa.array(values, pa.binary()),
-            pa.array([topic] * n, pa.string()),
-            pa.array([partition] * n, pa.int32()),
-            pa.array(offsets, pa.int64()),
-            pc.multiply(pa.array(stamps, pa.int64()), 1000).cast(ts_type),  # Kafka ms -> Spark µs
-            pa.array(types, pa.int32()),
-        ]
-        if headers_type is not None:
-            struct = pa.StructArray.from_arrays([pa.array(h_keys, pa.string()), pa.array(h_values, pa.binary())],
-                                                fields=list(headers_type.value_type))
-            columns.append(pa.ListArray.from_arrays(pa.array(h_ends, pa.int32()), struct, type=headers_type))
-        if decoders:
-            columns.extend(decoded_columns(decoders, keys, values, all_headers, schema))
-            all_headers.clear()
-        yield pa.RecordBatch.from_arrays(columns, schema=schema)
-        if n < rows:
-            return
+        if len(keys) >= rows:
+            yield _batch(topic, partition, keys, values, stamps, types, offsets, schema, ts_type, headers_type,
+                         h_keys, h_values, h_ends, decoders, all_headers)
+            keys, values, stamps, types, offsets, all_headers = [], [], [], [], _Offsets(), []
+            h_keys, h_values, h_ends = [], [], [0]
+    if keys:
+        yield _batch(topic, partition, keys, values, stamps, types, offsets, schema, ts_type, headers_type,
+                     h_keys, h_values, h_ends, decoders, all_headers)
+
+
+def _batch(topic: str, partition: int, keys: list[bytes | None], values: list[bytes | None], stamps: list[int],
+           types: list[tuple[int, int]], offsets: _Offsets, schema: pa.Schema, ts_type: pa.DataType,
+           headers_type: pa.DataType | None, h_keys: list[str], h_values: list[bytes | None], h_ends: list[int],
+           decoders: Sequence[PartDecoder], all_headers: list[list[tuple[str, bytes | None]]]) -> pa.RecordBatch:
+    n = len(keys)
+    if len({t for t, _ in types}) == 1:
+        type_column = pa.array(np.full(n, types[0][0], dtype=np.int32), pa.int32())
+    else:
+        type_column = pa.array(np.repeat(np.array([t for t, _ in types], dtype=np.int32),
+                                         [c for _, c in types]), pa.int32())
+    columns = [
+        pa.array(keys, pa.binary()),
+        pa.array(values, pa.binary()),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.array(np.full(n, partition, dtype=np.int32), pa.int32()),
+        offsets.array(),
+        pa.array(np.array(stamps, dtype=np.int64) * 1000, pa.int64()).cast(ts_type),  # Kafka ms -> Spark µs
+        type_column,
+    ]
+    if headers_type is not None:
+        struct = pa.StructArray.from_arrays([pa.array(h_keys, pa.string()), pa.array(h_values, pa.binary())],
+                                            fields=list(headers_type.value_type))
+        columns.append(pa.ListArray.from_arrays(pa.array(h_ends, pa.int32()), struct, type=headers_type))
+    if decoders:
+        columns.extend(decoded_columns(decoders, keys, values, all_headers, schema))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def decoded_columns(decoders: Sequence[PartDecoder], keys: list[bytes | None], values: list[bytes | None],
@@ -347,7 +400,7 @@ def read_split(split: Split, opts: ReadOptions, schema: pa.Schema,
     registry = registry_for(opts) if plans else None
     with no_cyclic_gc():
         for piece in split.pieces:
-            records = piece_records(planned.open(piece), piece, opts)
+            records = piece_record_lists(planned.open(piece), piece, opts)
             decoders: list[PartDecoder] = []
             if plans:
                 if registry is None:
