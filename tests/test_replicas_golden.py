@@ -58,6 +58,7 @@ def _compare_partition(run: dict[str, Any], got: dict[str, Any], want: dict[str,
 
 @pytest.mark.parametrize("run", [r for r in RUNS if r["golden"]], ids=lambda r: r["run"])
 def test_replicas_json_is_kafkas_answer(run: dict[str, Any]) -> None:
+    """`kfs replicas LOGDIR... [args] --json`: Kafka's answer field by field, and its exit status."""
     status, out, err = _replicas_json(run)
     want = [json.loads(line) for line in (FIXTURE / run["golden"]).read_text().splitlines()]
     assert status == run["exit_status"], (
