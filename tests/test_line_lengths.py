@@ -84,3 +84,24 @@ def test_one_special_byte_anywhere_in_a_block_counts_as_rendered(length: int, at
     value = plain[:at] + special + plain[at:] if at <= length else plain
     _one_record_count(value[:length] + after * 3, value, [("k", after * 20), ("k2", value)])
     _one_record_count(plain, plain + after, [])
+
+
+def test_a_record_at_the_last_offset_is_counted_as_it_is_rendered() -> None:
+    """End 2**63 - 1 is no end (the Python path's end=None): the renderers showed a record at offset
+    2**63 - 1 and count_jsonl left it out, a view's size one line short of its lines. One rule
+    (renderers.h record_shown) now decides for both, and for walk_v2_run's counting."""
+    from conftest import v2_batch
+
+    top = (1 << 63) - 1
+    batch = v2_batch(top - 1, [(top - 1, 1, b"k", b"v", []), (top, 2, b"k2", b"v2", [("h", b"x")])])
+    header = parse_batch_header(batch, 0, 0)
+    payload = default_batch.records_payload(batch, header)
+    prefix = line_prefix("t", 0)
+    assert native_views.render_v2_jsonl is not None
+    rendered = native_views.render_v2_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
+                                            header.timestamp_type, header.max_timestamp, prefix, 0, top, False,
+                                            header.last_offset)
+    assert rendered == b"".join(render_line_list(prefix, default_batch.decode_records(batch, header)))
+    counted = native_views.count_jsonl(payload, header.record_count, header.base_offset, header.first_timestamp,
+                                       header.timestamp_type, header.max_timestamp, prefix, 0, top, header.last_offset)
+    assert counted == (len(rendered), 2, top - 1)

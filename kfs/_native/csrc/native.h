@@ -54,6 +54,26 @@ typedef struct {
 
 enum { RENDER_OK = 0, RENDER_UNUSUAL = -1, RENDER_NO_MEMORY = -2 };
 
+/* What a call answers when its renderer did not render (rc RENDER_UNUSUAL or RENDER_NO_MEMORY): None,
+ * the Python path's turn, or NULL with MemoryError set. */
+static inline PyObject *
+kfs_declined(int rc)
+{
+    return rc == RENDER_NO_MEMORY ? PyErr_NoMemory() : Py_NewRef(Py_None);
+}
+
+/* The UTF-8 of str s (its length in *len), or NULL: with an exception set, or with none when s cannot be
+ * encoded (a lone surrogate), where the Python path's .encode("utf-8") raises on its own path: the call
+ * then answers None (`PyErr_Occurred() ? NULL : None`). */
+static inline const char *
+kfs_utf8_or_decline(PyObject *s, Py_ssize_t *len)
+{
+    const char *u = PyUnicode_AsUTF8AndSize(s, len);
+    if (u == NULL && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+        PyErr_Clear();
+    return u;
+}
+
 /* Room for `need` more bytes; -1 when memory runs out (the caller raises MemoryError with the GIL). */
 static inline int
 rb_reserve(rawbuf *o, size_t need)

@@ -201,6 +201,78 @@ write_batch_line(char *d, const uint8_t *h, int64_t position, int valid, const c
     return d;
 }
 
+/* What dump_line writes with, and keeps from record to record. */
+typedef struct {
+    const char *tt;
+    size_t tt_len;
+    int64_t base_sequence, base_offset;
+    int64_t before; /* the offset of the record dumped before, -1 for none */
+    rawbuf *out, *gaps;
+} dump_how;
+
+/* walk_records' emitter for dump_records: record r's line into out, and its offset into gaps when it
+ * does not follow the one before. */
+static inline int
+dump_line(void *ctx, const uint8_t *p, const record_view *r)
+{
+    dump_how *dh = ctx;
+    rawbuf *out = dh->out;
+    header_view h = {NULL, NULL, 0, 0};
+    int64_t sequence;
+    if (record_sequence(dh->base_sequence, dh->base_offset, r->offset, &sequence) < 0)
+        return RENDER_UNUSUAL;
+    if (dh->before != -1 && (dh->before == INT64_MAX || r->offset != dh->before + 1)) {
+        if (rb_put_pair(dh->gaps, dh->before, r->offset) < 0)
+            return RENDER_NO_MEMORY;
+    }
+    dh->before = r->offset;
+
+    /* Every key, value and header key is inside the record: 3 bytes for each of its bytes (a
+     * U+FFFD per byte at worst, a comma per header key) and the fixed parts. */
+    if ((size_t)r->size > ((size_t)PY_SSIZE_T_MAX >> 2) || rb_reserve(out, 3 * (size_t)r->size + 200 + dh->tt_len) < 0)
+        return RENDER_NO_MEMORY;
+    char *d = out->buf + out->len;
+#define PUT_LITERAL(s)                    \
+    do {                                  \
+        memcpy(d, (s), sizeof(s) - 1);    \
+        d += sizeof(s) - 1;               \
+    } while (0)
+    PUT_LITERAL("| offset: ");
+    d = write_int64(d, r->offset);
+    *d++ = ' ';
+    memcpy(d, dh->tt, dh->tt_len);
+    d += dh->tt_len;
+    PUT_LITERAL(": ");
+    d = write_int64(d, r->timestamp);
+    PUT_LITERAL(" keySize: ");
+    d = write_int64(d, r->key_len);
+    PUT_LITERAL(" valueSize: ");
+    d = write_int64(d, r->value_len);
+    PUT_LITERAL(" sequence: ");
+    d = write_int64(d, sequence);
+    PUT_LITERAL(" headerKeys: [");
+    Py_ssize_t at = r->headers;
+    for (int64_t k = 0; k < r->n_headers; k++) {
+        walk_header(p, r->end, &at, &h); /* checked by walk_record */
+        if (k)
+            *d++ = ',';
+        d = write_utf8_replace(d, h.key, (Py_ssize_t)h.key_len);
+    }
+    *d++ = ']';
+    if (r->key_len >= 0) {
+        PUT_LITERAL(" key: ");
+        d = write_utf8_replace(d, r->key, (Py_ssize_t)r->key_len);
+    }
+    if (r->value_len >= 0) {
+        PUT_LITERAL(" payload: ");
+        d = write_utf8_replace(d, r->value, (Py_ssize_t)r->value_len);
+    }
+    *d++ = '\n';
+#undef PUT_LITERAL
+    out->len = (size_t)(d - out->buf);
+    return RENDER_OK;
+}
+
 /* The lines of the section's records into out; each offset that does not follow the one before
  * (*previous: the offset before the first, -1 for none, as dump_log keeps it) as an (offset before,
  * offset) pair of int64s into gaps; *previous left at the last record's offset. */
@@ -210,70 +282,11 @@ dump_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_of
              int64_t *previous, rawbuf *out, rawbuf *gaps)
 {
     records_walk w = records_walk_start(p, end, base_offset, base_timestamp, append_time, log_append_time, INT64_MAX);
-    record_view r;
-    header_view h;
-    int64_t before = *previous;
-
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (kfs_walk_record(&w, &r) < 0)
-            return RENDER_UNUSUAL;
-        int64_t sequence;
-        if (record_sequence(base_sequence, base_offset, r.offset, &sequence) < 0)
-            return RENDER_UNUSUAL;
-        if (before != -1 && (before == INT64_MAX || r.offset != before + 1)) {
-            if (rb_put_pair(gaps, before, r.offset) < 0)
-                return RENDER_NO_MEMORY;
-        }
-        before = r.offset;
-
-        /* Every key, value and header key is inside the record: 3 bytes for each of its bytes (a
-         * U+FFFD per byte at worst, a comma per header key) and the fixed parts. */
-        if ((size_t)r.size > ((size_t)PY_SSIZE_T_MAX >> 2) || rb_reserve(out, 3 * (size_t)r.size + 200 + tt_len) < 0)
-            return RENDER_NO_MEMORY;
-        char *d = out->buf + out->len;
-#define PUT_LITERAL(s)                    \
-    do {                                  \
-        memcpy(d, (s), sizeof(s) - 1);    \
-        d += sizeof(s) - 1;               \
-    } while (0)
-        PUT_LITERAL("| offset: ");
-        d = write_int64(d, r.offset);
-        *d++ = ' ';
-        memcpy(d, tt, tt_len);
-        d += tt_len;
-        PUT_LITERAL(": ");
-        d = write_int64(d, r.timestamp);
-        PUT_LITERAL(" keySize: ");
-        d = write_int64(d, r.key_len);
-        PUT_LITERAL(" valueSize: ");
-        d = write_int64(d, r.value_len);
-        PUT_LITERAL(" sequence: ");
-        d = write_int64(d, sequence);
-        PUT_LITERAL(" headerKeys: [");
-        Py_ssize_t at = r.headers;
-        for (int64_t k = 0; k < r.n_headers; k++) {
-            walk_header(p, r.end, &at, &h); /* checked by walk_record */
-            if (k)
-                *d++ = ',';
-            d = write_utf8_replace(d, h.key, (Py_ssize_t)h.key_len);
-        }
-        *d++ = ']';
-        if (r.key_len >= 0) {
-            PUT_LITERAL(" key: ");
-            d = write_utf8_replace(d, r.key, (Py_ssize_t)r.key_len);
-        }
-        if (r.value_len >= 0) {
-            PUT_LITERAL(" payload: ");
-            d = write_utf8_replace(d, r.value, (Py_ssize_t)r.value_len);
-        }
-        *d++ = '\n';
-#undef PUT_LITERAL
-        out->len = (size_t)(d - out->buf);
-    }
-    if (walk_finished(&w) < 0)
-        return RENDER_UNUSUAL;
-    *previous = before;
-    return RENDER_OK;
+    dump_how how = {tt, tt_len, base_sequence, base_offset, *previous, out, gaps};
+    const int rc = walk_records(&w, count, dump_line, &how);
+    if (rc == RENDER_OK)
+        *previous = how.before;
+    return rc;
 }
 
 KFS_DOC(kfs_render_v2_dump_doc,
@@ -310,19 +323,13 @@ kfs_render_v2_dump(PyObject *module, PyObject *args, PyObject *kwargs)
     rawbuf out = {NULL, 0, 0, 0}, gaps = {NULL, 0, 0, 0};
     Py_ssize_t tt_len, codec_len = 4;
     const char *codec_utf8 = "none";
-    if (compression != NULL && (codec_utf8 = PyUnicode_AsUTF8AndSize(compression, &codec_len)) == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
-            PyErr_Clear();
-            result = Py_NewRef(Py_None);
-        }
+    if (compression != NULL && (codec_utf8 = kfs_utf8_or_decline(compression, &codec_len)) == NULL) {
+        result = PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
         goto done;
     }
-    const char *tt_utf8 = PyUnicode_AsUTF8AndSize(timestamp_type, &tt_len);
+    const char *tt_utf8 = kfs_utf8_or_decline(timestamp_type, &tt_len); /* (a lone surrogate: Python prints it) */
     if (tt_utf8 == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) { /* a lone surrogate: Python's path prints it */
-            PyErr_Clear();
-            result = Py_NewRef(Py_None);
-        }
+        result = PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
         goto done;
     }
     int append_time = strcmp(tt_utf8, "LogAppendTime") == 0;
@@ -348,12 +355,8 @@ kfs_render_v2_dump(PyObject *module, PyObject *args, PyObject *kwargs)
                               log_append_time, tt_utf8, (size_t)tt_len, base_sequence, &last, &out, &gaps);
         Py_END_ALLOW_THREADS
     }
-    if (rc == RENDER_NO_MEMORY) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (rc == RENDER_UNUSUAL) {
-        result = Py_NewRef(Py_None);
+    if (rc != RENDER_OK) {
+        result = kfs_declined(rc);
         goto done;
     }
     PyObject *lines = PyUnicode_DecodeUTF8(out.buf, (Py_ssize_t)out.len, NULL); /* valid: written so */

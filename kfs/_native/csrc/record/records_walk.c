@@ -14,6 +14,7 @@ kfs_walk_record(records_walk *w, record_view *r)
     if (walk_length(p, w->end, &pos, &n) < 0 || n <= 0 || n > w->end - pos)
         return WALK_REFUSED; /* (a record holds at least its attributes) */
     const Py_ssize_t record_end = pos + (Py_ssize_t)n;
+    r->start = w->pos;
     r->size = (Py_ssize_t)n;
     r->end = record_end;
     pos++; /* attributes */

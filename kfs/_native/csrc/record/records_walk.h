@@ -31,7 +31,7 @@ typedef struct {
     int64_t key_len, value_len; /* -1: null */
     Py_ssize_t headers;         /* position of the first header */
     int64_t n_headers;
-    Py_ssize_t end;             /* of the record */
+    Py_ssize_t start, end;      /* of the record (its Length field), and its end */
     Py_ssize_t size;            /* bytes from Attributes to the record's end (its Length) */
 } record_view;
 
@@ -88,7 +88,7 @@ KFS_HIDDEN int kfs_walk_record(records_walk *w, record_view *r);
 static inline int
 header_keys_utf8(const uint8_t *p, const record_view *r)
 {
-    header_view h;
+    header_view h = {NULL, NULL, 0, 0};
     Py_ssize_t at = r->headers;
     for (int64_t k = 0; k < r->n_headers; k++) {
         walk_header(p, r->end, &at, &h); /* checked by walk_record */
@@ -103,6 +103,35 @@ static inline int
 walk_finished(const records_walk *w)
 {
     return w->pos == w->end ? WALK_OK : WALK_REFUSED;
+}
+
+/* ---- the one record loop -------------------------------------------------------------------- */
+
+/* What a walk hands each record it accepts to (an emitter: a renderer's line, a length, a dump line,
+ * a lookup): RENDER_OK to go on, or the code that ends the walk. r points into the section p. */
+typedef int (*record_fn)(void *ctx, const uint8_t *p, const record_view *r);
+
+#define KFS_ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* The records of a section, `count` of them, each walked (kfs_walk_record) and handed to `each`:
+ * RENDER_OK when every one was and the section ends with the last; RENDER_UNUSUAL when the walk
+ * refuses one or bytes follow the last (the decoder then says what is wrong); else the code `each`
+ * ended the walk with. Every records loop of the module is this one (the views' renderers and
+ * counter, the dump's lines, storage's record lookup). Always inlined, with `each` a constant
+ * function: each caller gets its own copy of the loop with its emitter inlined in it, as the copied
+ * loops were, and no call through a pointer per record. */
+static KFS_ALWAYS_INLINE int
+walk_records(records_walk *w, Py_ssize_t count, record_fn each, void *ctx)
+{
+    record_view r;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (kfs_walk_record(w, &r) < 0)
+            return RENDER_UNUSUAL;
+        const int rc = each(ctx, w->p, &r);
+        if (rc != RENDER_OK)
+            return rc;
+    }
+    return walk_finished(w) == WALK_OK ? RENDER_OK : RENDER_UNUSUAL;
 }
 
 #endif /* KFS_RECORDS_WALK_H */

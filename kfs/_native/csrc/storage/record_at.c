@@ -13,6 +13,23 @@
  * kfs_decode_one_record, as decode_v2_records makes it. What the walk refuses, or another codec, is declined:
  * records_of then raises or decodes it. */
 
+/* Where the record at `target` starts in the section, if the walk meets it. */
+typedef struct {
+    int64_t target;
+    Py_ssize_t found; /* -1: not met */
+} target_search;
+
+/* walk_records' emitter for v2_record_at: every record is walked (the batch is checked whole), the
+ * target's start noted. */
+static inline int
+note_target(void *ctx, const uint8_t *p, const record_view *r)
+{
+    target_search *s = ctx;
+    if (r->offset == s->target)
+        s->found = r->start;
+    return RENDER_OK;
+}
+
 KFS_DOC(kfs_v2_record_at_doc,
 "v2_record_at(batch, segment_base, target, timestamp_type) -> Record | False | None\n"
 "\n"
@@ -68,17 +85,10 @@ kfs_v2_record_at(PyObject *module, PyObject *args)
         section_len = (Py_ssize_t)got;
     }
     records_walk w = records_walk_start(section, section_len, base, base_ts, append_time, max_ts, last);
-    record_view r;
-    Py_ssize_t found = -1;
-    for (int32_t i = 0; i < count; i++) {
-        const Py_ssize_t start = w.pos;
-        if (kfs_walk_record(&w, &r) < 0)
-            goto declined;
-        if (r.offset == target)
-            found = start;
-    }
-    if (walk_finished(&w) < 0)
+    target_search search = {target, -1};
+    if (walk_records(&w, count, note_target, &search) != RENDER_OK)
         goto declined;
+    const Py_ssize_t found = search.found;
     if (found < 0) {
         result = Py_NewRef(Py_False);
         goto done;

@@ -23,40 +23,53 @@ int64_len(int64_t v)
     return n;
 }
 
+/* What a count adds its records' lengths to. */
+typedef struct {
+    int64_t fixed_len, first, stop;
+    Py_ssize_t end; /* of the section */
+    line_count *out;
+} count_how;
+
+/* walk_records' emitter for kfs_count_records: the length of record r's line, added when it is shown.
+ * Every record's header keys must be UTF-8, as emit_shown_line asks of the renderers (checked here
+ * while the headers' lengths are summed, one walk of them). */
+static inline int
+count_line(void *ctx, const uint8_t *p, const record_view *r)
+{
+    const count_how *c = ctx;
+    const Py_ssize_t end = c->end;
+    header_view h = {NULL, NULL, 0, 0};
+    int64_t len = c->fixed_len + int64_len(r->offset) + int64_len(r->timestamp);
+    len += r->key_len < 0 ? 4 : kfs_bytes_len(r->key, (Py_ssize_t)r->key_len, end - (r->key - p));
+    len += r->value_len < 0 ? 4 : kfs_bytes_len(r->value, (Py_ssize_t)r->value_len, end - (r->value - p));
+    Py_ssize_t at = r->headers;
+    for (int64_t k = 0; k < r->n_headers; k++) {
+        walk_header(p, r->end, &at, &h); /* checked by walk_record */
+        if (!valid_utf8(h.key, (Py_ssize_t)h.key_len))
+            return RENDER_UNUSUAL; /* decoded with replacement: the Python renderer renders it */
+        len += (k ? 2 : 0) + 1 + kfs_bytes_len(h.key, (Py_ssize_t)h.key_len, end - (h.key - p)) + 2 + 1; /* [k, v] */
+        len += h.value_len < 0 ? 4 : kfs_bytes_len(h.value, (Py_ssize_t)h.value_len, end - (h.value - p));
+    }
+    if (record_shown(r->offset, c->first, c->stop)) {
+        if (c->out->records == 0)
+            c->out->first = r->offset;
+        c->out->records++;
+        c->out->bytes += len;
+    }
+    return RENDER_OK;
+}
+
 /* The lines of the records in payload[0:end] with first <= offset < stop. Returns 0, or -1 when the
  * payload is malformed or holds something the Python renderer would render (an invalid UTF-8
  * header key, a value beyond int64): the caller then decodes and renders, which raises or renders. */
 int
 kfs_count_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset, int64_t base_timestamp,
-              int append_time, int64_t log_append_time, int64_t fixed_len, int64_t first, int64_t stop,
-              int64_t last, line_count *out)
+                  int append_time, int64_t log_append_time, int64_t fixed_len, int64_t first, int64_t stop,
+                  int64_t last, line_count *out)
 {
     records_walk w = records_walk_start(p, end, base_offset, base_timestamp, append_time, log_append_time, last);
-    record_view r;
-    header_view h;
-
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (kfs_walk_record(&w, &r) < 0)
-            return -1;
-        int64_t len = fixed_len + int64_len(r.offset) + int64_len(r.timestamp);
-        len += r.key_len < 0 ? 4 : kfs_bytes_len(r.key, (Py_ssize_t)r.key_len, end - (r.key - p));
-        len += r.value_len < 0 ? 4 : kfs_bytes_len(r.value, (Py_ssize_t)r.value_len, end - (r.value - p));
-        Py_ssize_t at = r.headers;
-        for (int64_t k = 0; k < r.n_headers; k++) {
-            walk_header(p, r.end, &at, &h); /* checked by walk_record */
-            if (!valid_utf8(h.key, (Py_ssize_t)h.key_len))
-                return -1; /* decoded with replacement: the Python renderer renders it */
-            len += (k ? 2 : 0) + 1 + kfs_bytes_len(h.key, (Py_ssize_t)h.key_len, end - (h.key - p)) + 2 + 1; /* [key, value] */
-            len += h.value_len < 0 ? 4 : kfs_bytes_len(h.value, (Py_ssize_t)h.value_len, end - (h.value - p));
-        }
-        if (r.offset >= first && r.offset < stop) {
-            if (out->records == 0)
-                out->first = r.offset;
-            out->records++;
-            out->bytes += len;
-        }
-    }
-    return walk_finished(&w);
+    count_how how = {fixed_len, first, stop, end, out};
+    return walk_records(&w, count, count_line, &how) == RENDER_OK ? 0 : -1;
 }
 
 KFS_DOC(kfs_count_jsonl_doc,
@@ -94,9 +107,7 @@ kfs_count_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     int append_time = strcmp(tt_utf8, "LogAppendTime") == 0;
-    /* prefix, offset, ', "timestamp": ' ts ', "timestamp_type": "' tt '", "key": ' key
-     * ', "value": ' value ', "headers": [' headers ']}\n' */
-    int64_t fixed_len = prefix_len + 15 + 21 + tt_len + 10 + 11 + 14 + 3;
+    int64_t fixed_len = jsonl_fixed_len((size_t)prefix_len, (size_t)tt_len);
     line_count out = {0, 0, -1};
     int rc = -1;
     if (count >= 0) {

@@ -105,20 +105,28 @@ kfs_kcat_parse(const uint8_t *program, Py_ssize_t n, kcat_part *parts, int max_p
     return count;
 }
 
-int
-kfs_render_kcat_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset,
-                        int64_t base_timestamp, int append_time, int64_t log_append_time, const kcat_format *f,
-                        int64_t first, int64_t stop, int64_t last, rawbuf *out, rawbuf *marks)
+/* How kcat's lines are written: the format, the batch's timestamp type, and where the batch's output
+ * started in out (KCAT_BATCH_OUTPUT bounds it). */
+typedef struct {
+    const kcat_format *f;
+    int append_time;
+    size_t start;
+} kcat_how;
+
+/* Record r's output by the format, appended to out: render_shown_lines' writer for
+ * kfs_render_kcat_records. */
+static inline int
+kcat_line(const void *how, const uint8_t *p, Py_ssize_t end, const record_view *r, rawbuf *out)
 {
-    records_walk w = records_walk_start(p, end, base_offset, base_timestamp, append_time, log_append_time, last);
-    record_view r;
-    header_view h;
-    const size_t start = out->len;
+    const kcat_how *k = how;
+    const kcat_format *f = k->f;
+    header_view h = {NULL, NULL, 0, 0};
+    Py_ssize_t at;
     /* n more bytes keep the batch's output within KCAT_BATCH_OUTPUT, else the batch is the Python path's */
-#define ROOM(n)                                                              \
-    do {                                                                     \
-        if ((uint64_t)(out->len - start) + (uint64_t)(n) > KCAT_BATCH_OUTPUT) \
-            return RENDER_UNUSUAL;                                           \
+#define ROOM(n)                                                                 \
+    do {                                                                        \
+        if ((uint64_t)(out->len - k->start) + (uint64_t)(n) > KCAT_BATCH_OUTPUT) \
+            return RENDER_UNUSUAL;                                              \
     } while (0)
 #define PUT(s, n)                                \
     do {                                         \
@@ -139,100 +147,99 @@ kfs_render_kcat_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int6
             return RENDER_NO_MEMORY;                                \
     } while (0)
 
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (kfs_walk_record(&w, &r) < 0)
-            return RENDER_UNUSUAL;
-        if (!header_keys_utf8(p, &r))
-            return RENDER_UNUSUAL;
-        Py_ssize_t at;
-        if (r.offset < first || (r.offset >= stop && stop != INT64_MAX))
-            continue;
-        for (int j = 0; j < f->n_parts; j++) {
-            const kcat_part *part = &f->parts[j];
-            switch (part->op) {
-            case KCAT_LITERAL:
-                PUT(part->text, part->len);
-                break;
-            case KCAT_OFFSET:
-                PUT_INT(r.offset);
-                break;
-            case KCAT_TIMESTAMP:
-                PUT_INT(r.timestamp);
-                break;
-            case KCAT_KEY:
-                if (r.key_len < 0)
-                    PUT(f->null, f->null_len);
-                else
-                    PUT(r.key, r.key_len);
-                break;
-            case KCAT_VALUE:
-                if (r.value_len < 0)
-                    PUT(f->null, f->null_len);
-                else
-                    PUT(r.value, r.value_len);
-                break;
-            case KCAT_KEY_LEN:
-                PUT_INT(r.key_len < 0 ? -1 : r.key_len);
-                break;
-            case KCAT_VALUE_LEN:
-                PUT_INT(r.value_len < 0 ? -1 : r.value_len);
-                break;
-            case KCAT_VALUE_LEN_BE32: {
-                /* kcat writes the length as a uint32 cast of a ssize_t: its low 32 bits */
-                const uint32_t v = (uint32_t)(r.value_len < 0 ? -1 : r.value_len);
-                const uint8_t be[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
-                PUT(be, 4);
-                break;
-            }
-            case KCAT_JSON_KEY:
-                PUT_JSON(r.key, r.key_len);
-                break;
-            case KCAT_JSON_VALUE:
-                PUT_JSON(r.value, r.value_len);
-                break;
-            case KCAT_JSON_TSTYPE: /* (the walker takes magic 2 only: every record has a timestamp type) */
-                if (append_time)
-                    PUT("logappend", 9);
-                else
-                    PUT("create", 6);
-                break;
-            case KCAT_JSON_HEADERS: /* ,"headers":[name,value,...], or nothing for a record without */
-                if (r.n_headers == 0)
-                    break;
-                PUT(",\"headers\":[", 12);
-                at = r.headers;
-                for (int64_t k = 0; k < r.n_headers; k++) {
-                    walk_header(p, r.end, &at, &h);
-                    if (k)
-                        PUT(",", 1);
-                    PUT_JSON(h.key, h.key_len);
-                    PUT(",", 1);
-                    PUT_JSON(h.value, h.value_len);
-                }
-                PUT("]", 1);
-                break;
-            case KCAT_HEADERS:
-                at = r.headers;
-                for (int64_t k = 0; k < r.n_headers; k++) {
-                    walk_header(p, r.end, &at, &h);
-                    if (k)
-                        PUT(",", 1);
-                    PUT(h.key, h.key_len);
-                    PUT("=", 1);
-                    if (h.value_len < 0)
-                        PUT("NULL", 4);
-                    else
-                        PUT(h.value, h.value_len);
-                }
-                break;
-            }
+    for (int j = 0; j < f->n_parts; j++) {
+        const kcat_part *part = &f->parts[j];
+        switch (part->op) {
+        case KCAT_LITERAL:
+            PUT(part->text, part->len);
+            break;
+        case KCAT_OFFSET:
+            PUT_INT(r->offset);
+            break;
+        case KCAT_TIMESTAMP:
+            PUT_INT(r->timestamp);
+            break;
+        case KCAT_KEY:
+            if (r->key_len < 0)
+                PUT(f->null, f->null_len);
+            else
+                PUT(r->key, r->key_len);
+            break;
+        case KCAT_VALUE:
+            if (r->value_len < 0)
+                PUT(f->null, f->null_len);
+            else
+                PUT(r->value, r->value_len);
+            break;
+        case KCAT_KEY_LEN:
+            PUT_INT(r->key_len < 0 ? -1 : r->key_len);
+            break;
+        case KCAT_VALUE_LEN:
+            PUT_INT(r->value_len < 0 ? -1 : r->value_len);
+            break;
+        case KCAT_VALUE_LEN_BE32: {
+            /* kcat writes the length as a uint32 cast of a ssize_t: its low 32 bits */
+            const uint32_t v = (uint32_t)(r->value_len < 0 ? -1 : r->value_len);
+            const uint8_t be[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+            PUT(be, 4);
+            break;
         }
-        if (marks != NULL && rb_put_pair(marks, r.offset, (int64_t)out->len) < 0)
-            return RENDER_NO_MEMORY;
+        case KCAT_JSON_KEY:
+            PUT_JSON(r->key, r->key_len);
+            break;
+        case KCAT_JSON_VALUE:
+            PUT_JSON(r->value, r->value_len);
+            break;
+        case KCAT_JSON_TSTYPE: /* (the walker takes magic 2 only: every record has a timestamp type) */
+            if (k->append_time)
+                PUT("logappend", 9);
+            else
+                PUT("create", 6);
+            break;
+        case KCAT_JSON_HEADERS: /* ,"headers":[name,value,...], or nothing for a record without */
+            if (r->n_headers == 0)
+                break;
+            PUT(",\"headers\":[", 12);
+            at = r->headers;
+            for (int64_t n = 0; n < r->n_headers; n++) {
+                walk_header(p, r->end, &at, &h);
+                if (n)
+                    PUT(",", 1);
+                PUT_JSON(h.key, h.key_len);
+                PUT(",", 1);
+                PUT_JSON(h.value, h.value_len);
+            }
+            PUT("]", 1);
+            break;
+        case KCAT_HEADERS:
+            at = r->headers;
+            for (int64_t n = 0; n < r->n_headers; n++) {
+                walk_header(p, r->end, &at, &h);
+                if (n)
+                    PUT(",", 1);
+                PUT(h.key, h.key_len);
+                PUT("=", 1);
+                if (h.value_len < 0)
+                    PUT("NULL", 4);
+                else
+                    PUT(h.value, h.value_len);
+            }
+            break;
+        }
     }
-    return walk_finished(&w) == WALK_OK ? RENDER_OK : RENDER_UNUSUAL;
+    return RENDER_OK;
 #undef ROOM
 #undef PUT
 #undef PUT_INT
 #undef PUT_JSON
+}
+
+int
+kfs_render_kcat_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset,
+                        int64_t base_timestamp, int append_time, int64_t log_append_time, const kcat_format *f,
+                        int64_t first, int64_t stop, int64_t last, rawbuf *out, rawbuf *marks)
+{
+    const kcat_how how = {f, append_time, out->len};
+    return render_shown_lines(p, end, count, base_offset, base_timestamp, append_time, log_append_time, first, stop,
+                              last, kcat_line, &how, out, marks);
 }

@@ -35,16 +35,19 @@ rb_put_bytes(rawbuf *o, const uint8_t *p, int64_t n, Py_ssize_t readable)
         (o)->len += sizeof(s) - 1;                        \
     } while (0)
 
-/* The lines of the records in payload[0:end] with first <= offset < stop, appended to out; with
- * `marks`, each rendered record's offset and the end of its line in out, as two int64s. */
-int
-kfs_render_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset, int64_t base_timestamp,
-               int append_time, int64_t log_append_time, const char *prefix, size_t prefix_len, const char *tt,
-               size_t tt_len, int64_t first, int64_t stop, int64_t last, rawbuf *out, rawbuf *marks)
+/* How a JSON line is written: the line prefix (the topic and partition's `{"topic": ..., "offset": `)
+ * and the batch's timestamp type, as UTF-8. */
+typedef struct {
+    const char *prefix, *tt;
+    size_t prefix_len, tt_len;
+} jsonl_how;
+
+/* Record r's JSON line, appended to out: render_shown_lines' writer for kfs_render_records. */
+static inline int
+jsonl_line(const void *how, const uint8_t *p, Py_ssize_t end, const record_view *r, rawbuf *out)
 {
-    records_walk w = records_walk_start(p, end, base_offset, base_timestamp, append_time, log_append_time, last);
-    record_view r;
-    header_view h;
+    const jsonl_how *j = how;
+    header_view h = {NULL, NULL, 0, 0};
 /* a value inside the section is followed by more of it: kfs_write_bytes may read it a word at a time */
 #define PUT_BYTES(at, len)                                                       \
     do {                                                                         \
@@ -57,53 +60,54 @@ kfs_render_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t b
             return RENDER_NO_MEMORY;                 \
     } while (0)
 
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (kfs_walk_record(&w, &r) < 0)
-            return RENDER_UNUSUAL;
-        if (!header_keys_utf8(p, &r))
-            return RENDER_UNUSUAL;
-        if (r.offset < first || (r.offset >= stop && stop != INT64_MAX))
-            continue;
-
-        /* prefix, offset, ', "timestamp": ' ts ', "timestamp_type": "' tt '", "key": ' */
-        RESERVE(prefix_len + 20 + 15 + 20 + 21 + tt_len + 10);
-        memcpy(out->buf + out->len, prefix, prefix_len);
-        out->len += prefix_len;
-        out->len = (size_t)(write_int64(out->buf + out->len, r.offset) - out->buf);
-        RB_LITERAL(out, ", \"timestamp\": ");
-        out->len = (size_t)(write_int64(out->buf + out->len, r.timestamp) - out->buf);
-        RB_LITERAL(out, ", \"timestamp_type\": \"");
-        memcpy(out->buf + out->len, tt, tt_len);
-        out->len += tt_len;
-        RB_LITERAL(out, "\", \"key\": ");
-        PUT_BYTES(r.key, r.key_len);
-        RESERVE(11);
-        RB_LITERAL(out, ", \"value\": ");
-        PUT_BYTES(r.value, r.value_len);
-        RESERVE(14);
-        RB_LITERAL(out, ", \"headers\": [");
-        Py_ssize_t at = r.headers;
-        for (int64_t k = 0; k < r.n_headers; k++) {
-            walk_header(p, r.end, &at, &h);
-            RESERVE(3);
-            if (k)
-                RB_LITERAL(out, ", ");
-            RB_LITERAL(out, "[");
-            PUT_BYTES(h.key, h.key_len); /* valid UTF-8: the escaped string encode_basestring gives the str */
-            RESERVE(2);
-            RB_LITERAL(out, ", ");
-            PUT_BYTES(h.value, h.value_len);
-            RESERVE(1);
-            RB_LITERAL(out, "]");
-        }
+    /* prefix, offset, ', "timestamp": ' ts ', "timestamp_type": "' tt '", "key": ' */
+    RESERVE(j->prefix_len + 20 + 15 + 20 + 21 + j->tt_len + 10);
+    memcpy(out->buf + out->len, j->prefix, j->prefix_len);
+    out->len += j->prefix_len;
+    out->len = (size_t)(write_int64(out->buf + out->len, r->offset) - out->buf);
+    RB_LITERAL(out, ", \"timestamp\": ");
+    out->len = (size_t)(write_int64(out->buf + out->len, r->timestamp) - out->buf);
+    RB_LITERAL(out, ", \"timestamp_type\": \"");
+    memcpy(out->buf + out->len, j->tt, j->tt_len);
+    out->len += j->tt_len;
+    RB_LITERAL(out, "\", \"key\": ");
+    PUT_BYTES(r->key, r->key_len);
+    RESERVE(11);
+    RB_LITERAL(out, ", \"value\": ");
+    PUT_BYTES(r->value, r->value_len);
+    RESERVE(14);
+    RB_LITERAL(out, ", \"headers\": [");
+    Py_ssize_t at = r->headers;
+    for (int64_t k = 0; k < r->n_headers; k++) {
+        walk_header(p, r->end, &at, &h);
         RESERVE(3);
-        RB_LITERAL(out, "]}\n");
-        if (marks != NULL && rb_put_pair(marks, r.offset, (int64_t)out->len) < 0)
-            return RENDER_NO_MEMORY;
+        if (k)
+            RB_LITERAL(out, ", ");
+        RB_LITERAL(out, "[");
+        PUT_BYTES(h.key, h.key_len); /* valid UTF-8: the escaped string encode_basestring gives the str */
+        RESERVE(2);
+        RB_LITERAL(out, ", ");
+        PUT_BYTES(h.value, h.value_len);
+        RESERVE(1);
+        RB_LITERAL(out, "]");
     }
-    return walk_finished(&w) == WALK_OK ? RENDER_OK : RENDER_UNUSUAL;
+    RESERVE(3);
+    RB_LITERAL(out, "]}\n");
+    return RENDER_OK;
 #undef RESERVE
 #undef PUT_BYTES
+}
+
+/* The lines of the records in payload[0:end] with first <= offset < stop, appended to out; with
+ * `marks`, each rendered record's offset and the end of its line in out, as two int64s. */
+int
+kfs_render_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset, int64_t base_timestamp,
+                   int append_time, int64_t log_append_time, const char *prefix, size_t prefix_len, const char *tt,
+                   size_t tt_len, int64_t first, int64_t stop, int64_t last, rawbuf *out, rawbuf *marks)
+{
+    const jsonl_how how = {prefix, tt, prefix_len, tt_len};
+    return render_shown_lines(p, end, count, base_offset, base_timestamp, append_time, log_append_time, first, stop,
+                              last, jsonl_line, &how, out, marks);
 }
 
 KFS_DOC(kfs_render_v2_jsonl_doc,
@@ -137,14 +141,10 @@ kfs_render_v2_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
     PyObject *result = NULL;
     rawbuf out = {NULL, 0, 0, 0}, marks = {NULL, 0, 0, 0};
     Py_ssize_t prefix_len, tt_len;
-    const char *prefix_utf8 = PyUnicode_AsUTF8AndSize(prefix, &prefix_len);
-    const char *tt_utf8 = prefix_utf8 ? PyUnicode_AsUTF8AndSize(timestamp_type, &tt_len) : NULL;
+    const char *prefix_utf8 = kfs_utf8_or_decline(prefix, &prefix_len);
+    const char *tt_utf8 = prefix_utf8 ? kfs_utf8_or_decline(timestamp_type, &tt_len) : NULL;
     if (tt_utf8 == NULL) {
-        /* not encodable (a lone surrogate): Python's .encode("utf-8") raises for it, on its path */
-        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
-            PyErr_Clear();
-            result = Py_NewRef(Py_None);
-        }
+        result = PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
         goto done;
     }
     int append_time = strcmp(tt_utf8, "LogAppendTime") == 0;
@@ -152,16 +152,12 @@ kfs_render_v2_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
     if (count >= 0) {
         Py_BEGIN_ALLOW_THREADS
         rc = kfs_render_records((const uint8_t *)buf.buf, buf.len, count, base_offset, base_timestamp, append_time,
-                            log_append_time, prefix_utf8, (size_t)prefix_len, tt_utf8, (size_t)tt_len, first, stop,
-                            last, &out, lines ? &marks : NULL);
+                                log_append_time, prefix_utf8, (size_t)prefix_len, tt_utf8, (size_t)tt_len, first,
+                                stop, last, &out, lines ? &marks : NULL);
         Py_END_ALLOW_THREADS
     }
-    if (rc == RENDER_NO_MEMORY) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (rc == RENDER_UNUSUAL) {
-        result = Py_NewRef(Py_None);
+    if (rc != RENDER_OK) {
+        result = kfs_declined(rc);
         goto done;
     }
     if (!lines) {

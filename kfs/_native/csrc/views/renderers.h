@@ -8,6 +8,70 @@
 #include "../record/records_walk.h"
 #include "json_text.h"
 
+/* ---- the records a view shows, line by line ------------------------------------------------ */
+
+/* A view shows the records with first <= offset < stop; stop 2**63 - 1 is no end (the Python path's
+ * end=None), so a record at offset 2**63 - 1 is shown then. */
+static inline int
+record_shown(int64_t offset, int64_t first, int64_t stop)
+{
+    return offset >= first && (offset < stop || stop == INT64_MAX);
+}
+
+/* A line emitter: record r's line (of the section p, which ends at `end`) appended to out, as `how`
+ * says to write it. RENDER_OK, RENDER_UNUSUAL (the batch is the Python renderer's) or RENDER_NO_MEMORY. */
+typedef int (*line_fn)(const void *how, const uint8_t *p, Py_ssize_t end, const record_view *r, rawbuf *out);
+
+typedef struct {
+    line_fn line;
+    const void *how;
+    Py_ssize_t end;
+    int64_t first, stop;
+    rawbuf *out, *marks;
+} shown_lines;
+
+/* walk_records' emitter for render_shown_lines. A header key that is not UTF-8 (any record's, shown or
+ * not) leaves the section to the Python path: the decoder makes it a str with replacement characters,
+ * which the Python renderer renders. */
+static KFS_ALWAYS_INLINE int
+emit_shown_line(void *ctx, const uint8_t *p, const record_view *r)
+{
+    const shown_lines *s = ctx;
+    if (!header_keys_utf8(p, r))
+        return RENDER_UNUSUAL;
+    if (!record_shown(r->offset, s->first, s->stop))
+        return RENDER_OK;
+    const int rc = s->line(s->how, p, s->end, r, s->out);
+    if (rc != RENDER_OK)
+        return rc;
+    if (s->marks != NULL && rb_put_pair(s->marks, r->offset, (int64_t)s->out->len) < 0)
+        return RENDER_NO_MEMORY;
+    return RENDER_OK;
+}
+
+/* The lines `line` writes for the shown records of the section p[0:end] (its batch's fields as
+ * decode_v2_records takes them, `last` its last offset), appended to out; with `marks`, each line's
+ * record offset and where the line ends in out, as two int64s. What every line renderer of the views
+ * is (JSON lines, kcat's output): the walk and its rules here once, the writing of a line in `line`.
+ * Always inlined with `line` a constant, so each renderer's loop has its writer inlined in it. */
+static KFS_ALWAYS_INLINE int
+render_shown_lines(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset, int64_t base_timestamp,
+                   int append_time, int64_t log_append_time, int64_t first, int64_t stop, int64_t last,
+                   line_fn line, const void *how, rawbuf *out, rawbuf *marks)
+{
+    records_walk w = records_walk_start(p, end, base_offset, base_timestamp, append_time, log_append_time, last);
+    shown_lines s = {line, how, end, first, stop, out, marks};
+    return walk_records(&w, count, emit_shown_line, &s);
+}
+
+/* The bytes of a JSON line that are the same for every record of a batch: the prefix, ', "timestamp": ',
+ * ', "timestamp_type": "' tt '", "key": ', ', "value": ', ', "headers": [' and ']}\n'. */
+static inline int64_t
+jsonl_fixed_len(size_t prefix_len, size_t tt_len)
+{
+    return (int64_t)prefix_len + 15 + 21 + (int64_t)tt_len + 10 + 11 + 14 + 3;
+}
+
 typedef struct {
     int64_t bytes;   /* length of the lines of the counted records */
     int64_t records; /* how many were counted */

@@ -104,8 +104,7 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
             section_len = (Py_ssize_t)got;
         }
         if (rp->count_only) {
-            const size_t tt_len = append_time ? 13 : 10;
-            const int64_t fixed_len = (int64_t)rp->prefix_len + 15 + 21 + (int64_t)tt_len + 10 + 11 + 14 + 3;
+            const int64_t fixed_len = jsonl_fixed_len(rp->prefix_len, append_time ? 13 : 10);
             line_count lc = {0, 0, -1};
             if (kfs_count_records(section, section_len, count, base, base_ts, append_time, max_ts, fixed_len,
                               rp->first, rp->stop, last, &lc) < 0)
@@ -211,12 +210,9 @@ kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
             goto done;
     }
     Py_ssize_t prefix_len;
-    rp.prefix = PyUnicode_AsUTF8AndSize(prefix, &prefix_len);
+    rp.prefix = kfs_utf8_or_decline(prefix, &prefix_len); /* (not encodable: the Python path raises for it) */
     if (rp.prefix == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) { /* the Python path raises for it */
-            PyErr_Clear();
-            result = Py_NewRef(Py_None);
-        }
+        result = PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
         goto done;
     }
     rp.prefix_len = (size_t)prefix_len;
