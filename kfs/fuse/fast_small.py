@@ -10,7 +10,19 @@ a cache in front of the Python path, whose miss is the Python path.
 
 `installed()` puts the C callbacks in the operations table mfusepy gives `fuse_main_real`, by
 wrapping that function for the one call `FUSE()` makes. Not used with `kfs mount -v` (the C path
-would not log its requests), with libfuse2 or without the compiled extension.
+would not log its requests), with libfuse2, with another major version of mfusepy than the one below,
+or without the compiled extension.
+
+Why here, and what it assumes: the patching is the mount's business (the fuse layer), and it leans on
+mfusepy's internals, written against mfusepy 3.1.1 on libfuse 3 (MFUSEPY_MAJOR):
+- `FUSE.__init__` fills a ctypes `fuse_operations` with its callbacks and hands a pointer to it to
+  the module global `fuse_main_real(argc, argv, ops, size, user_data)`, once: wrapping that global is
+  the one moment the table can be changed (libfuse copies it in fuse_new, inside that call);
+- mfusepy's ctypes `fuse_operations` and `fuse_file_info` are libfuse 3's layouts: the offsets of
+  `open`, `read_buf`, `release`, `fh`, `flags` and the `direct_io` bit are read from them and handed to
+  small_files.c, which writes and reads libfuse's structs there.
+tests/test_fuse_libfuse_table.py fails when either stops holding (an mfusepy upgrade), before a mount
+would run C callbacks in a table laid out otherwise.
 """
 
 from __future__ import annotations
@@ -31,9 +43,24 @@ log = logging.getLogger("kfs.fuse")
 _owner: list[object | None] = [None]
 
 
+#: The mfusepy major version whose FUSE.__init__ and ctypes layouts the patching was written against
+#: (3.1.1); another major version is answered in Python.
+MFUSEPY_MAJOR = 3
+
+
+def mfusepy_major() -> int | None:
+    """The installed mfusepy's major version (None: not installed, or no version to read)."""
+    from importlib.metadata import PackageNotFoundError, version  # (not at import: ~10 ms a `kfs cat`)
+
+    try:
+        return int(version("mfusepy").split(".")[0])
+    except (PackageNotFoundError, ValueError):
+        return None
+
+
 def available() -> bool:
-    """The compiled extension is here and libfuse3 is driven by mfusepy (its table is known)."""
-    return native.small_files_install is not None and binding.HAS_READ_BUF
+    """The compiled extension is here and libfuse3 is driven by the mfusepy it was written against."""
+    return native.small_files_install is not None and binding.HAS_READ_BUF and mfusepy_major() == MFUSEPY_MAJOR
 
 
 def keep(tree: object, path: str, data: bytes, rendered: float) -> None:

@@ -21,7 +21,12 @@
  *
  * The table holds copies (no Python object is touched without the GIL), one per slot of a fixed
  * table by the path's hash (a collision replaces; a miss costs nothing but the Python path), files
- * of at most SMALL_MAX_BYTES. */
+ * of at most SMALL_MAX_BYTES.
+ *
+ * It lives in the fuse layer because it patches libfuse's operations table, which only the mount
+ * owns: the offsets of the table's members and of struct fuse_file_info's come from mfusepy's ctypes
+ * declarations (mfusepy 3.1.1 on libfuse 3); kfs/fuse/fast_small.py says what else it assumes of
+ * mfusepy and tests/test_fuse_libfuse_table.py fails when that changes. */
 
 #define SMALL_SLOTS 1024
 #define SMALL_MAX_BYTES (16 * 1024)
