@@ -42,7 +42,7 @@ def _native_imports(path: Path) -> set[str]:
 
 def test_each_layer_imports_only_its_own_facade() -> None:
     """kfs/views/*.py may import kfs._native.views and nothing else of kfs._native; a package with no C
-    (spark, groups, registry, ...) imports none of it; only kfs/_native/ loads _speedups itself."""
+    (spark, groups, ...) imports none of it; only kfs/_native/ loads _speedups itself."""
     wrong = []
     seen: dict[str, set[str]] = {}
     for path in sorted(KFS.rglob("*.py")):

@@ -3,8 +3,9 @@
 Each C file lives in csrc/<layer>/, the layer whose Python it speeds up: record/ (decoding, CRC-32C,
 lz4 frames, the records walk), storage/ (index search, a `.value` lookup's walk), views/ (the JSON
 lines, their lengths, kcat's output, the plain-batch walk), cli/ (`kfs dump`'s record lines), fuse/
-(read replies, small files answered inside libfuse). Each layer's Python imports its own facade
-(kfs._native.record, .storage, .views, .cli, .fuse) and nothing else of this package.
+(read replies, small files answered inside libfuse), registry/ (Avro datums to JSON text by a program
+compiled from the schema). Each layer's Python imports its own facade (kfs._native.record, .storage,
+.views, .cli, .fuse, .registry) and nothing else of this package.
 
 Why one package and one shared object, not C beside each layer's Python: the layers' C shares
 primitives (varints, the records walk, CRC-32C, JSON escaping) and one call crosses layers without the

@@ -28,7 +28,9 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
+from kfs._native.registry import avro_program, render_avro
+from kfs.registry.avro_program import PRIMITIVES, compile_program
+
 _UNION_PREFIX = "kfs__u"
 _FLOAT_FIELD = "kfs__float"
 # Zero-width items: an array of them costs no bytes per item, so a count alone could ask for billions.
@@ -230,6 +232,15 @@ class AvroRenderer:
         self.schema = parsed
         self._named = named
         self.labels = rewriter.labels
+        # The compiled renderer's program (kfs.registry.avro_program), where the extension is built: it
+        # answers the datums it renders exactly as the path below does, and declines the others to it.
+        self.program: object | None = None  # (None: every datum takes the Python path)
+        if avro_program is not None:
+            program = compile_program(parsed, named, rewriter.labels)
+            try:
+                self.program = None if program is None else avro_program(program)
+            except ValueError:  # (a program the extension does not take: the Python path then)
+                self.program = None
         # Datums walked first, without building them, where fastavro could be asked too much.
         self.checked_first = rewriter.zero_width_arrays or rewriter.recursive
         self._convert: Callable[[Any], Any] | None = None
@@ -242,6 +253,14 @@ class AvroRenderer:
 
     def render(self, datum: bytes | memoryview) -> str:
         """The datum's JSON encoding; AvroDatumError when it does not decode or leaves bytes over."""
+        if self.program is not None and render_avro is not None:
+            text = render_avro(self.program, datum)
+            if text is not None:
+                return text
+        return self.render_python(datum)
+
+    def render_python(self, datum: bytes | memoryview) -> str:
+        """`render` by fastavro and the json module alone (the reference, and the compiled renderer's fallback)."""
         data = datum if type(datum) is bytes else bytes(datum)
         if self.checked_first or (_NINE_HIGH in data.translate(_HIGH_BITS) and _LONG_RUN.search(data) is not None):
             _Skipper(data, self._named).skip(self.schema)

@@ -113,6 +113,13 @@ class Registry:
         compiled = self._compiled.get(schema_id)
         return compiled if compiled is not None else self._compile(schema_id)
 
+    def avro_program(self, schema_id: int, subject: str) -> tuple[object, str] | None:
+        """The compiled renderer's program for the Avro schema of `schema_id` and the `*_schema` object's
+        JSON text `decode` gives with it, or None where `decode` is the only way (not Avro, not compiled)."""
+        compiled = self.compiled(schema_id)
+        program = getattr(compiled.renderer, "program", None) if compiled.kind == "AVRO" else None
+        return None if program is None else (program, self._schema_object(schema_id, subject))
+
     def knows_guid(self, data: bytes) -> bool:
         """Whether `data` (byte 1 then 16 bytes) names a schema GUID the registry holds."""
         return len(data) >= 17 and data[0] == 1 and bytes(data[1:17]) in self.state.by_guid

@@ -18,6 +18,8 @@
  *   cli/      render_v2_dump.c: the record lines of `kfs dump --deep-iteration --print-data-log`
  *   fuse/     gather.c (a read reply in malloc'd memory without the GIL), small_files.c (OPEN, READ
  *             and RELEASE of small rendered files, in libfuse's table)
+ *   registry/ avro_json.c: Avro datums to JSON text by a program compiled from the schema
+ *             (kfs/registry/avro_program.py), the Python path's answers without its objects
  *   module.c  init(), the method table, the module
  *
  * The helpers small and hot enough to be inlined into those loops are static inline in the headers.
@@ -123,6 +125,8 @@ static PyMethodDef speedups_methods[] = {
     {"small_files_clear", kfs_small_files_clear, METH_NOARGS, kfs_small_files_clear_doc},
     {"small_files_install", kfs_small_files_install, METH_VARARGS, kfs_small_files_install_doc},
     {"walk_v2_run", (PyCFunction)(void (*)(void))kfs_walk_v2_run, METH_VARARGS | METH_KEYWORDS, kfs_walk_v2_run_doc},
+    {"avro_program", kfs_avro_program, METH_O, kfs_avro_program_doc},
+    {"render_avro", (PyCFunction)(void (*)(void))kfs_render_avro, METH_FASTCALL, kfs_render_avro_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -193,5 +193,10 @@ KFS_HIDDEN PyObject *kfs_find_v2_batch(PyObject *module, PyObject *args);
 /* crc32c.c */
 KFS_HIDDEN extern const char kfs_crc32c_doc[];
 KFS_HIDDEN PyObject *kfs_crc32c(PyObject *module, PyObject *arg);
+/* avro_json.c */
+KFS_HIDDEN extern const char kfs_avro_program_doc[];
+KFS_HIDDEN PyObject *kfs_avro_program(PyObject *module, PyObject *arg);
+KFS_HIDDEN extern const char kfs_render_avro_doc[];
+KFS_HIDDEN PyObject *kfs_render_avro(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif /* KFS_NATIVE_H */

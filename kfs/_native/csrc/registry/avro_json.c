@@ -1,0 +1,628 @@
+/* Avro datums to JSON text by a program compiled from the schema (avro_json.h): the twin of
+ * kfs.registry.avro.AvroRenderer.render for the datums it can render exactly so, and a decline (None)
+ * for every other one, which the Python path then answers (its output or its error sentence).
+ *
+ * Declined: anything that does not decode (the Python path has the sentence), and what fastavro reads
+ * in its own way: a boolean byte other than 0 or 1 (fastavro: true), an int beyond 32 bits (fastavro
+ * keeps it), a negative union or enum index (fastavro: Python's negative indexing), a map key given
+ * twice (a dict keeps the last value at the first place), a map whose one key is `kfs__float` (the
+ * Python path's converter takes it for a float wrapper), a float32 whose shortest digits overflow
+ * float32 when packed (struct.pack raises), more than MAX_ITEMS array and map items in one datum or
+ * more than MAX_DEPTH levels (the Python path's bounds: kfs.registry.avro.MAX_ZERO_WIDTH_ITEMS,
+ * MAX_DEPTH, counted here at least as fast as its _Skipper counts them). */
+
+#include "avro_json.h"
+#include "../record/utf8.h"
+
+#define MAX_ITEMS (1 << 20)
+#define MAX_DEPTH 200
+/* Each node here is at most two of _Skipper's levels: a union branch wrapped in a one-field record,
+ * a float wrapped in one. */
+#define DEPTH_STEP 2
+
+typedef struct {
+    int32_t *w; /* the words */
+    int32_t nw;
+    char *pool;
+    Py_ssize_t pool_len;
+    int pool_nonascii;
+} program;
+
+typedef struct {
+    const uint8_t *p, *end;
+    char *buf;
+    size_t len, cap;
+    int nonascii;   /* a byte >= 0x80 was written: the str is made by the UTF-8 decoder */
+    int64_t items;  /* array and map items so far */
+    int nomem;
+} state;
+
+enum { OK = 0, DECLINE = -1 };
+
+static const char *const escapes[0x20] = {
+    "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
+    "\\b",     "\\t",     "\\n",     "\\u000b", "\\f",     "\\r",     "\\u000e", "\\u000f",
+    "\\u0010", "\\u0011", "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017",
+    "\\u0018", "\\u0019", "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
+};
+
+/* ---- the output ------------------------------------------------------------------------------ */
+
+static int
+reserve(state *s, size_t need)
+{
+    if (s->cap - s->len >= need)
+        return OK;
+    if (need > ((size_t)PY_SSIZE_T_MAX >> 2)) {
+        s->nomem = 1;
+        return DECLINE;
+    }
+    size_t cap = s->cap ? s->cap : 4096;
+    while (cap - s->len < need)
+        cap *= 2;
+    char *b = PyMem_Realloc(s->buf, cap);
+    if (b == NULL) {
+        s->nomem = 1;
+        return DECLINE;
+    }
+    s->buf = b;
+    s->cap = cap;
+    return OK;
+}
+
+static inline int
+put(state *s, const char *t, size_t n)
+{
+    if (reserve(s, n) < 0)
+        return DECLINE;
+    memcpy(s->buf + s->len, t, n);
+    s->len += n;
+    return OK;
+}
+
+#define PUT_LIT(s, lit) put((s), (lit), sizeof(lit) - 1)
+
+/* ---- the datum ------------------------------------------------------------------------------- */
+
+/* A zigzag varint as Java's BinaryDecoder takes it: at most 10 bytes, the tenth 0 or 1. */
+static inline int
+read_long(state *s, int64_t *v)
+{
+    uint64_t n = 0;
+    for (int shift = 0;; shift += 7) {
+        if (s->p >= s->end)
+            return DECLINE;
+        const uint8_t b = *s->p++;
+        if (shift == 63 && b > 1)
+            return DECLINE;
+        n |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80))
+            break;
+    }
+    *v = (int64_t)((n >> 1) ^ (0 - (n & 1)));
+    return OK;
+}
+
+/* A length (of bytes, a string, a map key) that the datum holds; declined when negative or past its end. */
+static inline int
+read_length(state *s, Py_ssize_t *n)
+{
+    int64_t v;
+    if (read_long(s, &v) < 0 || v < 0 || v > s->end - s->p)
+        return DECLINE;
+    *n = (Py_ssize_t)v;
+    return OK;
+}
+
+/* A UTF-8 string (checked as Python's strict decoder checks it) as json.encoder.encode_basestring writes
+ * it with ensure_ascii=False. */
+static int
+put_string(state *s, const uint8_t *t, Py_ssize_t n)
+{
+    if (reserve(s, (size_t)n * 6 + 2) < 0)
+        return DECLINE;
+    char *d = s->buf + s->len;
+    *d++ = '"';
+    for (Py_ssize_t i = 0; i < n;) {
+        const uint8_t c = t[i];
+        if (c >= 0x80) {
+            const Py_ssize_t k = utf8_sequence(t + i, n - i);
+            if (k == 0)
+                return DECLINE;
+            memcpy(d, t + i, (size_t)k);
+            d += k;
+            i += k;
+            s->nonascii = 1;
+            continue;
+        }
+        if (c < 0x20) {
+            const size_t k = strlen(escapes[c]);
+            memcpy(d, escapes[c], k);
+            d += k;
+        }
+        else if (c == '"' || c == '\\') {
+            *d++ = '\\';
+            *d++ = (char)c;
+        }
+        else
+            *d++ = (char)c;
+        i++;
+    }
+    *d++ = '"';
+    s->len = (size_t)(d - s->buf);
+    return OK;
+}
+
+/* Bytes and fixed: a string of code points 0-255 (bytes.decode("latin-1")), escaped as put_string. */
+static int
+put_latin1(state *s, const uint8_t *t, Py_ssize_t n)
+{
+    if (reserve(s, (size_t)n * 6 + 2) < 0)
+        return DECLINE;
+    char *d = s->buf + s->len;
+    *d++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t c = t[i];
+        if (c >= 0x80) {
+            *d++ = (char)(0xC0 | (c >> 6));
+            *d++ = (char)(0x80 | (c & 0x3F));
+            s->nonascii = 1;
+        }
+        else if (c < 0x20) {
+            const size_t k = strlen(escapes[c]);
+            memcpy(d, escapes[c], k);
+            d += k;
+        }
+        else if (c == '"' || c == '\\') {
+            *d++ = '\\';
+            *d++ = (char)c;
+        }
+        else
+            *d++ = (char)c;
+    }
+    *d++ = '"';
+    s->len = (size_t)(d - s->buf);
+    return OK;
+}
+
+/* repr(x) of a finite double (what the json module writes for a float). */
+static int
+put_repr(state *s, double x)
+{
+    char *r = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (r == NULL) {
+        PyErr_Clear();
+        s->nomem = 1;
+        return DECLINE;
+    }
+    const int rc = put(s, r, strlen(r));
+    PyMem_Free(r);
+    return rc;
+}
+
+/* NaN and the infinities as the strings Jackson writes (the Python path's _quote_non_finite and
+ * float32_text). */
+static int
+put_non_finite(state *s, double x)
+{
+    if (isnan(x))
+        return PUT_LIT(s, "\"NaN\"");
+    return x > 0 ? PUT_LIT(s, "\"Infinity\"") : PUT_LIT(s, "\"-Infinity\"");
+}
+
+/* kfs.registry.avro.float32_text: the first of 1..9 significant digits (Python's format "g") that
+ * packs back to the same float32, then repr of that double. */
+static int
+put_float32(state *s, float f)
+{
+    const double x = (double)f;
+    if (!isfinite(x))
+        return put_non_finite(s, x);
+    for (int digits = 1; digits < 10; digits++) {
+        char *g = PyOS_double_to_string(x, 'g', digits, 0, NULL);
+        if (g == NULL) {
+            PyErr_Clear();
+            s->nomem = 1;
+            return DECLINE;
+        }
+        const double shorter = PyOS_string_to_double(g, NULL, NULL);
+        PyMem_Free(g);
+        if (shorter == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return DECLINE;
+        }
+        const float packed = (float)shorter;
+        if (isinf(packed) && !isinf(shorter))
+            return DECLINE; /* struct.pack("<f") raises OverflowError there */
+        if (memcmp(&packed, &f, sizeof(float)) == 0)
+            return put_repr(s, shorter);
+    }
+    return put_repr(s, x);
+}
+
+typedef struct {
+    const uint8_t *p;
+    Py_ssize_t n;
+} span;
+
+static int
+span_order(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->n != y->n)
+        return x->n < y->n ? -1 : 1;
+    return memcmp(x->p, y->p, (size_t)x->n);
+}
+
+/* Whether any key is given twice (a Python dict keeps one of them). */
+static int
+has_duplicates(span *keys, Py_ssize_t n)
+{
+    if (n < 2)
+        return 0;
+    if (n <= 16) {
+        for (Py_ssize_t i = 1; i < n; i++)
+            for (Py_ssize_t j = 0; j < i; j++)
+                if (keys[i].n == keys[j].n && memcmp(keys[i].p, keys[j].p, (size_t)keys[i].n) == 0)
+                    return 1;
+        return 0;
+    }
+    qsort(keys, (size_t)n, sizeof(span), span_order);
+    for (Py_ssize_t i = 1; i < n; i++)
+        if (span_order(&keys[i - 1], &keys[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int render(const program *P, int32_t node, state *s, int depth);
+
+/* The blocks of an array or map: a count, a negative count followed by the block's size in bytes, 0 to end. */
+static int
+render_blocks(const program *P, int32_t child, int is_map, state *s, int depth)
+{
+    span local[16];
+    span *keys = local;
+    Py_ssize_t nkeys = 0, keys_cap = 16;
+    int64_t emitted = 0;
+    int rc = DECLINE;
+    if ((is_map ? PUT_LIT(s, "{") : PUT_LIT(s, "[")) < 0)
+        return DECLINE;
+    for (;;) {
+        int64_t count;
+        if (read_long(s, &count) < 0)
+            goto done;
+        if (count == 0)
+            break;
+        if (count < 0) {
+            int64_t size;
+            if (count == INT64_MIN || read_long(s, &size) < 0)
+                goto done;
+            count = -count;
+        }
+        if (count > MAX_ITEMS - s->items)
+            goto done;
+        s->items += count;
+        for (int64_t i = 0; i < count; i++) {
+            if (emitted++ > 0 && PUT_LIT(s, ", ") < 0)
+                goto done;
+            if (is_map) {
+                Py_ssize_t n;
+                if (read_length(s, &n) < 0)
+                    goto done;
+                if (nkeys == keys_cap) {
+                    span *grown = PyMem_Malloc(sizeof(span) * (size_t)keys_cap * 2);
+                    if (grown == NULL) {
+                        s->nomem = 1;
+                        goto done;
+                    }
+                    memcpy(grown, keys, sizeof(span) * (size_t)nkeys);
+                    if (keys != local)
+                        PyMem_Free(keys);
+                    keys = grown;
+                    keys_cap *= 2;
+                }
+                keys[nkeys].p = s->p;
+                keys[nkeys].n = n;
+                nkeys++;
+                if (put_string(s, s->p, n) < 0 || PUT_LIT(s, ": ") < 0)
+                    goto done;
+                s->p += n;
+            }
+            if (render(P, child, s, depth) < 0)
+                goto done;
+        }
+    }
+    if (is_map) {
+        if (nkeys == 1 && keys[0].n == 10 && memcmp(keys[0].p, "kfs__float", 10) == 0)
+            goto done;
+        if (has_duplicates(keys, nkeys))
+            goto done;
+    }
+    rc = is_map ? PUT_LIT(s, "}") : PUT_LIT(s, "]");
+done:
+    if (keys != local)
+        PyMem_Free(keys);
+    return rc;
+}
+
+static int
+render(const program *P, int32_t node, state *s, int depth)
+{
+    depth += DEPTH_STEP;
+    if (depth > MAX_DEPTH)
+        return DECLINE;
+    const int32_t *w = P->w + node;
+    switch (w[0]) {
+    case AVRO_NULL:
+        return PUT_LIT(s, "null");
+    case AVRO_BOOLEAN:
+        if (s->p >= s->end || *s->p > 1)
+            return DECLINE;
+        return *s->p++ ? PUT_LIT(s, "true") : PUT_LIT(s, "false");
+    case AVRO_INT:
+    case AVRO_LONG: {
+        int64_t v;
+        if (read_long(s, &v) < 0)
+            return DECLINE;
+        if (w[0] == AVRO_INT && (v < INT32_MIN || v > INT32_MAX))
+            return DECLINE;
+        if (reserve(s, 20) < 0)
+            return DECLINE;
+        s->len = (size_t)(write_int64(s->buf + s->len, v) - s->buf);
+        return OK;
+    }
+    case AVRO_FLOAT: {
+        if (s->end - s->p < 4)
+            return DECLINE;
+        float f;
+        memcpy(&f, s->p, 4); /* (little-endian, as Avro writes it) */
+        s->p += 4;
+        return put_float32(s, f);
+    }
+    case AVRO_DOUBLE: {
+        if (s->end - s->p < 8)
+            return DECLINE;
+        double x;
+        memcpy(&x, s->p, 8);
+        s->p += 8;
+        return isfinite(x) ? put_repr(s, x) : put_non_finite(s, x);
+    }
+    case AVRO_BYTES:
+    case AVRO_STRING: {
+        Py_ssize_t n;
+        if (read_length(s, &n) < 0)
+            return DECLINE;
+        const uint8_t *t = s->p;
+        s->p += n;
+        return w[0] == AVRO_STRING ? put_string(s, t, n) : put_latin1(s, t, n);
+    }
+    case AVRO_FIXED: {
+        const Py_ssize_t n = w[1];
+        if (s->end - s->p < n)
+            return DECLINE;
+        const uint8_t *t = s->p;
+        s->p += n;
+        return put_latin1(s, t, n);
+    }
+    case AVRO_ENUM: {
+        int64_t i;
+        if (read_long(s, &i) < 0 || i < 0 || i >= w[1])
+            return DECLINE;
+        return put(s, P->pool + w[2 + 2 * i], (size_t)w[3 + 2 * i]);
+    }
+    case AVRO_RECORD: {
+        if (PUT_LIT(s, "{") < 0)
+            return DECLINE;
+        for (int32_t i = 0; i < w[1]; i++) {
+            const int32_t *f = w + 2 + 3 * i;
+            if ((i > 0 && PUT_LIT(s, ", ") < 0) || put(s, P->pool + f[0], (size_t)f[1]) < 0 ||
+                render(P, f[2], s, depth) < 0)
+                return DECLINE;
+        }
+        return PUT_LIT(s, "}");
+    }
+    case AVRO_ARRAY:
+    case AVRO_MAP:
+        return render_blocks(P, w[1], w[0] == AVRO_MAP, s, depth);
+    case AVRO_UNION: {
+        int64_t i;
+        if (read_long(s, &i) < 0 || i < 0 || i >= w[1])
+            return DECLINE;
+        const int32_t *b = w + 2 + 3 * i;
+        if (b[1] < 0) /* null */
+            return render(P, b[2], s, depth);
+        if (PUT_LIT(s, "{") < 0 || put(s, P->pool + b[0], (size_t)b[1]) < 0 || render(P, b[2], s, depth) < 0)
+            return DECLINE;
+        return PUT_LIT(s, "}");
+    }
+    }
+    return DECLINE;
+}
+
+/* ---- the program ----------------------------------------------------------------------------- */
+
+static void
+program_free(PyObject *capsule)
+{
+    program *P = PyCapsule_GetPointer(capsule, "kfs.avro_program");
+    if (P != NULL) {
+        PyMem_Free(P->w);
+        PyMem_Free(P);
+    }
+}
+
+/* Whether the node at word i and every node it reaches lie within the program, their texts within
+ * the pool; `seen` marks the nodes checked (a named type recurs). */
+static int
+check_node(const program *P, int32_t i, uint8_t *seen, int depth)
+{
+    if (i < 3 || i >= P->nw)
+        return 0;
+    if (seen[i])
+        return 1;
+    if (depth > 10000)
+        return 0;
+    seen[i] = 1;
+    const int32_t *w = P->w + i;
+    const int32_t room = P->nw - i;
+#define TEXT_OK(off, len) ((off) >= 0 && (len) >= 0 && (Py_ssize_t)(off) + (len) <= P->pool_len)
+    switch (w[0]) {
+    case AVRO_NULL:
+    case AVRO_BOOLEAN:
+    case AVRO_INT:
+    case AVRO_LONG:
+    case AVRO_FLOAT:
+    case AVRO_DOUBLE:
+    case AVRO_BYTES:
+    case AVRO_STRING:
+        return 1;
+    case AVRO_FIXED:
+        return room >= 2 && w[1] >= 0;
+    case AVRO_ARRAY:
+    case AVRO_MAP:
+        return room >= 2 && check_node(P, w[1], seen, depth + 1);
+    case AVRO_ENUM:
+        if (room < 2 || w[1] < 0 || w[1] > (room - 2) / 2)
+            return 0;
+        for (int32_t k = 0; k < w[1]; k++)
+            if (!TEXT_OK(w[2 + 2 * k], w[3 + 2 * k]))
+                return 0;
+        return 1;
+    case AVRO_RECORD:
+    case AVRO_UNION:
+        if (room < 2 || w[1] < 0 || w[1] > (room - 2) / 3)
+            return 0;
+        for (int32_t k = 0; k < w[1]; k++) {
+            const int32_t *f = w + 2 + 3 * k;
+            if (!(w[0] == AVRO_UNION && f[1] == -1) && !TEXT_OK(f[0], f[1]))
+                return 0;
+            if (!check_node(P, f[2], seen, depth + 1))
+                return 0;
+        }
+        return 1;
+    }
+    return 0;
+#undef TEXT_OK
+}
+
+KFS_DOC(kfs_avro_program_doc,
+"avro_program(program) -> object\n"
+"\n"
+"A program of kfs/registry/avro_program.py, checked (every node and text within it) and kept for\n"
+"render_avro; ValueError when it is not one.");
+
+PyObject *
+kfs_avro_program(PyObject *module, PyObject *arg)
+{
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "avro_program: a bytes object");
+        return NULL;
+    }
+    const Py_ssize_t size = PyBytes_GET_SIZE(arg);
+    const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(arg);
+    if (size < 12 || size > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "avro_program: not a program");
+        return NULL;
+    }
+    int32_t nw = (int32_t)kfs_load_le32(b + 4);
+    if (nw < 3 || (Py_ssize_t)nw * 4 > size) {
+        PyErr_SetString(PyExc_ValueError, "avro_program: not a program");
+        return NULL;
+    }
+    program *P = PyMem_Calloc(1, sizeof(program));
+    char *mem = PyMem_Malloc((size_t)size);
+    uint8_t *seen = PyMem_Calloc((size_t)nw, 1);
+    if (P == NULL || mem == NULL || seen == NULL) {
+        PyMem_Free(P);
+        PyMem_Free(mem);
+        PyMem_Free(seen);
+        return PyErr_NoMemory();
+    }
+    P->w = (int32_t *)mem;
+    for (int32_t i = 0; i < nw; i++)
+        P->w[i] = (int32_t)kfs_load_le32(b + 4 * (Py_ssize_t)i);
+    P->nw = nw;
+    P->pool = mem + 4 * (Py_ssize_t)nw;
+    P->pool_len = size - 4 * (Py_ssize_t)nw;
+    memcpy(P->pool, b + 4 * (Py_ssize_t)nw, (size_t)P->pool_len);
+    P->pool_nonascii = P->w[2] != 0;
+    const int ok = check_node(P, P->w[0], seen, 0);
+    PyMem_Free(seen);
+    if (!ok) {
+        PyMem_Free(mem);
+        PyMem_Free(P);
+        PyErr_SetString(PyExc_ValueError, "avro_program: not a program");
+        return NULL;
+    }
+    PyObject *capsule = PyCapsule_New(P, "kfs.avro_program", program_free);
+    if (capsule == NULL) {
+        PyMem_Free(mem);
+        PyMem_Free(P);
+    }
+    return capsule;
+}
+
+/* The output buffer, kept between calls (the GIL is held throughout): most datums fit the first one. */
+static char *kept_buf;
+static size_t kept_cap;
+
+KFS_DOC(kfs_render_avro_doc,
+"render_avro(program, data, start=0) -> str | None\n"
+"\n"
+"The JSON text of the Avro datum data[start:] (all of it), exactly as\n"
+"kfs.registry.avro.AvroRenderer.render_python gives it, or None where that Python path must answer:\n"
+"an error, or a datum fastavro reads in its own way.");
+
+PyObject *
+kfs_render_avro(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "render_avro(program, datum, start=0) takes 2 or 3 arguments");
+        return NULL;
+    }
+    const program *P = PyCapsule_GetPointer(args[0], "kfs.avro_program");
+    if (P == NULL)
+        return NULL;
+    Py_ssize_t start = 0;
+    if (nargs == 3 && (start = PyLong_AsSsize_t(args[2])) == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (start < 0 || start > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "render_avro: start is outside the datum");
+        return NULL;
+    }
+    state s = {.p = (const uint8_t *)view.buf + start, .end = (const uint8_t *)view.buf + view.len, .buf = kept_buf, .cap = kept_cap,
+               .nonascii = P->pool_nonascii};
+    kept_buf = NULL; /* (ours while rendering) */
+    kept_cap = 0;
+    const int rc = render(P, P->w[0], &s, 0);
+    const int whole = rc == OK && s.p == s.end;
+    PyBuffer_Release(&view);
+    PyObject *result = NULL;
+    if (s.nomem)
+        PyErr_NoMemory();
+    else if (!whole)
+        result = Py_NewRef(Py_None);
+    else if (!s.nonascii) {
+        result = PyUnicode_New((Py_ssize_t)s.len, 127);
+        if (result != NULL)
+            memcpy(PyUnicode_DATA(result), s.buf, s.len);
+    }
+    else
+        result = PyUnicode_DecodeUTF8(s.buf, (Py_ssize_t)s.len, "strict");
+    if (s.cap > ((size_t)1 << 20)) { /* a datum rendered large: its buffer is not kept */
+        PyMem_Free(s.buf);
+        s.buf = NULL;
+        s.cap = 0;
+    }
+    if (kept_buf == NULL) {
+        kept_buf = s.buf;
+        kept_cap = s.cap;
+    }
+    else
+        PyMem_Free(s.buf);
+    return result;
+}

@@ -1,0 +1,38 @@
+/* Avro datums to the JSON text of kfs's line (docs/schema-registry.md), by a program compiled from the
+ * writer schema in Python (kfs/registry/avro_program.py): no Python object per field. The Python path
+ * (kfs.registry.avro.AvroRenderer) stays the reference: this renderer answers only datums it renders
+ * exactly as that path does, and declines every other one (an error, or anything unusual) to it.
+ *
+ * The program is a bytes object: little-endian int32 words, then a pool of texts. Word 0 is the root
+ * node's word index, word 1 the word count, word 2 whether the pool holds non-ASCII text. A node is
+ * its kind, then:
+ *   AVRO_RECORD   n, then n times (text offset, text length, child): the field's `"name": `
+ *   AVRO_UNION    n, then n times (text offset, text length or -1 for null, child): the `"label": `
+ *   AVRO_ENUM     n, then n times (text offset, text length): the symbol as a JSON string
+ *   AVRO_FIXED    size
+ *   AVRO_ARRAY, AVRO_MAP   child
+ * the primitives nothing. Children are word indexes of nodes; a named type recurs by its index. */
+
+#ifndef KFS_AVRO_JSON_H
+#define KFS_AVRO_JSON_H
+
+#include "../native.h"
+
+enum {
+    AVRO_NULL = 1,
+    AVRO_BOOLEAN,
+    AVRO_INT,
+    AVRO_LONG,
+    AVRO_FLOAT,
+    AVRO_DOUBLE,
+    AVRO_BYTES,
+    AVRO_STRING,
+    AVRO_FIXED,
+    AVRO_ENUM,
+    AVRO_RECORD,
+    AVRO_ARRAY,
+    AVRO_MAP,
+    AVRO_UNION,
+};
+
+#endif /* KFS_AVRO_JSON_H */

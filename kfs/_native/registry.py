@@ -1,0 +1,13 @@
+"""The schema registry's compiled renderer (csrc/registry/): each the function of _speedups.pyi, or None unbuilt.
+
+- `avro_program`: a program of kfs/registry/avro_program.py, checked and kept for `render_avro`;
+- `render_avro`: an Avro datum's JSON text by that program, exactly kfs.registry.avro.AvroRenderer's
+  Python path's, or None where that path answers (an error, or a datum fastavro reads in its own way).
+"""
+
+from __future__ import annotations
+
+from kfs._native import BUILT, extension
+
+avro_program = extension.avro_program if BUILT else None
+render_avro = extension.render_avro if BUILT else None
