@@ -38,12 +38,14 @@ from kfs.spark.typed import avro_type, protobuf_type  # noqa: E402
 FIXTURES = Path(__file__).parent / "fixtures"
 LOGDIR = str(FIXTURES / "schema-registry" / "logdir")
 EVOLUTION = str(FIXTURES / "schema-evolution" / "logdir")
+INTERNAL = str(FIXTURES / "internal-topics" / "logdirs" / "broker-a")
 SESSION_CONF = {
     "spark.ui.enabled": "false",
     "spark.executor.heartbeatInterval": "600s",
     "spark.network.timeout": "1200s",
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.session.timeZone": "UTC",
+    "spark.sql.python.filterPushdown.enabled": "true",
 }
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -418,3 +420,52 @@ def test_export_writes_each_typed_topic_in_its_own_directory(spark, tmp_path):
     # field by field against kfs cat, through the Parquet: a query by field
     amounts = {r["offset"]: r["a"] for r in orders.selectExpr("offset", "value_decoded.amount AS a").collect()}
     assert amounts == {x["offset"]: x["value"]["amount"] for x in cat_lines(LOGDIR, "orders-0")}
+
+
+def test_filters_are_pushed_down_with_typed_columns(spark):
+    """Offset and timestamp filters on a typed read are still answered from the indexes, and the typed
+    values of the rows left are those of the records at those offsets."""
+    from kfs.spark.plan import Bounds, plan_splits
+
+    df = read(spark, EVOLUTION, subscribe="readings").where("offset >= 3 AND offset < 6")
+    assert [(r["offset"], r["value_decoded"]["sensor"]) for r in df.orderBy("offset").collect()] == \
+        [(3, "t-4"), (4, "t-5"), (5, "t-6")]
+    assert df.rdd.getNumPartitions() == len(plan_splits({"path": EVOLUTION, "subscribe": "readings"},
+                                                        Bounds(3, 6)))
+    since = dt.datetime.fromtimestamp(1764000005, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    late = read(spark, EVOLUTION, subscribe="readings").where(f"timestamp >= TIMESTAMP '{since}+00:00'")
+    assert [r["value_decoded"]["sensor"] if r["value_decoded"] else None
+            for r in late.orderBy("offset").collect()] == ["t-6", "t-7", None]
+    nothing = read(spark, EVOLUTION, subscribe="readings").where("offset >= 100")
+    assert nothing.count() == 0 and nothing.rdd.getNumPartitions() <= 1
+
+
+@pytest.mark.parametrize("topic", ["__consumer_offsets", "__transaction_state", "__cluster_metadata"])
+def test_internal_topics_read_decoded_as_kfs_cat_prints_them(spark, topic):
+    """A read of Kafka's internal topics only (no registry here) gains the decoded columns: the JSON
+    `kfs cat` prints for each record's key and value (docs/spec.md section 8)."""
+    df = read(spark, INTERNAL, subscribe=topic)
+    assert df.schema["value_decoded"].dataType.simpleString() == "string"
+    rows = {(r["partition"], r["offset"]): r for r in df.collect()}
+    expected = [(int(p.name.rpartition("-")[2]), line) for p in sorted(Path(INTERNAL).glob(f"{topic}-*"))
+                for line in cat_lines(INTERNAL, p.name)]
+    assert len(rows) == len(expected) > 0
+    for partition, line in expected:
+        row = rows[(partition, line["offset"])]
+        assert (json.loads(row["key_decoded"]) if row["key_decoded"] else None) == line["key"]
+        assert (json.loads(row["value_decoded"]) if row["value_decoded"] else None) == line["value"]
+        assert row["value_decode_error"] == line.get("decode_error")
+    assert "value_decoded" not in read(spark, INTERNAL).columns  # (not with ordinary topics in the read)
+
+
+def test_export_writes_internal_topics_decoded(spark, tmp_path):
+    from kfs.spark.jobs import export
+
+    out = tmp_path / "parquet"
+    export([INTERNAL], str(out), spark=spark)
+    offsets = spark.read.parquet(str(out / "topic=__consumer_offsets"))
+    values = {(r["partition"], r["offset"]): r["value_decoded"] for r in offsets.collect()}
+    for p in sorted(Path(INTERNAL).glob("__consumer_offsets-*")):
+        for line in cat_lines(INTERNAL, p.name):
+            got = values[(int(p.name.rpartition("-")[2]), line["offset"])]
+            assert (json.loads(got) if got else None) == line["value"]

@@ -89,10 +89,11 @@ def export(logdirs: Sequence[str], out: str, master: str = DEFAULT_MASTER, *,
     """Write the log dirs as Parquet under `out`, partitioned by topic and partition, with headers.
 
     Rows are sorted by offset within each file, so Parquet's min/max statistics on `offset` let a
-    later reader skip row groups much as the offset index lets kfs skip splits. With a schema
-    registry (kfs.spark.typed), each topic whose subject types its payloads is written by a read of
-    that topic alone, so its `topic=` directory holds its typed `key_decoded` / `value_decoded`; the
-    other topics are written together, their decoded columns JSON text.
+    later reader skip row groups much as the offset index lets kfs skip splits. Each topic whose
+    subject types its payloads (kfs.spark.typed), and each of Kafka's internal topics, is written by
+    a read of that topic alone, so its `topic=` directory holds its typed (or, for an internal topic,
+    JSON text) `key_decoded` / `value_decoded`; the other topics are written together (with a
+    registry in reach, their decoded columns JSON text).
     """
     from kfs.spark import register
 
@@ -115,19 +116,22 @@ def export(logdirs: Sequence[str], out: str, master: str = DEFAULT_MASTER, *,
 
 
 def _export_reads(opts: dict[str, str], topics: list[str]) -> list[dict[str, str]]:
-    """The reads an export runs: one for everything, or with typed payloads (a registry in reach and
-    `decode=auto`), one per typed topic and one for the rest."""
+    """The reads an export runs: one per topic that decodes on its own (its subject types its payloads,
+    or it is one of Kafka's internal topics: kfs.spark.typed) and one for the rest, or with
+    `decode=raw` one for everything."""
+    from kfs.internal_topics.framing import internal_topic
     from kfs.spark.source import registry_for
     from kfs.spark.typed import PARTS, part_plan
 
     parsed = parse_options(opts)
-    registry = registry_for(parsed)
-    if registry is None or not topics:
+    if parsed.decode == "raw" or not topics:
         return [opts]
+    registry = registry_for(parsed)
     wanted = [t for t in topics if parsed.subscribe is None or t in parsed.subscribe]
-    typed = [t for t in wanted if any(part_plan(registry, [t], part)[0].schema_id is not None for part in PARTS)]
-    rest = [t for t in wanted if t not in typed]
-    reads = [{**opts, "subscribe": t} for t in typed]
+    alone = [t for t in wanted if internal_topic(t)
+             or any(part_plan(registry, [t], part)[0].schema_id is not None for part in PARTS)]
+    rest = [t for t in wanted if t not in alone]
+    reads = [{**opts, "subscribe": t} for t in alone]
     if rest:
         reads.append({**opts, "subscribe": ",".join(rest)})
     return reads

@@ -56,8 +56,8 @@ from kfs.registry import Registry, load_registry
 from kfs.spark.options import ReadOptions, parse_options
 from kfs.spark.plan import Bounds, Piece, Split, plan_splits
 from kfs.spark.tasks import PlannedPartitions
-from kfs.spark.typed import PartDecoder, PartPlan, plan_from_field
-from kfs.storage import KfsError, PartitionLog
+from kfs.spark.typed import PartPlan, RowDecoder, decoded_fields, plan_from_field, row_decoder, wants_decoded_columns
+from kfs.storage import PartitionLog
 from kfs.storage.record_stream import CorruptBatch
 
 log = logging.getLogger("kfs.spark")
@@ -112,10 +112,8 @@ class KafkaLogDataSource(DataSource):
         opts = self._options()
         schema = kafka_schema(opts.include_headers)
         registry = registry_for(opts)
-        if registry is not None:
-            from kfs.spark.typed import decoded_fields
-
-            topics = sorted(opts.subscribe) if opts.subscribe is not None else None
+        topics = sorted(opts.subscribe) if opts.subscribe is not None else None
+        if opts.decode != "raw" and wants_decoded_columns(registry, topics):
             for field in decoded_fields(registry, topics):
                 schema.add(field)
         return schema
@@ -279,14 +277,14 @@ class _Offsets:
 
 def arrow_batches(topic: str, partition: int, record_lists: Iterable[list[Record]], schema: pa.Schema,
                   include_headers: bool, rows: int = ROWS_PER_BATCH,
-                  decoders: Sequence[PartDecoder] = ()) -> Iterator[pa.RecordBatch]:
+                  decoder: RowDecoder | None = None) -> Iterator[pa.RecordBatch]:
     """One partition's records (a list per Kafka batch) as Arrow record batches of exactly the schema
     Spark expects, of about `rows` rows each.
 
     Only keys, values and timestamps are gathered a record at a time; offsets are runs (`_Offsets`),
     the timestamp type is the batch's (one per list), topic and partition are constants. The `Record`s
     are dropped a list at a time (under `no_cyclic_gc`: holding them made every GC pass walk them).
-    `decoders` (key, value) fill the decoded columns.
+    `decoder` fills the decoded columns (kfs.spark.typed).
     """
     ts_type = schema.field("timestamp").type
     headers_type = schema.field("headers").type if include_headers else None
@@ -296,7 +294,7 @@ def arrow_batches(topic: str, partition: int, record_lists: Iterable[list[Record
     stamps: list[int] = []
     types: list[tuple[int, int]] = []  # (timestamp type id, how many rows), a run per list
     offsets = _Offsets()
-    all_headers: list[list[tuple[str, bytes | None]]] = []
+    decoded: list[Record] = []
     h_keys: list[str] = []
     h_values: list[bytes | None] = []
     h_ends = [0]
@@ -311,8 +309,8 @@ def arrow_batches(topic: str, partition: int, record_lists: Iterable[list[Record
             keys.append(r.key)
             values.append(r.value)
             stamps.append(r.timestamp)
-        if decoders:
-            all_headers.extend([r.headers for r in records])
+        if decoder is not None:
+            decoded.extend(records)
         if headers_type is not None:
             for r in records:
                 for k, v in r.headers:
@@ -321,18 +319,18 @@ def arrow_batches(topic: str, partition: int, record_lists: Iterable[list[Record
                 h_ends.append(len(h_keys))
         if len(keys) >= rows:
             yield _batch(topic, partition, keys, values, stamps, types, offsets, schema, ts_type, headers_type,
-                         h_keys, h_values, h_ends, decoders, all_headers)
-            keys, values, stamps, types, offsets, all_headers = [], [], [], [], _Offsets(), []
+                         h_keys, h_values, h_ends, decoder, decoded)
+            keys, values, stamps, types, offsets, decoded = [], [], [], [], _Offsets(), []
             h_keys, h_values, h_ends = [], [], [0]
     if keys:
         yield _batch(topic, partition, keys, values, stamps, types, offsets, schema, ts_type, headers_type,
-                     h_keys, h_values, h_ends, decoders, all_headers)
+                     h_keys, h_values, h_ends, decoder, decoded)
 
 
 def _batch(topic: str, partition: int, keys: list[bytes | None], values: list[bytes | None], stamps: list[int],
            types: list[tuple[int, int]], offsets: _Offsets, schema: pa.Schema, ts_type: pa.DataType,
            headers_type: pa.DataType | None, h_keys: list[str], h_values: list[bytes | None], h_ends: list[int],
-           decoders: Sequence[PartDecoder], all_headers: list[list[tuple[str, bytes | None]]]) -> pa.RecordBatch:
+           decoder: RowDecoder | None, decoded: list[Record]) -> pa.RecordBatch:
     n = len(keys)
     if len({t for t, _ in types}) == 1:
         type_column = pa.array(np.full(n, types[0][0], dtype=np.int32), pa.int32())
@@ -352,26 +350,9 @@ def _batch(topic: str, partition: int, keys: list[bytes | None], values: list[by
         struct = pa.StructArray.from_arrays([pa.array(h_keys, pa.string()), pa.array(h_values, pa.binary())],
                                             fields=list(headers_type.value_type))
         columns.append(pa.ListArray.from_arrays(pa.array(h_ends, pa.int32()), struct, type=headers_type))
-    if decoders:
-        columns.extend(decoded_columns(decoders, keys, values, all_headers, schema))
+    if decoder is not None:
+        columns.extend(decoder.columns(decoded, (schema.field("key_decoded").type, schema.field("value_decoded").type)))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
-def decoded_columns(decoders: Sequence[PartDecoder], keys: list[bytes | None], values: list[bytes | None],
-                    headers: list[list[tuple[str, bytes | None]]], schema: pa.Schema) -> list[pa.Array]:
-    """`key_decoded`, `value_decoded`, `key_decode_error`, `value_decode_error` of a batch."""
-    decoded: list[pa.Array] = []
-    errors: list[pa.Array] = []
-    for decoder, data in zip(decoders, (keys, values), strict=True):
-        out: list[object] = []
-        why: list[str | None] = []
-        for payload, hs in zip(data, headers, strict=True):
-            value, error = decoder.decode(payload, hs)
-            out.append(value)
-            why.append(error)
-        decoded.append(pa.array(out, schema.field(f"{decoder.plan.part}_decoded").type))
-        errors.append(pa.array(why, pa.string()))
-    return decoded + errors
 
 
 @contextlib.contextmanager
@@ -400,15 +381,10 @@ def read_split(split: Split, opts: ReadOptions, schema: pa.Schema,
     registry = registry_for(opts) if plans else None
     with no_cyclic_gc():
         for piece in split.pieces:
-            records = piece_record_lists(planned.open(piece), piece, opts)
-            decoders: list[PartDecoder] = []
-            if plans:
-                if registry is None:
-                    raise KfsError(f"the schema registry topic {opts.schemas_topic} the query was planned "
-                                   "with is no longer there")
-                decoders = [PartDecoder(registry, plan, piece.topic) for plan in plans]
-            yield from arrow_batches(piece.topic, piece.partition, records, schema, opts.include_headers,
-                                     decoders=decoders)
+            plog = planned.open(piece)
+            decoder = row_decoder(registry, plans, piece.topic, plog) if plans else None
+            yield from arrow_batches(piece.topic, piece.partition, piece_record_lists(plog, piece, opts), schema,
+                                     opts.include_headers, decoder=decoder)
 
 
 class KafkaLogReader(DataSourceReader):

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -57,7 +58,6 @@ from kfs.registry.resolution import AvroResolver, ParsedAvro, parse_avro
 
 PARTS = ("key", "value")
 METADATA_KEY = "kfs.decoded"  # a typed column's metadata: {"type", "id", "subject", "version"}
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 class TypingError(ValueError):
@@ -395,7 +395,7 @@ class PartPlan:
     kind: str = "JSON"           # JSON (text), AVRO or PROTOBUF (typed)
 
 
-def decoded_fields(registry: Registry, topics: Sequence[str] | None) -> list[StructField]:
+def decoded_fields(registry: Registry | None, topics: Sequence[str] | None) -> list[StructField]:
     """The columns a read gains: `key_decoded`, `value_decoded` (typed when `topics` is one topic with an
     Avro or Protobuf subject for that part), `key_decode_error`, `value_decode_error`."""
     fields = []
@@ -407,9 +407,9 @@ def decoded_fields(registry: Registry, topics: Sequence[str] | None) -> list[Str
     return fields + [StructField(f"{part}_decode_error", StringType()) for part in PARTS]
 
 
-def part_plan(registry: Registry, topics: Sequence[str] | None, part: str) -> tuple[PartPlan, DataType]:
+def part_plan(registry: Registry | None, topics: Sequence[str] | None, part: str) -> tuple[PartPlan, DataType]:
     """The plan for `part` and its column type; JSON text when the part cannot be typed."""
-    if topics is None or len(topics) != 1:
+    if registry is None or topics is None or len(topics) != 1:
         return PartPlan(part), StringType()
     subject = f"{topics[0]}-{part}"
     latest = max((s for (name, _), s in registry.state.versions.items() if name == subject and not s.deleted),
@@ -555,6 +555,77 @@ class PartDecoder:
         return resolver
 
 
-def timestamp_of_micros(us: int) -> dt.datetime:
-    """µs since the epoch as an aware UTC datetime (for tests and messages)."""
-    return _EPOCH + dt.timedelta(microseconds=us)
+class RowDecoder:
+    """The four decoded columns of a batch of records; this one: all null (a topic nothing decodes)."""
+
+    def columns(self, records: Sequence[Any], types: Sequence[pa.DataType]) -> list[pa.Array]:
+        """`key_decoded`, `value_decoded` (of `types`), `key_decode_error`, `value_decode_error`."""
+        n = len(records)
+        return [pa.nulls(n, types[0]), pa.nulls(n, types[1]), pa.nulls(n, pa.string()), pa.nulls(n, pa.string())]
+
+
+class FramedRows(RowDecoder):
+    """Registry-framed keys and values, by a `PartDecoder` each."""
+
+    def __init__(self, registry: Registry, plans: Sequence[PartPlan], topic: str) -> None:
+        self.parts = [PartDecoder(registry, plan, topic) for plan in plans]
+
+    def columns(self, records: Sequence[Any], types: Sequence[pa.DataType]) -> list[pa.Array]:
+        decoded: list[pa.Array] = []
+        errors: list[pa.Array] = []
+        for decoder, data_type in zip(self.parts, types, strict=True):
+            out: list[object] = []
+            why: list[str | None] = []
+            key = decoder.plan.part == "key"
+            for r in records:
+                value, error = decoder.decode(r.key if key else r.value, r.headers)
+                out.append(value)
+                why.append(error)
+            decoded.append(pa.array(out, data_type))
+            errors.append(pa.array(why, pa.string()))
+        return decoded + errors
+
+
+class InternalRows(RowDecoder):
+    """A Kafka internal topic's records (docs/spec.md section 8) as the JSON `kfs cat` prints for their
+    key and value; a record that does not decode has its reason in `value_decode_error`."""
+
+    def __init__(self, topic: str, plog: Any) -> None:
+        from kfs.internal_topics.lines import line_decoder
+
+        self.decode = line_decoder(topic, "auto", plog, None)
+
+    def columns(self, records: Sequence[Any], types: Sequence[pa.DataType]) -> list[pa.Array]:
+        if self.decode is None:  # (a __cluster_metadata partition that is not a metadata log)
+            return super().columns(records, types)
+        keys: list[str | None] = []
+        values: list[str | None] = []
+        errors: list[str | None] = []
+        for r in records:
+            key, value, error, _ = self.decode(r)
+            keys.append(key)
+            values.append(value)
+            errors.append(error)
+        return [pa.array(keys, types[0]), pa.array(values, types[1]), pa.nulls(len(records), pa.string()),
+                pa.array(errors, pa.string())]
+
+
+def row_decoder(registry: Registry | None, plans: Sequence[PartPlan], topic: str, plog: Any) -> RowDecoder:
+    """How a piece of `topic` fills the decoded columns planned (`plans`, from the columns' metadata)."""
+    from kfs.internal_topics.framing import internal_topic
+
+    if internal_topic(topic):
+        return InternalRows(topic, plog)
+    if registry is None:
+        if any(plan.schema_id is not None for plan in plans):
+            raise PayloadError("the schema registry the query was planned with is no longer there")
+        return RowDecoder()
+    return FramedRows(registry, plans, topic)
+
+
+def wants_decoded_columns(registry: Registry | None, subscribe: Sequence[str] | None) -> bool:
+    """Whether a read gains the decoded columns: with a registry in reach, or when it reads Kafka's
+    internal topics only (`subscribe=__consumer_offsets`)."""
+    from kfs.internal_topics.framing import internal_topic
+
+    return registry is not None or (bool(subscribe) and all(internal_topic(t) for t in subscribe or ()))
