@@ -1,7 +1,5 @@
 /* find_v2_batch: a `.value` lookup's walk over one offset index interval, in one call. */
 
-#include "../record/crc32c.h"
-#include "../record/lz4_frame.h"
 #include "batch_limits.h"
 
 /* `offset/<N>.value` walks from the index entry at or below N to the next entry's batch
@@ -43,10 +41,9 @@ find_in_window(const uint8_t *w, int64_t n, const find_params *fp, int64_t *foun
             return FIND_DECLINED; /* a preallocated tail or a hole: the Python walk tells which */
         if (position + 17 > fp->limit)
             return FIND_DECLINED;
-        const int32_t length = (int32_t)kfs_load_be32(b + 8);
-        if (length < KFS_MIN_V2_LENGTH || b[16] != 2)
+        const int64_t size = v2_batch_size(b);
+        if (size < 0)
             return FIND_DECLINED; /* damage, or a legacy batch: the Python walk's */
-        const int64_t size = 12 + (int64_t)length;
         if (position + size > KFS_MAX_SEGMENT_BYTES || position + size > fp->limit || size > KFS_MAX_BATCH_ON_DISK)
             return FIND_DECLINED;
         if (p + size > n) { /* the Python walk reads every batch of the interval whole */
@@ -55,13 +52,11 @@ find_in_window(const uint8_t *w, int64_t n, const find_params *fp, int64_t *foun
         }
         const int64_t base = (int64_t)kfs_load_be64(b);
         int64_t last;
-        if (__builtin_add_overflow(base, (int64_t)(int32_t)kfs_load_be32(b + 23), &last))
+        if (v2_last_offset(b, base, &last) < 0)
             return FIND_DECLINED;
-        if (last < base || base < fp->segment_base || last - fp->segment_base > KFS_MAX_RELATIVE_OFFSET
-            || (has_previous && base <= previous))
+        if (!v2_offsets_placed(base, last, fp->segment_base, has_previous, previous))
             return FIND_DECLINED; /* batch_walk.py _offsets_problem */
-        if (p == 0 && (base > fp->entry_offset || !kfs_have_hw_crc32c()
-                       || kfs_crc32c_hw(b + 21, (size_t)(size - 21)) != kfs_load_be32(b + 17)))
+        if (p == 0 && (base > fp->entry_offset || !kfs_have_hw_crc32c() || !v2_crc_holds(b, size)))
             return FIND_DECLINED; /* the entry's batch must be whole, valid and not start past it */
         if (position > fp->end)
             return FIND_DECLINED; /* stepped over the next entry's position: not a batch start */

@@ -1,8 +1,6 @@
 /* v2_record_at: the one record of a batch a `.value` wants, the batch checked as records_of checks it. */
 
-#include "../record/crc32c.h"
 #include "../record/decode_records.h"
-#include "../record/lz4_frame.h"
 #include "../record/records_walk.h"
 #include "batch_limits.h"
 
@@ -58,32 +56,27 @@ kfs_v2_record_at(PyObject *module, PyObject *args)
     if (n < 61 || b[16] != 2 || 12 + (int64_t)(int32_t)kfs_load_be32(b + 8) != (int64_t)n || !kfs_have_hw_crc32c())
         goto declined;
     const uint16_t attributes = (uint16_t)((b[21] << 8) | b[22]);
-    const int codec = attributes & 0x07;
-    if (codec != 0 && !(codec == 3 && kfs_lz4_decompress_safe != NULL))
+    if (!v2_codec_walkable(attributes))
         goto declined;
     const int64_t base = (int64_t)kfs_load_be64(b);
     const int32_t count = (int32_t)kfs_load_be32(b + 57);
     int64_t last;
-    if (__builtin_add_overflow(base, (int64_t)(int32_t)kfs_load_be32(b + 23), &last) || last < base
-        || base < segment_base || count <= 0 || count > KFS_MAX_BATCH_RECORDS)
+    if (v2_last_offset(b, base, &last) < 0 || last < base || base < segment_base || count <= 0
+        || count > KFS_MAX_BATCH_RECORDS)
         goto declined;
-    if (kfs_crc32c_hw(b + 21, (size_t)(n - 21)) != kfs_load_be32(b + 17))
+    if (!v2_crc_holds(b, n))
         goto declined;
     const int append_time = (attributes & 0x08) != 0;
     const int64_t base_ts = (int64_t)kfs_load_be64(b + 27), max_ts = (int64_t)kfs_load_be64(b + 35);
-    const uint8_t *section = b + 61;
-    Py_ssize_t section_len = n - 61;
-    if (codec == 3) {
-        const int64_t got = kfs_lz4_frame_into(section, section_len, &scratch);
-        if (got == RENDER_NO_MEMORY) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        if (got < 0)
-            goto declined;
-        section = (const uint8_t *)scratch.buf;
-        section_len = (Py_ssize_t)got;
+    const uint8_t *section;
+    Py_ssize_t section_len;
+    const int got = v2_records_section(b, n, attributes, &scratch, &section, &section_len);
+    if (got == RENDER_NO_MEMORY) {
+        PyErr_NoMemory();
+        goto done;
     }
+    if (got != RENDER_OK)
+        goto declined;
     records_walk w = records_walk_start(section, section_len, base, base_ts, append_time, max_ts, last);
     target_search search = {target, -1};
     if (walk_records(&w, count, note_target, &search) != RENDER_OK)

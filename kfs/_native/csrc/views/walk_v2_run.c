@@ -1,7 +1,5 @@
 /* walk_v2_run: many plain batches of a segment in one call, without the GIL. */
 
-#include "../record/crc32c.h"
-#include "../record/lz4_frame.h"
 #include "../storage/batch_limits.h"
 #include "renderers.h"
 
@@ -61,22 +59,17 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
     while (n - p >= 61) {
         const uint8_t *b = w + p;
         const int64_t base = (int64_t)kfs_load_be64(b);
-        const int32_t length = (int32_t)kfs_load_be32(b + 8);
-        if (length < KFS_MIN_V2_LENGTH || b[16] != 2)
-            break;
-        const int64_t size = 12 + (int64_t)length;
-        if (size > n - p || size > KFS_MAX_BATCH_ON_DISK)
+        const int64_t size = v2_batch_size(b);
+        if (size < 0 || size > n - p || size > KFS_MAX_BATCH_ON_DISK)
             break;
         const uint16_t attributes = (uint16_t)((b[21] << 8) | b[22]);
-        const int codec = attributes & 0x07;
-        if ((codec != 0 && !(codec == 3 && kfs_lz4_decompress_safe != NULL)) || (attributes & 0x20)
-            || ((attributes & 0x10) && rp->read_committed))
+        if (!v2_codec_walkable(attributes) || (attributes & 0x20) || ((attributes & 0x10) && rp->read_committed))
             break; /* compressed but not lz4, a control batch, a transaction to check: the Python walk's */
         int64_t last;
-        if (__builtin_add_overflow(base, (int64_t)(int32_t)kfs_load_be32(b + 23), &last))
+        if (v2_last_offset(b, base, &last) < 0)
             break;
-        if (last < base || base < rp->segment_base || last - rp->segment_base > KFS_MAX_RELATIVE_OFFSET
-            || (has_previous && base <= previous) || last >= rp->max_last || base >= rp->stop)
+        if (!v2_offsets_placed(base, last, rp->segment_base, has_previous, previous) || last >= rp->max_last
+            || base >= rp->stop)
             break;
         if (last < rp->first) { /* before the view: passed over unread, as selected_batches does */
             previous = last;
@@ -88,21 +81,17 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
         const int32_t count = (int32_t)kfs_load_be32(b + 57);
         if (count <= 0 || count > KFS_MAX_BATCH_RECORDS)
             break;
-        if (kfs_crc32c_hw(b + 21, (size_t)(size - 21)) != kfs_load_be32(b + 17))
+        if (!v2_crc_holds(b, size))
             break;
         const int append_time = (attributes & 0x08) != 0;
         const int64_t base_ts = (int64_t)kfs_load_be64(b + 27), max_ts = (int64_t)kfs_load_be64(b + 35);
-        const uint8_t *section = b + 61;
-        Py_ssize_t section_len = (Py_ssize_t)(size - 61);
-        if (codec == 3) {
-            const int64_t got = kfs_lz4_frame_into(section, section_len, scratch);
-            if (got == RENDER_NO_MEMORY)
-                return RENDER_NO_MEMORY;
-            if (got < 0)
-                break;
-            section = (const uint8_t *)scratch->buf;
-            section_len = (Py_ssize_t)got;
-        }
+        const uint8_t *section;
+        Py_ssize_t section_len;
+        const int got = v2_records_section(b, size, attributes, scratch, &section, &section_len);
+        if (got == RENDER_NO_MEMORY)
+            return RENDER_NO_MEMORY;
+        if (got != RENDER_OK)
+            break;
         if (rp->count_only) {
             const int64_t fixed_len = jsonl_fixed_len(rp->prefix_len, append_time ? 13 : 10);
             line_count lc = {0, 0, -1};
