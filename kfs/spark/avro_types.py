@@ -1,0 +1,211 @@
+"""Avro schemas as Spark types and fastavro's objects as the values Arrow takes for them, as Spark's
+own `org.apache.spark.sql.avro.SchemaConverters.toSqlType` and `AvroDeserializer` have them: records
+-> structs, a union of null and one type -> that type, nullable; [int, long] -> long and [float,
+double] -> double; other unions -> a struct of `member0`, `member1`, ... numbered over the non-null
+branches (the branch taken set, the others null); enums -> strings, maps -> maps, fixed and bytes ->
+binary; date -> date, timestamp-millis/micros -> timestamp, local-timestamp-* -> timestamp_ntz, decimal
+-> decimal; a recursive schema is refused, as there. Schemas come parsed by fastavro
+(kfs.registry.resolution.parse_avro: full names, only the logical types Spark maps).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from kfs.registry.avro import AvroDatumError
+
+
+class TypingError(ValueError):
+    """A schema Spark's converters would refuse (a recursive one, an unsupported type): one sentence."""
+
+
+# ---- Avro -> Spark types (SchemaConverters.toSqlType) -----------------------------------------------
+
+def _named(schema: Any, named: dict[str, Any]) -> Any:
+    return named[schema] if isinstance(schema, str) and schema in named else schema
+
+
+def _kind(schema: Any) -> str:
+    if isinstance(schema, list):
+        return "union"
+    if isinstance(schema, str):
+        return schema
+    kind = schema.get("type")
+    return kind if isinstance(kind, str) else "union" if isinstance(kind, list) else "?"
+
+
+def _non_null(branches: list[Any]) -> list[Any]:
+    return [b for b in branches if b != "null" and not (isinstance(b, dict) and b.get("type") == "null")]
+
+
+def avro_type(schema: Any, named: dict[str, Any], seen: frozenset[str] = frozenset()) -> tuple[DataType, bool]:
+    """(Spark type, nullable) of an Avro schema parsed by fastavro, as SchemaConverters.toSqlType."""
+    schema = _named(schema, named)
+    if isinstance(schema, dict) and isinstance(schema.get("type"), (dict, list)):
+        return avro_type(schema["type"], named, seen)
+    kind = _kind(schema)
+    logical = schema.get("logicalType") if isinstance(schema, dict) else None
+    if kind == "int":
+        return (DateType() if logical == "date" else IntegerType()), False
+    if kind == "long":
+        if logical in ("timestamp-millis", "timestamp-micros"):
+            return TimestampType(), False
+        if logical in ("local-timestamp-millis", "local-timestamp-micros"):
+            return TimestampNTZType(), False
+        return LongType(), False
+    if kind in ("bytes", "fixed"):
+        if logical == "decimal":  # (kfs.registry.resolution keeps only the decimals Avro's Java takes)
+            return DecimalType(schema["precision"], schema.get("scale", 0)), False
+        return BinaryType(), False
+    simple: dict[str, DataType] = {"string": StringType(), "boolean": BooleanType(), "double": DoubleType(),
+                                   "float": FloatType(), "enum": StringType()}
+    if kind in simple:
+        return simple[kind], False
+    if kind == "null":
+        raise TypingError("a null field has no Spark type kfs writes to Arrow")
+    if kind in ("record", "error"):
+        name = schema["name"]
+        if name in seen:
+            raise TypingError(f"the schema is recursive ({name}): Spark's from_avro refuses it too")
+        fields = []
+        for f in schema["fields"]:
+            data_type, nullable = avro_type(f["type"], named, seen | {name})
+            fields.append(StructField(f["name"], data_type, nullable))
+        return StructType(fields), False
+    if kind == "array":
+        item, nullable = avro_type(schema["items"], named, seen)
+        return ArrayType(item, containsNull=nullable), False
+    if kind == "map":
+        value, nullable = avro_type(schema["values"], named, seen)
+        return MapType(StringType(), value, valueContainsNull=nullable), False
+    if kind == "union":
+        branches = schema if isinstance(schema, list) else schema["type"]
+        rest = _non_null(branches)
+        with_null = len(rest) < len(branches)
+        if len(rest) == 1:
+            data_type, nullable = avro_type(rest[0], named, seen)
+            return data_type, nullable or with_null
+        kinds = {_kind(_named(b, named)) for b in rest}
+        if len(rest) == 2 and kinds == {"int", "long"}:
+            return LongType(), with_null
+        if len(rest) == 2 and kinds == {"float", "double"}:
+            return DoubleType(), with_null
+        members = [StructField(f"member{i}", avro_type(b, named, seen)[0], True) for i, b in enumerate(rest)]
+        return StructType(members), with_null
+    raise TypingError(f"Avro type {kind!r} has no Spark type")
+
+
+# ---- Avro values -> what Arrow takes for those types (AvroDeserializer) -----------------------------
+
+Convert = Callable[[Any], Any]
+
+
+def identity(x: Any) -> Any:
+    return x
+
+
+def avro_converter(schema: Any, named: dict[str, Any]) -> Convert:
+    """fastavro's object of `schema` (named types in unions as `(name, value)`) to the Python value
+    `pa.array` takes for `avro_type(schema)`."""
+    schema = _named(schema, named)
+    if isinstance(schema, dict) and isinstance(schema.get("type"), (dict, list)):
+        return avro_converter(schema["type"], named)
+    kind = _kind(schema)
+    if kind in ("record", "error"):
+        convs = [(f["name"], c) for f in schema["fields"]
+                 if (c := avro_converter(f["type"], named)) is not identity]
+        if not convs:
+            return identity
+
+        def record(x: dict[str, Any]) -> dict[str, Any]:
+            for name, c in convs:
+                x[name] = c(x[name])
+            return x
+
+        return record
+    if kind == "array":
+        item = avro_converter(schema["items"], named)
+        return identity if item is identity else (lambda xs: [item(v) for v in xs])
+    if kind == "map":
+        value = avro_converter(schema["values"], named)
+        return identity if value is identity else (lambda m: {k: value(v) for k, v in m.items()})
+    if kind == "union":
+        return _union_converter(schema if isinstance(schema, list) else schema["type"], named)
+    return identity
+
+
+def _union_converter(branches: list[Any], named: dict[str, Any]) -> Convert:
+    rest = _non_null(branches)
+    convs = [avro_converter(b, named) for b in rest]
+    kinds = [_kind(_named(b, named)) for b in rest]
+    names = [_named(b, named).get("name") if isinstance(_named(b, named), dict) else None for b in rest]
+    by_name = {n: i for i, n in enumerate(names) if n is not None}
+
+    def branch(x: Any) -> tuple[int, Any]:
+        """Which non-null branch a value took, and the value (a named type's comes as (name, value))."""
+        if type(x) is tuple and len(x) == 2 and x[0] in by_name:
+            return by_name[x[0]], x[1]
+        for i, kind in enumerate(kinds):
+            if _accepts(kind, x):
+                return i, x
+        raise AvroDatumError(f"a union value of Python type {type(x).__name__} matches no branch")
+
+    single = len(rest) == 1 or (len(rest) == 2 and set(kinds) in ({"int", "long"}, {"float", "double"}))
+    if single:
+        def one(x: Any) -> Any:
+            if x is None:
+                return None
+            i, v = branch(x)
+            return convs[i](v)
+
+        return one
+
+    def members(x: Any) -> Any:
+        if x is None:
+            return None
+        i, v = branch(x)
+        return {f"member{i}": convs[i](v)}
+
+    return members
+
+
+_ACCEPTS: dict[str, Callable[[Any], bool]] = {
+    "boolean": lambda x: type(x) is bool,
+    "int": lambda x: type(x) is int or isinstance(x, dt.date),
+    "long": lambda x: type(x) is int or isinstance(x, dt.datetime),
+    "float": lambda x: type(x) is float,
+    "double": lambda x: type(x) is float,
+    "string": lambda x: type(x) is str,
+    "enum": lambda x: type(x) is str,
+    "bytes": lambda x: type(x) is bytes or type(x).__name__ == "Decimal",
+    "fixed": lambda x: type(x) is bytes or type(x).__name__ == "Decimal",
+    "array": lambda x: type(x) is list,
+    "map": lambda x: type(x) is dict,
+    "record": lambda x: type(x) is dict,
+}
+
+
+def _accepts(kind: str, x: Any) -> bool:
+    test = _ACCEPTS.get(kind)
+    return test is not None and test(x)
