@@ -330,3 +330,35 @@ def test_lz4_batches_are_walked_and_bad_frames_handed_back(tmp_path: Path) -> No
     result = views(plog, 0, None, "read_uncommitted", "hide")
     assert result["offsets"] == list(range(12)) and "lz4" in str(result["lines_error"])
     assert_walker_agrees(plog, 0, None, "read_uncommitted", "hide")
+
+
+def test_a_readers_walker_calls_follow_the_size_of_its_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader's 1 MiB read of plain batches is rendered in about one walker call, not four at a fixed
+    256 KiB (each call gives the GIL up and takes it back: with two readers of one mount, a wait for
+    the other one's), and a 4 KiB read renders about 64 KiB, not 256 KiB (a seek costs less)."""
+    from log_writers import write_log_dir
+
+    from kfs.views.decoded import DecodedLog
+
+    write_log_dir(str(tmp_path), 60_000, 1 << 30, per_batch=100, value_size=100)
+    view = DecodedLog(LogDirs([str(tmp_path)]).partition("bench-0")).view(None)
+    size = view.size()
+    assert size > 8 << 20
+    rendered: list[int] = []
+    walk = plain_runs._walk_v2_run
+    assert walk is not None
+
+    def counted(*args: object, **kwargs: object) -> object:
+        got = walk(*args, **kwargs)
+        rendered.append(len(got[5]) if got is not None else 0)
+        return got
+
+    monkeypatch.setattr(plain_runs, "_walk_v2_run", counted)
+    cursor, position, reads = view.cursor(), 0, 0
+    while position < size:
+        position += len(cursor.read(position, 1 << 20, partial=False))
+        reads += 1
+    assert position == size and len(rendered) <= 2 * reads, (len(rendered), reads)  # (a window's end is a call too)
+    rendered.clear()
+    assert len(view.cursor().read(size // 2 // 4096 * 4096, 4096, partial=False)) == 4096
+    assert 0 < sum(rendered) <= plain_runs.MIN_BUDGET + 64 * 1024, rendered  # (at most a batch more)

@@ -25,6 +25,7 @@ from typing import Protocol, TypeAlias
 
 from kfs.storage import CorruptLogError, LogSegment, PartitionLog, VanishedError
 from kfs.views.batch_lines import BatchLines
+from kfs.views.plain_runs import MAX_BUDGET, MIN_BUDGET, RENDER_BUDGET
 from kfs.views.runs import DamagedLog, RunFiles, SegmentRun, same_file
 
 Piece: TypeAlias = "bytes | memoryview"  # a part of a read's reply (a view of a rendered chunk)
@@ -37,7 +38,8 @@ class RunSource(Protocol):
     @property
     def plog(self) -> PartitionLog: ...
 
-    def rendered(self, start: int, end: int, segment: LogSegment | None = None) -> Iterator[BatchLines]: ...
+    def rendered(self, start: int, end: int, segment: LogSegment | None = None,
+                 budget: list[int] | None = None) -> Iterator[BatchLines]: ...
 
     def check_unchanged(self, run: SegmentRun, end: int, entry: int | None = None) -> None: ...
 
@@ -98,6 +100,7 @@ class Cursor:
         self._at = 0  # where in the run the next chunk rendered starts
         # The chunks rendered last, (where each starts in the run, its lines), contiguous up to _at.
         self._kept: list[tuple[int, bytes]] = []
+        self._budget = [RENDER_BUDGET]  # the walker's lines per call, set to what the read in progress needs
         self._last_read = time.monotonic()
         # (the view's RunFiles, the run a read began serving at, what `local` passed over to get there)
         self._skip_hint: tuple[RunFiles, int, int] | None = None
@@ -209,7 +212,7 @@ class Cursor:
             position, offset = run.positions[entry], run.offsets[entry]
             log.check_unchanged(run, end, entry)  # (its probe: the header of the batch rendered next)
             self._run, self._end = run, end
-            self._chunks = log.rendered(offset, end, run.segment)
+            self._chunks = log.rendered(offset, end, run.segment, self._budget)
             self._kept, self._at = [], position
         else:
             log.check_unchanged(run, end)  # one fstat a read: a file rewritten under a reader is never served
@@ -228,6 +231,7 @@ class Cursor:
         offsets: list[int] = []
         exhausted = True
         try:
+            self._budget[0] = _budget(local + wanted - served - position)
             for chunk in self._chunks:  # BatchLines: the starts are only made at the frontier
                 data = chunk.data
                 chunk_end = position + len(data)
@@ -254,6 +258,7 @@ class Cursor:
                 if served >= wanted:
                     exhausted = False
                     break
+                self._budget[0] = _budget(local + wanted - served - position)
         except Exception as e:
             if frontier and positions:  # what was rendered before the error is mapped correctly
                 run.commit(positions, offsets, position, False, end)
@@ -290,3 +295,8 @@ class Cursor:
             if served >= wanted:
                 break
         return served
+
+
+def _budget(needed: int) -> int:
+    """The walker's lines per call for a read that needs `needed` more bytes from where it renders."""
+    return min(MAX_BUDGET, max(MIN_BUDGET, needed))

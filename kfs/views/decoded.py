@@ -244,14 +244,16 @@ class DecodedLog:
                 "decode": self.decode if self.decoder is not None else "plain", "aborted": aborted,
                 "registry": self.registry_digest, "code": code_fingerprint()}
 
-    def rendered(self, start: int, end: int, segment: LogSegment | None = None) -> Iterator[BatchLines]:
+    def rendered(self, start: int, end: int, segment: LogSegment | None = None,
+                 budget: list[int] | None = None) -> Iterator[BatchLines]:
         """The JSON lines a batch at a time (BatchLines) from `start` to `end` (kfs.views.batch_lines:
         from the batches' bytes, without the GIL, where it can); `segment`: from that segment object's
         file only (a run's own, see `counted`)."""
         if start >= end and segment is None:  # (a run's own segment is walked even then: see counted)
             return
         yield from line_lists(self.plog, start, end, isolation=self.isolation, control=self.control,
-                              prefix=self.prefix, render=self.render, fused=self.countable, own_segment=segment)
+                              prefix=self.prefix, render=self.render, fused=self.countable, own_segment=segment,
+                              budget=budget)
 
     def counted(self, start: int, end: int, segment: LogSegment | None = None) -> Iterator:
         """The lines' lengths per batch; `segment`: a run's own segment object. A run is counted and

@@ -43,7 +43,8 @@ from kfs.storage.partition_reads import SelectedTaker
 
 _walk_v2_run = native.walk_v2_run
 NO_END = (1 << 63) - 1
-RENDER_BUDGET = 256 * 1024  # lines per call when rendering: one FUSE read's worth
+RENDER_BUDGET = 256 * 1024  # lines per call when rendering, unless the caller's budget says
+MIN_BUDGET, MAX_BUDGET = 64 * 1024, 1 << 20  # a reader's budget: what its read still needs, within these
 
 
 def available() -> bool:
@@ -57,10 +58,13 @@ def _int64s(segment: LogSegment, previous_last: int | None) -> bool:
 
 
 def line_taker(prefix: str, end: int | None, read_committed: bool,
-               kcat: tuple[bytes, bytes] | None = None) -> SelectedTaker:
+               kcat: tuple[bytes, bytes] | None = None, budget: list[int] | None = None) -> SelectedTaker:
     """A taker rendering each plain batch's lines of [first, end): PlainRun.taken is (marks, data)
     as render_v2_jsonl's lines mode gives them. `kcat`: (program, null) of kfs.views.kcat_format, the
-    records as kcat -f or -J prints them instead of JSON lines (render_kcat.c)."""
+    records as kcat -f or -J prints them instead of JSON lines (render_kcat.c). `budget`: a cell whose
+    value is the lines each call makes (at least a batch's), which its owner sets between calls: a
+    reader's cursor, to what its read still needs (one call per 1 MiB read, not four: each call gives
+    the GIL up and takes it back, a wait when another reader holds it)."""
     stop = NO_END if end is None else max(min(end, NO_END), -NO_END)
     program, null = kcat if kcat is not None else (None, b"")
     walk = _walk_v2_run
@@ -71,8 +75,8 @@ def line_taker(prefix: str, end: int | None, read_committed: bool,
         if not _int64s(segment, previous_last):
             return None
         got = walk(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),
-                   max(min(first, NO_END), -NO_END), stop, prefix, read_committed, False, RENDER_BUDGET,
-                   kcat=program, null=null)
+                   max(min(first, NO_END), -NO_END), stop, prefix, read_committed, False,
+                   RENDER_BUDGET if budget is None else budget[0], kcat=program, null=null)
         if got is None:
             return None
         used, base_offset, last_offset, records, marks, data = got
