@@ -19,7 +19,14 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from kfs._native.registry import render_avro
+from kfs.record import Record
 from kfs.registry.avro import AvroDatumError, AvroRenderer
+from kfs.registry.decode import Registry
+from kfs.registry.lines import FramedLines
+from kfs.registry.state import RegistryState
+from kfs.storage.errors import CorruptLogError
+from kfs.storage.record_stream import ControlRecord, CorruptBatch
+from kfs.views.jsonl import line_prefix, render_line, render_line_list, render_lines
 
 pytestmark = pytest.mark.skipif(render_avro is None, reason="the compiled extension is not built")
 
@@ -285,3 +292,63 @@ def test_errors_are_the_python_paths_sentences() -> None:
         with pytest.raises(AvroDatumError) as e:
             renderer.render(datum)
         assert str(e.value) == sentence
+
+
+def _registry_record(state: RegistryState, subject: str, version: int, schema_id: int, schema: Any) -> None:
+    """A `_schemas` record as Confluent's registry writes it, applied to `state`."""
+    key = {"keytype": "SCHEMA", "subject": subject, "version": version, "magic": 1}
+    value = {"subject": subject, "version": version, "id": schema_id, "schema": json.dumps(schema)}
+    state.apply(json.dumps(key).encode(), json.dumps(value).encode())
+
+
+def _framed(schema_id: int, schema: Any, value: Any) -> bytes:
+    out = io.BytesIO()
+    schemaless_writer(out, parse_schema(schema), value)
+    return b"\0" + schema_id.to_bytes(4, "big") + out.getvalue()
+
+
+def test_compiled_lines_equal_the_decoders_lines() -> None:
+    """render_jsonl with a FramedLines decoder's table (kfs cat, the mount's files) gives every line exactly
+    as render_line with that decoder: values rendered in C, ids it meets first, other schemas' and kinds'
+    values, declined datums, errors, headers, framed keys, control and damaged-batch records."""
+
+    order = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+        {"name": "id", "type": "long"}, {"name": "note", "type": ["null", "string"]},
+        {"name": "price", "type": "float"}, {"name": "tags", "type": {"type": "map", "values": "int"}}]}
+    other = {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN"]}
+    state = RegistryState()
+    _registry_record(state, "tópico-value", 1, 7, order)  # (a subject that is not ASCII: the tail's UTF-8)
+    _registry_record(state, "tópico-value", 2, 8, other)
+    _registry_record(state, "json-value", 1, 9, {"type": "object"})
+    state.apply(json.dumps({"keytype": "SCHEMA", "subject": "j", "version": 1, "magic": 1}).encode(),
+                json.dumps({"subject": "j", "version": 1, "id": 10, "schemaType": "JSON",
+                            "schema": "{}"}).encode())
+    decoder = FramedLines(Registry(state), "tópico")
+    assert decoder.avro_table is not None
+    good = _framed(7, order, {"id": 5, "note": "é\n", "price": 0.1, "tags": {"a": 1}})
+    values: list[bytes | None] = [
+        good, _framed(8, other, "GREEN"), good, _framed(7, order, {"id": -1, "note": None, "price": 2.5, "tags": {}}),
+        b"\0\0\0\0\x07" + good[5:] + b"\0",  # 1 byte left after the datum: the Python path's sentence
+        good[:-3],  # ends early
+        b"\0\0\0\0\x07\x02\x02" + b"\x80" * 20,  # a varint past 64 bits
+        _framed(7, order, {"id": 1, "note": None, "price": 1.0, "tags": {"a": 1}})[:-3] + b"\x04\x02a\x02\x02a\x04\x00",
+        b"\0\0\0\0\x63\x00", b"\0\0\0\0\0\x02", b"\0\0\0", b'{"json": 1}', None, b"",
+        b"\0\0\0\0\x0a" + b'{"a": [1, 2]}', b"\x01" + bytes(16) + b"\x02",
+    ]
+    records: list[Record] = []
+    for i, value in enumerate(values):
+        for key, headers in [(b"k", []), (None, []), (b"\0\0\0\0\x07\x02", []), (b"\0\0\0\0\0\0\0\x01", []),
+                             (b"k", [("h", b"v")]), (b"k", [("__value_schema_id", b"\0\0\0\0\x07")])]:
+            records.append(Record(100 * i + len(records), 1_700_000_000_000, "CreateTime", key, value, headers))
+    records.append(ControlRecord(Record(9000, 1, "CreateTime", b"\0\0\0\0\x00", b"\0\0\0\0\x00\x00", []),
+                                 "COMMIT", 12, 0))
+    records.append(CorruptBatch(CorruptLogError("/x/00.log", 4, "damaged"), 9001))
+    prefix = line_prefix("tópico", 0)
+    expected = [render_line(prefix, r, decoder).encode("utf-8") for r in records]
+    fresh = FramedLines(Registry(state), "tópico")  # (its table fills during the call)
+    assert render_line_list(prefix, records, fresh) == expected
+    assert render_line_list(prefix, records, decoder) == expected
+    assert render_lines(prefix, records, decoder) == b"".join(expected)
+    assert b'"value": {"id": 5, "note": {"string": "\\u00e9\\n"}' not in b"".join(expected)  # (not ASCII-escaped)
+    assert '"value": {"id": 5, "note": {"string": "é\\n"}, "price": 0.1, "tags": {"a": 1}}'.encode() in expected[0]
+    assert b'"value_decode_error": "schema id 7: 1 bytes are left after the datum"' in b"".join(expected)

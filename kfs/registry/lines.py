@@ -32,8 +32,11 @@ class FramedLines:
         self.digest = registry.digest()
         self.key_subject = topic + "-key"
         self.value_subject = topic + "-value"
-        # A value's 4 id bytes -> (compiled program, its line tail), or False: the ids the registry holds
+        # A value's 4 id bytes -> (compiled program, its line tail), or False: the ids the registry holds.
+        # kfs.views.jsonl hands it to the compiled line renderer (render_jsonl's `avro`), which renders
+        # those records' lines whole in C and leaves the others (and ids not seen yet) to this decoder.
         self._fast: dict[bytes, tuple[object, str] | bool] = {}
+        self.avro_table = self._fast if render_avro is not None else None
 
     def __call__(self, record: Any) -> tuple[str | None, str | None, str | None, str | None]:
         value = record.value

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from kfs._native import views as native
 from kfs.internal_topics.lines import LineDecoder
@@ -85,9 +85,22 @@ def render_line(prefix: str, record: Record, decoder: LineDecoder | None = None)
     return line + "}\n"
 
 
+def _avro_table(decoder: LineDecoder) -> dict[bytes, tuple[object, str] | bool] | None:
+    """A schema-registry decoder's table for the compiled renderer (kfs.registry.lines.FramedLines):
+    with it, render_jsonl renders the lines of values framed by an Avro schema's id in C."""
+    return getattr(decoder, "avro_table", None) if _render_jsonl is not None else None
+
+
+def _decoding(decoder: LineDecoder) -> Callable[[str, Record], str]:
+    return lambda prefix, record: render_line(prefix, record, decoder)
+
+
 def render_lines(prefix: str, records: Iterable[Record], decoder: LineDecoder | None = None) -> bytes:
     """`render_line(prefix, record)` of every record, as UTF-8, concatenated; compiled when built."""
     if decoder is not None:
+        table = _avro_table(decoder)
+        if table is not None and _render_jsonl is not None:
+            return _render_jsonl(prefix, records, _decoding(decoder), avro=table)
         return "".join([render_line(prefix, record, decoder) for record in records]).encode("utf-8")
     if _render_jsonl is not None:
         return _render_jsonl(prefix, records, render_line)
@@ -97,6 +110,9 @@ def render_lines(prefix: str, records: Iterable[Record], decoder: LineDecoder | 
 def render_line_list(prefix: str, records: list[Record], decoder: LineDecoder | None = None) -> list[bytes]:
     """`render_line(prefix, record)` of each record, as UTF-8 bytes, one per record; compiled when built."""
     if decoder is not None:
+        table = _avro_table(decoder)
+        if table is not None and _render_jsonl is not None:
+            return _render_jsonl(prefix, records, _decoding(decoder), lines=True, avro=table)
         return [render_line(prefix, record, decoder).encode("utf-8") for record in records]
     if _render_jsonl is not None:
         return _render_jsonl(prefix, records, render_line, lines=True)

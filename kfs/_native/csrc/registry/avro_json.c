@@ -562,9 +562,37 @@ kfs_avro_program(PyObject *module, PyObject *arg)
     return capsule;
 }
 
-/* The output buffer, kept between calls (the GIL is held throughout): most datums fit the first one. */
+/* The output buffer, kept between calls (the GIL is held throughout, and nothing in a rendering runs
+ * Python code): most datums fit the first one. One larger than 1 MiB is let go at the next call. */
 static char *kept_buf;
 static size_t kept_cap;
+
+int
+kfs_avro_render(PyObject *capsule, const uint8_t *p, Py_ssize_t n, const char **text, size_t *len, int *nonascii)
+{
+    const program *P = PyCapsule_GetPointer(capsule, "kfs.avro_program");
+    if (P == NULL)
+        return -1;
+    if (kept_cap > ((size_t)1 << 20)) {
+        PyMem_Free(kept_buf);
+        kept_buf = NULL;
+        kept_cap = 0;
+    }
+    state s = {.p = p, .end = p + n, .buf = kept_buf, .cap = kept_cap, .nonascii = P->pool_nonascii};
+    const int rc = render(P, P->w[0], &s, 0);
+    kept_buf = s.buf;
+    kept_cap = s.cap;
+    if (s.nomem) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (rc != OK || s.p != s.end)
+        return 0;
+    *text = s.buf;
+    *len = s.len;
+    *nonascii = s.nonascii;
+    return 1;
+}
 
 KFS_DOC(kfs_render_avro_doc,
 "render_avro(program, data, start=0) -> str | None\n"
@@ -577,12 +605,9 @@ PyObject *
 kfs_render_avro(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 2 && nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "render_avro(program, datum, start=0) takes 2 or 3 arguments");
+        PyErr_SetString(PyExc_TypeError, "render_avro(program, data, start=0) takes 2 or 3 arguments");
         return NULL;
     }
-    const program *P = PyCapsule_GetPointer(args[0], "kfs.avro_program");
-    if (P == NULL)
-        return NULL;
     Py_ssize_t start = 0;
     if (nargs == 3 && (start = PyLong_AsSsize_t(args[2])) == -1 && PyErr_Occurred())
         return NULL;
@@ -594,35 +619,19 @@ kfs_render_avro(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "render_avro: start is outside the datum");
         return NULL;
     }
-    state s = {.p = (const uint8_t *)view.buf + start, .end = (const uint8_t *)view.buf + view.len, .buf = kept_buf, .cap = kept_cap,
-               .nonascii = P->pool_nonascii};
-    kept_buf = NULL; /* (ours while rendering) */
-    kept_cap = 0;
-    const int rc = render(P, P->w[0], &s, 0);
-    const int whole = rc == OK && s.p == s.end;
+    const char *text;
+    size_t len;
+    int nonascii;
+    const int rc = kfs_avro_render(args[0], (const uint8_t *)view.buf + start, view.len - start, &text, &len, &nonascii);
     PyBuffer_Release(&view);
-    PyObject *result = NULL;
-    if (s.nomem)
-        PyErr_NoMemory();
-    else if (!whole)
-        result = Py_NewRef(Py_None);
-    else if (!s.nonascii) {
-        result = PyUnicode_New((Py_ssize_t)s.len, 127);
-        if (result != NULL)
-            memcpy(PyUnicode_DATA(result), s.buf, s.len);
-    }
-    else
-        result = PyUnicode_DecodeUTF8(s.buf, (Py_ssize_t)s.len, "strict");
-    if (s.cap > ((size_t)1 << 20)) { /* a datum rendered large: its buffer is not kept */
-        PyMem_Free(s.buf);
-        s.buf = NULL;
-        s.cap = 0;
-    }
-    if (kept_buf == NULL) {
-        kept_buf = s.buf;
-        kept_cap = s.cap;
-    }
-    else
-        PyMem_Free(s.buf);
+    if (rc < 0)
+        return NULL;
+    if (rc == 0)
+        Py_RETURN_NONE;
+    if (nonascii)
+        return PyUnicode_DecodeUTF8(text, (Py_ssize_t)len, "strict");
+    PyObject *result = PyUnicode_New((Py_ssize_t)len, 127);
+    if (result != NULL)
+        memcpy(PyUnicode_DATA(result), text, len);
     return result;
 }

@@ -35,4 +35,10 @@ enum {
     AVRO_UNION,
 };
 
+/* The JSON text of the Avro datum p[0:n] by a program (a capsule avro_program made): 1 with the text at
+ * *text (*len bytes of UTF-8, *nonascii when any is >= 0x80; valid until the next call), 0 where the
+ * Python path must answer, -1 with an exception set. The GIL is held. */
+KFS_HIDDEN int kfs_avro_render(PyObject *program, const uint8_t *p, Py_ssize_t n, const char **text, size_t *len,
+                               int *nonascii);
+
 #endif /* KFS_AVRO_JSON_H */

@@ -3,6 +3,7 @@
  * to the Python renderer, called back as `fallback`. */
 
 #include "json_text.h"
+#include "../registry/avro_json.h"
 
 /* A growing output buffer. */
 typedef struct {
@@ -176,12 +177,62 @@ as_int64(PyObject *obj, int64_t *v)
 /* A key, value or header value the fast path renders itself: bytes or None. */
 #define BYTES_OR_NONE(obj) ((obj) == Py_None || PyBytes_Check(obj))
 
+/* kfs.registry.lines.framed: byte 0 and a 4-byte id other than 0, or byte 1 and a 16-byte GUID. */
+static inline int
+framed_payload(PyObject *b)
+{
+    const uint8_t *s = (const uint8_t *)PyBytes_AS_STRING(b);
+    const Py_ssize_t n = PyBytes_GET_SIZE(b);
+    return (n >= 5 && s[0] == 0 && (s[1] | s[2] | s[3] | s[4]) != 0) || (n >= 17 && s[0] == 1);
+}
+
+/* The schema-registry step (kfs.registry.lines.FramedLines, render_jsonl's `avro`): its table maps a
+ * value's 4 id bytes to (a compiled Avro program, the line's tail: `, "value_schema": {...}`), or to
+ * False; the entry of the last id looked up is kept, with a reference (a fallback may change the table). */
+typedef struct {
+    PyObject *table;  /* dict, or NULL: no step */
+    uint8_t id[4];
+    PyObject *entry;  /* (program, tail) for id, or NULL */
+} avro_step;
+
+/* The decoded value of r for the step: 1 with its JSON text (*text, *len), 0 when the Python decoder
+ * must render r (no table, a value not framed by an id the table holds, a header, a framed key, a
+ * datum the compiled renderer declines), -1 on error. *tail: the entry's tail (borrowed). */
+static int
+avro_value(avro_step *step, PyObject *key, PyObject *value, Py_ssize_t n_headers, const char **text, size_t *len,
+           PyObject **tail)
+{
+    if (step->table == NULL || value == Py_None || n_headers != 0 || (key != Py_None && framed_payload(key)))
+        return 0;
+    const uint8_t *v = (const uint8_t *)PyBytes_AS_STRING(value);
+    const Py_ssize_t n = PyBytes_GET_SIZE(value);
+    if (n < 5 || v[0] != 0)
+        return 0;
+    if (step->entry == NULL || memcmp(step->id, v + 1, 4) != 0) {
+        PyObject *id = PyBytes_FromStringAndSize((const char *)v + 1, 4);
+        if (id == NULL)
+            return -1;
+        PyObject *entry = PyDict_GetItemWithError(step->table, id);
+        Py_DECREF(id);
+        if (entry == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(entry, 1)))
+            return 0;
+        Py_XSETREF(step->entry, Py_NewRef(entry));
+        memcpy(step->id, v + 1, 4);
+    }
+    int nonascii;
+    const int rc = kfs_avro_render(PyTuple_GET_ITEM(step->entry, 0), v + 5, n - 5, text, len, &nonascii);
+    *tail = PyTuple_GET_ITEM(step->entry, 1);
+    return rc;
+}
+
 /* render_line(prefix, record) for a plain Record whose fields have the types the decoder gives them.
  * Returns 0 when written, -1 on error, 1 (nothing written) when the Python renderer must do it:
  * a subclass (ControlRecord adds fields), an unset slot, an int beyond int64, a str that is not
- * UTF-8-encodable, anything unusual. */
+ * UTF-8-encodable, anything unusual; with the schema-registry step, a record it does not render. */
 static int
-put_record(const kfs_state *st, outbuf *o, const char *prefix, Py_ssize_t prefix_len, PyObject *r)
+put_record(const kfs_state *st, outbuf *o, const char *prefix, Py_ssize_t prefix_len, PyObject *r, avro_step *step)
 {
     int64_t offset, timestamp;
     if (!Py_IS_TYPE(r, st->record_type))
@@ -200,6 +251,15 @@ put_record(const kfs_state *st, outbuf *o, const char *prefix, Py_ssize_t prefix
         if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0)) ||
             !BYTES_OR_NONE(PyTuple_GET_ITEM(pair, 1)))
             return 1;
+    }
+
+    const char *avro_text = NULL;
+    size_t avro_len = 0;
+    PyObject *avro_tail = NULL;
+    if (step->table != NULL) {
+        const int rendered = avro_value(step, key, value, n_headers, &avro_text, &avro_len, &avro_tail);
+        if (rendered <= 0)
+            return rendered < 0 ? -1 : 1;
     }
 
     const Py_ssize_t mark = o->len;
@@ -221,6 +281,18 @@ put_record(const kfs_state *st, outbuf *o, const char *prefix, Py_ssize_t prefix
     if (ob_reserve(o, 11) < 0)
         goto error;
     OB_PUT_LITERAL(o, ", \"value\": ");
+    if (avro_text != NULL) { /* (no header then: the tail follows the empty list) */
+        if (ob_reserve(o, (Py_ssize_t)avro_len + 16) < 0)
+            goto error;
+        ob_put(o, avro_text, (Py_ssize_t)avro_len);
+        OB_PUT_LITERAL(o, ", \"headers\": []");
+        if ((rc = put_str(o, avro_tail, 0)) != 0)
+            goto undo;
+        if (ob_reserve(o, 2) < 0)
+            goto error;
+        OB_PUT_LITERAL(o, "}\n");
+        return 0;
+    }
     if (put_bytes(o, value) < 0)
         goto error;
     if (ob_reserve(o, 14) < 0)
@@ -281,25 +353,32 @@ put_fallback(outbuf *o, PyObject *fallback, PyObject *prefix, PyObject *r)
 }
 
 KFS_DOC(kfs_render_jsonl_doc,
-"render_jsonl(prefix, records, fallback, lines=False) -> bytes | list[bytes]\n"
+"render_jsonl(prefix, records, fallback, lines=False, avro=None) -> bytes | list[bytes]\n"
 "\n"
 "For each record, the UTF-8 of jsonl.render_line(prefix, record); fallback(prefix, record) -> str\n"
 "renders the records the fast path leaves to Python (control records and anything unusual).\n"
-"Concatenated, or with lines=True one bytes per record.");
+"Concatenated, or with lines=True one bytes per record. avro: the table of a schema-registry decoder\n"
+"(kfs.registry.lines.FramedLines.avro_table): each record is then render_line(prefix, record, that\n"
+"decoder), the records whose values the compiled Avro renderer renders in C, the others by fallback.");
 
 PyObject *
 kfs_render_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"prefix", "records", "fallback", "lines", NULL};
-    PyObject *prefix, *records, *fallback;
+    static char *kwlist[] = {"prefix", "records", "fallback", "lines", "avro", NULL};
+    PyObject *prefix, *records, *fallback, *avro = Py_None;
     int lines = 0;
 
     kfs_state *st = kfs_ready_state(module);
     if (st == NULL)
         return NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOO|p:render_jsonl", kwlist, &prefix, &records, &fallback,
-                                     &lines))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOO|pO:render_jsonl", kwlist, &prefix, &records, &fallback,
+                                     &lines, &avro))
         return NULL;
+    if (avro != Py_None && !PyDict_CheckExact(avro)) {
+        PyErr_SetString(PyExc_TypeError, "render_jsonl: avro must be a dict or None");
+        return NULL;
+    }
+    avro_step step = {avro == Py_None ? NULL : avro, {0}, NULL};
 
     outbuf o = {NULL, 0, 0}, pre = {NULL, 0, 0};
     PyObject *seq = NULL, *result = NULL, *out_lines = NULL;
@@ -322,7 +401,7 @@ kfs_render_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
         PyObject *r = PySequence_Fast_GET_ITEM(seq, i);
         Py_INCREF(r);
         Py_ssize_t line_start = o.len;
-        int rc = prefix_ok ? put_record(st, &o, pre.buf, pre.len, r) : 1;
+        int rc = prefix_ok ? put_record(st, &o, pre.buf, pre.len, r, &step) : 1;
         if (rc == 1)
             rc = put_fallback(&o, fallback, prefix, r);
         Py_DECREF(r);
@@ -347,6 +426,7 @@ kfs_render_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
         result = PyBytes_FromStringAndSize(o.buf, o.len);
 
 done:
+    Py_XDECREF(step.entry);
     Py_XDECREF(out_lines);
     Py_XDECREF(seq);
     PyMem_Free(o.buf);
