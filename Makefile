@@ -1,5 +1,5 @@
 # The two commands of the README (and the benchmarks).
-.PHONY: demo test install-test bench bench-deps soak
+.PHONY: demo test install-test bench bench-deps soak spark-cluster test-spark-cluster bench-spark
 
 demo:
 	bash kfs/demo/demo.sh
@@ -40,3 +40,19 @@ bench: bench-deps
 # readers read through a mount; needs /dev/fuse and the test extra.
 soak:
 	cd tests && python3 -m soak.soak --minutes 10
+
+# A Spark standalone Master and Worker from the pip-installed PySpark, on 127.0.0.1:7077 (docs/spark.md),
+# in the foreground: Ctrl-C stops both. Then: kfs spark grep --master spark://127.0.0.1:7077 ...
+SPARK_HOME_PIP = $(shell python3 -c "import os, pyspark; print(os.path.dirname(pyspark.__file__))")
+spark-cluster:
+	SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$$(command -v python3) bash -c 'trap "kill 0" EXIT; \
+	  $(SPARK_HOME_PIP)/bin/spark-class org.apache.spark.deploy.master.Master --host 127.0.0.1 --port 7077 --webui-port 8080 & \
+	  $(SPARK_HOME_PIP)/bin/spark-class org.apache.spark.deploy.worker.Worker --host 127.0.0.1 --cores 2 --memory 3g \
+	    --work-dir /tmp/kfs-spark-work spark://127.0.0.1:7077 & wait'
+
+# The source and jobs on a real standalone cluster the tests start and stop; the Spark comparison benchmark.
+test-spark-cluster: install-test
+	python3 -m pytest -q tests/test_spark_cluster.py tests/test_spark_tasks.py
+
+bench-spark:
+	python3 -m benchmarks.bench_spark

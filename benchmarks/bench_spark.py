@@ -1,6 +1,10 @@
 """How fast the Spark source reads, and how it scales: `local[1]` vs `local[2]` vs one process.
 
-    python -m benchmarks.bench_spark [--records 1500000] [--dir /tmp/kfs-bench-spark]
+    python -m benchmarks.bench_spark [OPTIONS]      issue 26's comparison (benchmarks/spark_compare.py):
+                                                    kfs vs JSON lines vs Parquet, local[1|2], a cluster
+    python -m benchmarks.bench_spark --one-partition [--records 1500000] [--dir /tmp/kfs-bench-spark]
+
+With `--one-partition`, the scaling of one big partition:
 
 Builds (once, then reuses) a log dir with one big partition, the case splitting at index entries
 exists for: a handful of distinct v2 batches written by kafka-python's builder, replicated with
@@ -56,8 +60,10 @@ def bench_tasks_without_spark(path: str) -> tuple[int, float]:
     return count, time.perf_counter() - started
 
 
-def _cpu_seconds_by_process() -> dict[str, float]:
-    """CPU seconds of this process's descendants (the JVM, its Python workers) by name; Linux only."""
+def _cpu_seconds_by_process(roots: tuple[int, ...] = ()) -> dict[str, float]:
+    """CPU seconds of this process's descendants (the JVM, its Python workers), and of `roots`'
+    (a Spark Worker's: its executors), by name; Linux only. A process's own time and its reaped
+    children's (PySpark's daemon forks a worker per task slot; one that exited counts there)."""
     stats: dict[int, tuple[int, str, int]] = {}
     try:
         pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
@@ -71,18 +77,18 @@ def _cpu_seconds_by_process() -> dict[str, float]:
             continue
         name = text[text.index("(") + 1:text.rindex(")")]
         fields = text[text.rindex(")") + 2:].split()
-        stats[pid] = (int(fields[1]), name, int(fields[11]) + int(fields[12]))
+        stats[pid] = (int(fields[1]), name, sum(int(x) for x in fields[11:15]))  # utime stime cutime cstime
     children: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
     totals: dict[str, float] = {}
-    todo = list(children.get(os.getpid(), []))
+    todo = [*((p, "") for p in children.get(os.getpid(), [])), *((r, "worker's ") for r in roots if r in stats)]
     while todo:
-        pid = todo.pop()
+        pid, where = todo.pop()
         _, name, ticks = stats[pid]
-        key = "jvm" if name == "java" else "python workers" if name.startswith("python") else name
+        key = where + ("jvm" if name == "java" else "python workers" if name.startswith("python") else name)
         totals[key] = totals.get(key, 0.0) + ticks / os.sysconf("SC_CLK_TCK")
-        todo.extend(children.get(pid, []))
+        todo.extend((child, where) for child in children.get(pid, []))
     return totals
 
 
@@ -119,7 +125,13 @@ def bench_spark(path: str, master: str, repeat: int, options: dict[str, str]
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--one-partition" not in argv:
+        from benchmarks import spark_compare
+
+        return spark_compare.main(argv)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--one-partition", action="store_true", help="the scaling of one big partition")
     p.add_argument("--records", type=int, default=1_500_000)
     p.add_argument("--dir", default="/tmp/kfs-bench-spark")
     p.add_argument("--segment-mib", type=int, default=128)

@@ -1,0 +1,224 @@
+"""kfs's Spark source against the same records as JSON lines and as Parquet, and across masters.
+
+    python -m benchmarks.bench_spark [--records 5600000] [--partitions 4] [--keep DIR]
+
+Writes (benchmarks/spark_data.py) about 1.1 GB of log, ~5.6 M records of one topic in 4 partitions
+with registry-framed Avro values, the same records as JSON lines, and kfs's own Parquet export
+of the log (`kfs.spark.jobs.export`), all under a fresh directory in /tmp, deleted at the end.
+Then times, each the best of `--repeat` runs after a warm-up run (Python workers started, pages
+cached), every answer checked against the others (a fast wrong answer is no answer):
+
+- on `local[2]`: `groupBy("topic").count()` over `format("kfs")` (as a user gets it: decoded
+  columns with the registry there; and with `decode=raw`), over `spark.read.json` (schema given,
+  so no inference pass) and over `spark.read.parquet` of the export; a `sum` of the decoded
+  `amount` field the same three ways (kfs: `subscribe=orders`, typed `value_decoded`);
+- the kfs count on `local[1]`, and on a standalone cluster (one Master, one Worker of 2 cores,
+  tests/spark_cluster.py) with the same query.
+
+Prints each time, the CPU seconds of this process's JVM and Python workers in the best run (the
+cluster's executors are the Worker's children, not counted), and the ratios of issue 26.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks import spark_data
+from benchmarks.bench_spark import _cpu_seconds_by_process
+
+JSON_SCHEMA = ("topic STRING, partition INT, offset BIGINT, timestamp BIGINT, timestampType INT, key STRING, "
+               "value STRUCT<n: BIGINT, user: STRING, amount: BIGINT, note: STRING>")
+SESSION_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.executor.heartbeatInterval": "600s",
+    "spark.network.timeout": "1200s",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.python.filterPushdown.enabled": "true",
+    "spark.driver.memory": "2g",
+}
+
+Query = Callable[[Any, "Paths"], Any]
+
+
+class Paths:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.logdir = str(root / "logdir")
+        self.json = str(root / "records.jsonl")
+        self.parquet = str(root / "parquet")
+
+
+def _counts(df: Any) -> dict[str, int]:
+    return {r[0]: r[1] for r in df.groupBy("topic").count().collect()}
+
+
+def _sum(df: Any, column: str) -> int:
+    from pyspark.sql import functions as F
+
+    return int(df.agg(F.sum(column)).collect()[0][0])
+
+
+def _kfs(spark: Any, p: Paths, **options: str) -> Any:
+    return spark.read.format("kfs").options(**options).load(p.logdir)
+
+
+QUERIES: dict[str, Query] = {
+    "kfs count": lambda s, p: _counts(_kfs(s, p)),
+    "kfs count, decode=raw": lambda s, p: _counts(_kfs(s, p, decode="raw")),
+    "json count": lambda s, p: _counts(s.read.schema(JSON_SCHEMA).json(p.json)),
+    "parquet count": lambda s, p: _counts(s.read.parquet(p.parquet)),
+    "kfs sum": lambda s, p: _sum(_kfs(s, p, subscribe=spark_data.TOPIC), "value_decoded.amount"),
+    "json sum": lambda s, p: _sum(s.read.schema(JSON_SCHEMA).json(p.json), "value.amount"),
+    "parquet sum": lambda s, p: _sum(s.read.option("basePath", p.parquet)
+                                     .parquet(f"{p.parquet}/topic={spark_data.TOPIC}"), "value_decoded.amount"),
+}
+
+
+def session(master: str, **conf: str) -> Any:
+    from pyspark.sql import SparkSession
+
+    import kfs.spark
+
+    builder = SparkSession.builder.master(master).appName(f"kfs bench {master}")
+    for key, value in {**SESSION_CONF, **conf}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    kfs.spark.register(spark)
+    return spark
+
+
+def timed(spark: Any, paths: Paths, name: str, repeat: int, roots: tuple[int, ...] = ()
+          ) -> tuple[float, Any, dict[str, float]]:
+    """(best seconds, the answer, CPU seconds by process in the best run) of one query."""
+    answer = QUERIES[name](spark, paths)  # warm-up
+    best, cpu = float("inf"), {}
+    for _ in range(repeat):
+        before = _cpu_seconds_by_process(roots)
+        started = time.perf_counter()
+        again = QUERIES[name](spark, paths)
+        seconds = time.perf_counter() - started
+        if again != answer:
+            raise SystemExit(f"{name}: {again} after {answer}")
+        if seconds < best:
+            after = _cpu_seconds_by_process(roots)
+            best, cpu = seconds, {k: v - before.get(k, 0.0) for k, v in after.items()}
+    return best, answer, cpu
+
+
+def run_on(master: str, names: list[str], paths: Paths, repeat: int, results: dict[str, Any],
+           roots: tuple[int, ...] = (), **conf: str) -> None:
+    spark = session(master, **conf)
+    try:
+        for name in names:
+            seconds, answer, cpu = timed(spark, paths, name, repeat, roots)
+            results[f"{name} @ {master if master.startswith('local') else 'cluster'}"] = (seconds, answer)
+            spent = ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items()) if v >= 0.05)
+            print(f"{name:<24} {master:<24} {seconds:7.2f} s   CPU s: {spent}   answer {answer}", flush=True)
+    finally:
+        spark.stop()
+
+
+def check_answers(results: dict[str, Any], records: int) -> None:
+    """Every count and every sum agree (kfs also counts the registry's one `_schemas` record)."""
+    counts = {k: v[1] for k, v in results.items() if " count" in k}
+    sums = {k: v[1] for k, v in results.items() if " sum" in k}
+    for key, answer in counts.items():
+        want = {spark_data.TOPIC: records} | ({} if key.startswith("json") else {"_schemas": 1})
+        if answer != want:
+            raise SystemExit(f"{key}: {answer}, expected {want}")
+    if len(set(sums.values())) != 1:
+        raise SystemExit(f"the sums differ: {sums}")
+
+
+def ratios(results: dict[str, Any]) -> list[str]:
+    t = {k: v[0] for k, v in results.items()}
+    lines = []
+
+    def line(label: str, value: float, target: str) -> None:
+        lines.append(f"{label:<58} {value:5.2f}x   (target {target})")
+
+    line("kfs count vs spark.read.json (json s / kfs s), local[2]",
+         t["json count @ local[2]"] / t["kfs count @ local[2]"], ">= 1.0x")
+    line("  the same, decode=raw", t["json count @ local[2]"] / t["kfs count, decode=raw @ local[2]"], ">= 1.0x")
+    line("kfs count vs parquet (kfs s / parquet s), local[2]",
+         t["kfs count @ local[2]"] / t["parquet count @ local[2]"], "<= 3x")
+    line("  the same, decode=raw", t["kfs count, decode=raw @ local[2]"] / t["parquet count @ local[2]"], "<= 3x")
+    line("kfs sum vs spark.read.json (json s / kfs s)", t["json sum @ local[2]"] / t["kfs sum @ local[2]"], ">= 1.0x")
+    line("kfs sum vs parquet (kfs s / parquet s)", t["kfs sum @ local[2]"] / t["parquet sum @ local[2]"], "<= 3x")
+    line("local[2] vs local[1], kfs count (local[1] s / local[2] s)",
+         t["kfs count @ local[1]"] / t["kfs count @ local[2]"], ">= 1.7x")
+    if "kfs count @ cluster" in t:
+        line("cluster vs local[2], kfs count (cluster s / local[2] s)",
+             t["kfs count @ cluster"] / t["kfs count @ local[2]"], "<= 1.15x")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--records", type=int, default=5_600_000)
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--segment-mib", type=int, default=128)
+    p.add_argument("--repeat", type=int, default=2, help="timed runs after the warm-up")
+    p.add_argument("--keep", metavar="DIR", help="write the data into DIR (or reuse it) and keep it")
+    p.add_argument("--no-cluster", action="store_true", help="skip the standalone cluster")
+    args = p.parse_args(argv)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kfs-bench-spark-"))
+    try:
+        paths = Paths(root)
+        if not os.path.isdir(paths.logdir):
+            shutil.rmtree(root, ignore_errors=True)
+            started = time.perf_counter()
+            records = spark_data.write(str(root), args.records, args.partitions, args.segment_mib << 20)
+            print(f"wrote {records} records in {time.perf_counter() - started:.1f} s", flush=True)
+        records = sum(sum(1 for _ in f.open("rb")) for f in Path(paths.json).iterdir())
+        if not os.path.isdir(paths.parquet):
+            from kfs.spark.jobs import export
+
+            spark = session("local[2]")
+            started = time.perf_counter()
+            try:
+                export([paths.logdir], paths.parquet, spark=spark)
+            finally:
+                spark.stop()
+            print(f"kfs spark export: {time.perf_counter() - started:.1f} s", flush=True)
+        sizes = {name: sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+                 for name, path in (("log", paths.logdir), ("JSON lines", paths.json), ("Parquet", paths.parquet))}
+        print(f"{records} records ({args.partitions} partitions); "
+              + ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in sizes.items())
+              + f"; cores {os.cpu_count()}", flush=True)
+
+        results: dict[str, Any] = {}
+        run_on("local[2]", list(QUERIES), paths, args.repeat, results)
+        run_on("local[1]", ["kfs count"], paths, args.repeat, results)
+        if not args.no_cluster:
+            from spark_cluster import start_cluster
+
+            cluster = start_cluster(root / "cluster", cores=2, memory="3g")
+            try:
+                run_on(cluster.master_url, ["kfs count"], paths, args.repeat, results, (cluster.worker.process.pid,),
+                       **{"spark.executor.memory": "2g", "spark.cores.max": "2", "spark.driver.host": "127.0.0.1"})
+            finally:
+                cluster.stop()
+        check_answers(results, records)
+        print("\n".join(ratios(results)))
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
