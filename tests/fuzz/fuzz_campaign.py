@@ -95,7 +95,7 @@ def load_sanitized(so: Path) -> None:
     module.init(Record, CorruptBatchError)
     fuzz_targets.install_compiled(module.decode_v2_records, module.render_jsonl, module.render_v2_jsonl, module.gather,
                                   module.render_v2_dump, module.walk_v2_run, module.find_v2_batch, module.v2_record_at,
-                                  module.index_slot, module.crc32c)
+                                  module.index_slot, module.crc32c, module.avro_program, module.render_avro)
 
 
 def libasan() -> str:

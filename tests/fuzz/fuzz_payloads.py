@@ -37,6 +37,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import fuzz_targets as t
 from fuzz_targets import Failure
 
 from kfs.registry import Registry, load_registry
@@ -363,18 +364,25 @@ def _status(field: str) -> int:
 
 def run_payloads_input(logdir: Path, written: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]]
                        ) -> None:
-    """One input (see the module docstring); raises Failure on a finding."""
+    """One input (see the module docstring); raises Failure on a finding. With the extension, on both
+    paths (the compiled Avro renderer and line renderer, then the Python path's), which must agree."""
     s = seeds()
     before = _peak_reset()
-    try:
-        plog = LogDirs([str(logdir)]).partition(f"{TOPIC}-0")
-        view = DecodedLog(plog, registry=s.registry).view(None)
-        size = view.size()
-        data = view.cursor().read(0, size + 1)
-    except KfsError as e:
-        raise Failure("exception", f"{type(e).__name__}: {e}") from None
-    except Exception as e:
-        raise Failure("exception", f"a traceback: {type(e).__name__}: {e}") from e
+    answers: dict[str, tuple[int, bytes]] = {}
+    for path in t.paths():
+        t.use_path(path)
+        try:
+            plog = LogDirs([str(logdir)]).partition(f"{TOPIC}-0")
+            view = DecodedLog(plog, registry=s.registry).view(None)
+            size = view.size()
+            answers[path] = size, view.cursor().read(0, size + 1)
+        except KfsError as e:
+            raise Failure("exception", f"{path}: {type(e).__name__}: {e}") from None
+        except Exception as e:
+            raise Failure("exception", f"{path}: a traceback: {type(e).__name__}: {e}") from e
+    size, data = answers[t.paths()[-1]]
+    if any(answer != (size, data) for answer in answers.values()):
+        raise Failure("disagreement", "the compiled path's decoded lines are not the Python path's")
     growth = _status("VmHWM") - before
     if growth > MAX_PEAK_GROWTH:
         raise Failure("wrong-answer", f"the input's peak memory grew by {growth >> 20} MB")

@@ -40,6 +40,7 @@ import kfs.storage.segment as segment_module
 from kfs._native import cli as native_cli
 from kfs._native import fuse as native_fuse
 from kfs._native import record as native_record
+from kfs._native import registry as native_registry
 from kfs._native import storage as native_storage
 from kfs._native import views as native_views
 from kfs.cli import dump_log
@@ -55,6 +56,8 @@ from kfs.record import (
     parse_control_record,
     peek_size,
 )
+from kfs.registry import avro as registry_avro
+from kfs.registry import lines as registry_lines
 from kfs.storage import KfsError
 from kfs.views import batch_lines, jsonl, plain_runs
 
@@ -77,14 +80,15 @@ class Failure(Exception):
 _COMPILED = {"decode": native_record.decode_v2_records, "render": native_views.render_jsonl,
              "fused": native_views.render_v2_jsonl, "gather": native_fuse.gather, "dump": native_cli.render_v2_dump,
              "walk": native_views.walk_v2_run, "find": native_storage.find_v2_batch,
-             "record_at": native_storage.v2_record_at, "slot": native_storage.index_slot, "crc": native_record.crc32c}
+             "record_at": native_storage.v2_record_at, "slot": native_storage.index_slot, "crc": native_record.crc32c,
+             "avro_program": native_registry.avro_program, "render_avro": native_registry.render_avro}
 
 
 def install_compiled(decode, render, fused, gather, dump, walk, find=None, record_at=None,  # type: ignore[no-untyped-def]
-                     slot=None, crc=None) -> None:
+                     slot=None, crc=None, avro_program=None, render_avro=None) -> None:
     """Use these compiled functions (e.g. from a sanitizer build) as the C path."""
     _COMPILED.update(decode=decode, render=render, fused=fused, gather=gather, dump=dump, walk=walk, find=find,
-                     record_at=record_at, slot=slot, crc=crc)
+                     record_at=record_at, slot=slot, crc=crc, avro_program=avro_program, render_avro=render_avro)
 
 
 def has_compiled() -> bool:
@@ -104,6 +108,10 @@ def use_path(path: str) -> None:
     partition_module._v2_record_at = _COMPILED["record_at"] if compiled else None
     index_module._index_slot = _COMPILED["slot"] if compiled else None
     native_record.crc32c = _COMPILED["crc"] if compiled else None  # (kfs.record.crc_is_valid looks it up per batch)
+    # Avro schemas compiled (a Registry made on either path keeps its programs); datums rendered by them, and
+    # framed lines written whole by render_jsonl, on the C path only (FramedLines reads it when made)
+    registry_avro.avro_program = _COMPILED["avro_program"]
+    registry_avro.render_avro = registry_lines.render_avro = _COMPILED["render_avro"] if compiled else None
 
 
 def paths() -> tuple[str, ...]:
