@@ -26,25 +26,30 @@ SPARK_LOGICAL_TYPES = frozenset({"date", "timestamp-millis", "timestamp-micros",
                                  "local-timestamp-micros", "decimal"})
 
 
-def _keep_spark_logical_types(schema: Any) -> Any:
-    """`schema` (parsed JSON) with the logical types Spark does not map removed."""
+# What fastavro converts when reading values for Spark: decimals only. Dates and timestamps stay ints
+# (days, ms or µs), which Arrow takes as they are; a datetime object per value cost more than the rest.
+READ_LOGICAL_TYPES = frozenset({"decimal"})
+
+
+def _keep_spark_logical_types(schema: Any, kept: frozenset[str] = SPARK_LOGICAL_TYPES) -> Any:
+    """`schema` (parsed JSON) with only the logical types in `kept` (and Avro's Java takes) left."""
     if isinstance(schema, list):
-        return [_keep_spark_logical_types(s) for s in schema]
+        return [_keep_spark_logical_types(s, kept) for s in schema]
     if not isinstance(schema, dict):
         return schema
     logical = schema.get("logicalType")
-    keep = logical in SPARK_LOGICAL_TYPES and (logical != "decimal" or valid_decimal(schema))
+    keep = logical in kept and (logical != "decimal" or valid_decimal(schema))
     out = {k: v for k, v in schema.items() if k != "logicalType" or keep}
     kind = schema.get("type")
     if kind in ("record", "error"):
-        out["fields"] = [dict(f, type=_keep_spark_logical_types(f.get("type"))) if isinstance(f, dict) else f
+        out["fields"] = [dict(f, type=_keep_spark_logical_types(f.get("type"), kept)) if isinstance(f, dict) else f
                          for f in schema.get("fields") or []]
     elif kind == "array":
-        out["items"] = _keep_spark_logical_types(schema.get("items"))
+        out["items"] = _keep_spark_logical_types(schema.get("items"), kept)
     elif kind == "map":
-        out["values"] = _keep_spark_logical_types(schema.get("values"))
+        out["values"] = _keep_spark_logical_types(schema.get("values"), kept)
     elif isinstance(kind, (dict, list)):
-        out["type"] = _keep_spark_logical_types(kind)
+        out["type"] = _keep_spark_logical_types(kind, kept)
     return out
 
 
@@ -73,8 +78,11 @@ def valid_decimal(schema: dict[str, Any]) -> bool:
     return schema.get("type") == "bytes"
 
 
-def parse_avro(schema_text: str, references: list[str] | None = None) -> ParsedAvro:
-    """`schema_text` parsed (see ParsedAvro); AvroSchemaError (one sentence) when it does not parse."""
+def parse_avro(schema_text: str, references: list[str] | None = None,
+               logical_types: frozenset[str] = SPARK_LOGICAL_TYPES) -> ParsedAvro:
+    """`schema_text` parsed (see ParsedAvro) with the logical types in `logical_types` (Spark's, by
+    default: what a Spark type is made from; READ_LOGICAL_TYPES to read values for Arrow);
+    AvroSchemaError (one sentence) when it does not parse."""
     from fastavro import parse_schema
 
     named: dict[str, Any] = {}
@@ -84,7 +92,7 @@ def parse_avro(schema_text: str, references: list[str] | None = None) -> ParsedA
         for text in [*(references or []), schema_text]:
             schema = json.loads(text)
             rewriter.rewrite(schema, "")
-            parsed = parse_schema(_keep_spark_logical_types(schema), named_schemas=named)
+            parsed = parse_schema(_keep_spark_logical_types(schema, logical_types), named_schemas=named)
     except AvroSchemaError:
         raise
     except ValueError as e:

@@ -5,12 +5,13 @@ double] -> double; other unions -> a struct of `member0`, `member1`, ... numbere
 branches (the branch taken set, the others null); enums -> strings, maps -> maps, fixed and bytes ->
 binary; date -> date, timestamp-millis/micros -> timestamp, local-timestamp-* -> timestamp_ntz, decimal
 -> decimal; a recursive schema is refused, as there. Schemas come parsed by fastavro
-(kfs.registry.resolution.parse_avro: full names, only the logical types Spark maps).
+(kfs.registry.resolution.parse_avro: full names, only the logical types Spark maps; values are read
+with decimals alone converted, dates and timestamps as ints: READ_LOGICAL_TYPES).
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import decimal
 from collections.abc import Callable
 from typing import Any
 
@@ -152,23 +153,37 @@ def avro_converter(schema: Any, named: dict[str, Any]) -> Convert:
         return identity if value is identity else (lambda m: {k: value(v) for k, v in m.items()})
     if kind == "union":
         return _union_converter(schema if isinstance(schema, list) else schema["type"], named)
+    if isinstance(schema, dict) and schema.get("logicalType") in ("timestamp-millis", "local-timestamp-millis"):
+        return _millis_to_micros  # (read as ints: READ_LOGICAL_TYPES; Arrow takes µs, and days for a date)
     return identity
 
 
+def _millis_to_micros(x: int) -> int:
+    return x * 1000
+
+
 def _union_converter(branches: list[Any], named: dict[str, Any]) -> Convert:
+    """A union's value: None for null, else by the branch it took (a named type comes as `(full name,
+    value)`: fastavro's `return_named_type`; another by its Python type, the first branch taking it)."""
     rest = _non_null(branches)
     convs = [avro_converter(b, named) for b in rest]
     kinds = [_kind(_named(b, named)) for b in rest]
-    names = [_named(b, named).get("name") if isinstance(_named(b, named), dict) else None for b in rest]
-    by_name = {n: i for i, n in enumerate(names) if n is not None}
+    by_name: dict[str, int] = {}
+    by_type: dict[type, int] = {}
+    for i, b in enumerate(rest):
+        target = _named(b, named)
+        if isinstance(target, dict) and isinstance(target.get("name"), str):
+            by_name.setdefault(target["name"], i)
+        for python_type in _PYTHON_TYPES.get(kinds[i], ()):
+            by_type.setdefault(python_type, i)
 
     def branch(x: Any) -> tuple[int, Any]:
-        """Which non-null branch a value took, and the value (a named type's comes as (name, value))."""
+        """Which non-null branch a value took, and the value."""
+        i = by_type.get(type(x))
+        if i is not None:
+            return i, x
         if type(x) is tuple and len(x) == 2 and x[0] in by_name:
             return by_name[x[0]], x[1]
-        for i, kind in enumerate(kinds):
-            if _accepts(kind, x):
-                return i, x
         raise AvroDatumError(f"a union value of Python type {type(x).__name__} matches no branch")
 
     single = len(rest) == 1 or (len(rest) == 2 and set(kinds) in ({"int", "long"}, {"float", "double"}))
@@ -181,31 +196,19 @@ def _union_converter(branches: list[Any], named: dict[str, Any]) -> Convert:
 
         return one
 
+    names = [f"member{i}" for i in range(len(rest))]
+
     def members(x: Any) -> Any:
         if x is None:
             return None
         i, v = branch(x)
-        return {f"member{i}": convs[i](v)}
+        return {names[i]: convs[i](v)}
 
     return members
 
 
-_ACCEPTS: dict[str, Callable[[Any], bool]] = {
-    "boolean": lambda x: type(x) is bool,
-    "int": lambda x: type(x) is int or isinstance(x, dt.date),
-    "long": lambda x: type(x) is int or isinstance(x, dt.datetime),
-    "float": lambda x: type(x) is float,
-    "double": lambda x: type(x) is float,
-    "string": lambda x: type(x) is str,
-    "enum": lambda x: type(x) is str,
-    "bytes": lambda x: type(x) is bytes or type(x).__name__ == "Decimal",
-    "fixed": lambda x: type(x) is bytes or type(x).__name__ == "Decimal",
-    "array": lambda x: type(x) is list,
-    "map": lambda x: type(x) is dict,
-    "record": lambda x: type(x) is dict,
+# The Python types fastavro reads an unnamed Avro type as (named types in a union come as tuples).
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "boolean": (bool,), "int": (int,), "long": (int,), "float": (float,), "double": (float,), "string": (str,),
+    "bytes": (bytes, decimal.Decimal), "array": (list,), "map": (dict,),
 }
-
-
-def _accepts(kind: str, x: Any) -> bool:
-    test = _ACCEPTS.get(kind)
-    return test is not None and test(x)

@@ -27,7 +27,7 @@ from kfs.registry.avro import AvroDatumError, AvroSchemaError
 from kfs.registry.decode import PayloadError, Registry
 from kfs.registry.lines import KEY_HEADER, VALUE_HEADER, framed
 from kfs.registry.protobuf import ProtobufPayloadError, message_indexes
-from kfs.registry.resolution import AvroResolver, ParsedAvro, parse_avro
+from kfs.registry.resolution import READ_LOGICAL_TYPES, AvroResolver, ParsedAvro, parse_avro
 from kfs.spark.avro_types import Convert, TypingError, avro_converter, avro_type
 from kfs.spark.protobuf_types import protobuf_converter, protobuf_type
 
@@ -124,8 +124,10 @@ class PartDecoder:
         self._proto: tuple[Any, Any] | None = None  # (message class, converter) of the reader
         if plan.kind == "AVRO" and plan.schema_id is not None:
             reader = registry.state.by_id[plan.schema_id]
-            self._reader = parse_avro(reader.schema, registry._reference_texts(reader))
-            self._convert = avro_converter(self._reader.schema, self._reader.named)
+            references = registry._reference_texts(reader)
+            self._reader = parse_avro(reader.schema, references, READ_LOGICAL_TYPES)  # what fastavro reads with
+            typing = parse_avro(reader.schema, references)  # the same with the logical types Spark maps
+            self._convert = avro_converter(typing.schema, typing.named)
         elif plan.kind == "PROTOBUF" and plan.schema_id is not None:
             from google.protobuf import message_factory
 
@@ -202,8 +204,8 @@ class PartDecoder:
         else:
             writer = self.registry.state.by_id[schema_id]
             try:
-                resolver = AvroResolver(parse_avro(writer.schema, self.registry._reference_texts(writer)),
-                                        self._reader)
+                resolver = AvroResolver(parse_avro(writer.schema, self.registry._reference_texts(writer),
+                                                   READ_LOGICAL_TYPES), self._reader)
             except (AvroSchemaError, PayloadError) as e:
                 resolver = str(e)
         self._avro[schema_id] = resolver
