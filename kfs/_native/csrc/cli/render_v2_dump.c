@@ -212,7 +212,7 @@ typedef struct {
 
 /* walk_records' emitter for dump_records: record r's line into out, and its offset into gaps when it
  * does not follow the one before. */
-static inline int
+static KFS_ALWAYS_INLINE int
 dump_line(void *ctx, const uint8_t *p, const record_view *r)
 {
     dump_how *dh = ctx;

@@ -19,7 +19,7 @@ typedef struct {
 
 /* walk_records' emitter for v2_record_at: every record is walked (the batch is checked whole), the
  * target's start noted. */
-static inline int
+static KFS_ALWAYS_INLINE int
 note_target(void *ctx, const uint8_t *p, const record_view *r)
 {
     target_search *s = ctx;

@@ -33,7 +33,7 @@ typedef struct {
 /* walk_records' emitter for kfs_count_records: the length of record r's line, added when it is shown.
  * Every record's header keys must be UTF-8, as emit_shown_line asks of the renderers (checked here
  * while the headers' lengths are summed, one walk of them). */
-static inline int
+static KFS_ALWAYS_INLINE int
 count_line(void *ctx, const uint8_t *p, const record_view *r)
 {
     const count_how *c = ctx;

@@ -115,7 +115,7 @@ typedef struct {
 
 /* Record r's output by the format, appended to out: render_shown_lines' writer for
  * kfs_render_kcat_records. */
-static inline int
+static KFS_ALWAYS_INLINE int
 kcat_line(const void *how, const uint8_t *p, Py_ssize_t end, const record_view *r, rawbuf *out)
 {
     const kcat_how *k = how;

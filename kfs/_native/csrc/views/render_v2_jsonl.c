@@ -43,7 +43,7 @@ typedef struct {
 } jsonl_how;
 
 /* Record r's JSON line, appended to out: render_shown_lines' writer for kfs_render_records. */
-static inline int
+static KFS_ALWAYS_INLINE int
 jsonl_line(const void *how, const uint8_t *p, Py_ssize_t end, const record_view *r, rawbuf *out)
 {
     const jsonl_how *j = how;
