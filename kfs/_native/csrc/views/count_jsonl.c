@@ -23,11 +23,12 @@ int64_len(int64_t v)
     return n;
 }
 
-/* What a count adds its records' lengths to. */
+/* A count's rules and its sum (kept here, a local of kfs_count_records, not behind the caller's pointer:
+ * the compiler keeps it all in registers through the walk, as it did the copied loop's). */
 typedef struct {
     int64_t fixed_len, first, stop;
     Py_ssize_t end; /* of the section */
-    line_count *out;
+    line_count sum;
 } count_how;
 
 /* walk_records' emitter for kfs_count_records: the length of record r's line, added when it is shown.
@@ -36,7 +37,7 @@ typedef struct {
 static KFS_ALWAYS_INLINE int
 count_line(void *ctx, const uint8_t *p, const record_view *r)
 {
-    const count_how *c = ctx;
+    count_how *c = ctx;
     const Py_ssize_t end = c->end;
     header_view h = {NULL, NULL, 0, 0};
     int64_t len = c->fixed_len + int64_len(r->offset) + int64_len(r->timestamp);
@@ -51,10 +52,10 @@ count_line(void *ctx, const uint8_t *p, const record_view *r)
         len += h.value_len < 0 ? 4 : kfs_bytes_len(h.value, (Py_ssize_t)h.value_len, end - (h.value - p));
     }
     if (record_shown(r->offset, c->first, c->stop)) {
-        if (c->out->records == 0)
-            c->out->first = r->offset;
-        c->out->records++;
-        c->out->bytes += len;
+        if (c->sum.records == 0)
+            c->sum.first = r->offset;
+        c->sum.records++;
+        c->sum.bytes += len;
     }
     return RENDER_OK;
 }
@@ -68,8 +69,10 @@ kfs_count_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t ba
                   int64_t last, line_count *out)
 {
     records_walk w = records_walk_start(p, end, base_offset, base_timestamp, append_time, log_append_time, last);
-    count_how how = {fixed_len, first, stop, end, out};
-    return walk_records(&w, count, count_line, &how) == RENDER_OK ? 0 : -1;
+    count_how how = {fixed_len, first, stop, end, *out};
+    const int rc = walk_records(&w, count, count_line, &how);
+    *out = how.sum;
+    return rc == RENDER_OK ? 0 : -1;
 }
 
 KFS_DOC(kfs_count_jsonl_doc,
