@@ -82,9 +82,14 @@ def _cpu_seconds_by_process(roots: tuple[int, ...] = ()) -> dict[str, float]:
     for pid, (ppid, _, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
     totals: dict[str, float] = {}
+    # Roots last, so popped first: a Worker this process started is counted once, as the Worker's.
     todo = [*((p, "") for p in children.get(os.getpid(), [])), *((r, "worker's ") for r in roots if r in stats)]
+    seen: set[int] = set()
     while todo:
         pid, where = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
         _, name, ticks = stats[pid]
         key = where + ("jvm" if name == "java" else "python workers" if name.startswith("python") else name)
         totals[key] = totals.get(key, 0.0) + ticks / os.sysconf("SC_CLK_TCK")

@@ -125,7 +125,8 @@ def test_data_source_reads_equal_local(results, read):
     local, on_cluster = results["local"][read], results["cluster"][read]
     assert local["rows"], read
     assert on_cluster["rows"] == local["rows"]
-    assert on_cluster["tasks"] > 1 or read in ("read_committed",)
+    if read != "read_committed":  # one partition of 485 records: one task
+        assert on_cluster["tasks"] > 1, "small splits, so the executor runs many tasks"
 
 
 def test_the_rows_are_every_record(results):
