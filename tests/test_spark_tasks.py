@@ -119,3 +119,18 @@ def test_a_relative_path_means_the_drivers_directory_wherever_the_task_runs(tmp_
     monkeypatch.chdir(elsewhere)
     assert read_all(splits, "copy") == [r[2] for r in golden_rows("payments-0")]
     assert os.getcwd() == str(elsewhere)
+
+
+def test_grep_tasks_whose_log_dir_is_gone_say_so_with_the_host(tmp_path):
+    # kfs spark grep's task also reads the schema registry of the log dirs (decode=auto): that read
+    # must fail as the partitions' do, with the host, not as a bare "no such directory".
+    from kfs.spark.jobs import grep_split
+
+    copy = copy_of_broker_b(tmp_path)
+    opts = parse_options({"path": str(copy)})
+    splits = plan_splits(opts)
+    shutil.rmtree(copy)
+    with pytest.raises(PlannedDataMissing) as error:
+        for split in splits:
+            list(grep_split(split, opts, "x", regex=False))
+    assert_names_path_and_host(error, copy)

@@ -159,7 +159,8 @@ def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: boo
     """The matching records of one split as JSON lines, joined into chunks of about `_CHUNK` bytes."""
     from kfs.internal_topics.lines import line_decoder
     from kfs.spark.source import no_cyclic_gc, piece_records
-    from kfs.spark.tasks import PlannedPartitions
+    from kfs.spark.tasks import PlannedPartitions, missing_here
+    from kfs.storage import KfsError
     from kfs.views.jsonl import line_prefix, render_line
 
     test = matcher(pattern, regex)
@@ -167,7 +168,11 @@ def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: boo
     registry = None
     if decode != "raw":  # schema-registry framed payloads (kfs.registry): the registry topic of these log dirs
         from kfs.registry import load_registry
-        registry = load_registry(list(opts.logdirs))
+
+        try:
+            registry = load_registry(list(opts.logdirs))
+        except KfsError as e:  # the log dirs were there when the driver planned
+            raise missing_here(",".join(opts.logdirs), e) from None
     chunk: list[bytes] = []
     size = 0
     with no_cyclic_gc():

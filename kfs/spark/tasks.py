@@ -24,6 +24,12 @@ class PlannedDataMissing(KfsError):
     """The data a task was planned for is not on the host running it (or no longer all of it)."""
 
 
+def missing_here(path: str, error: KfsError) -> PlannedDataMissing:
+    """`path`, which the driver planned with, cannot be read on this host (`error` says why)."""
+    return PlannedDataMissing(f"{path}: planned on the driver, not readable on host {socket.gethostname()} "
+                              f"({error}); {SAME_PATH}")
+
+
 class PlannedPartitions:
     """The partitions of one task's pieces, each opened in the log dir it was planned from."""
 
@@ -34,7 +40,6 @@ class PlannedPartitions:
     def open(self, piece: Piece) -> PartitionLog:
         """The planned partition, or `PlannedDataMissing` (path, host, what is missing)."""
         path = os.path.join(piece.log_dir, piece.partition_name)
-        host = socket.gethostname()
         try:
             dirs = self._dirs.get(piece.log_dir)
             if dirs is None:
@@ -43,12 +48,11 @@ class PlannedPartitions:
             if path not in self._checked:
                 self._checked[path] = (plog.log_start_offset(), plog.log_end_offset())
         except KfsError as e:
-            raise PlannedDataMissing(f"{path}: planned on the driver, not readable on host {host} ({e}); "
-                                     f"{SAME_PATH}") from None
+            raise missing_here(path, e) from None
         start, end = self._checked[path]
         if piece.start_offset < start or piece.end_offset > end:
             raise PlannedDataMissing(
-                f"{path} on host {host} holds offsets {start}..{end - 1}, but the task was planned to read "
-                f"{piece.start_offset}..{piece.end_offset - 1}: the log changed since planning (retention, "
-                f"truncation) or this host holds another copy; {SAME_PATH}")
+                f"{path} on host {socket.gethostname()} holds offsets {start}..{end - 1}, but the task was "
+                f"planned to read {piece.start_offset}..{piece.end_offset - 1}: the log changed since planning "
+                f"(retention, truncation) or this host holds another copy; {SAME_PATH}")
         return plog
