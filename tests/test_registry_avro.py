@@ -75,16 +75,20 @@ def test_a_varint_over_64_bits_is_refused_not_wrapped(varint: bytes) -> None:
         '{"a": "x", "b": {"long": 9223372036854775807}}'  # ten bytes, the largest long: still read
 
 
-def test_an_int_beyond_32_bits_in_a_datum_walked_first_is_refused() -> None:
-    """Where kfs walks the datum first (nine high-bit bytes then one over 1, as in non-Latin text), an int
-    varint beyond 32 bits is refused too (fastavro would show it as read: confluent-kafka-python's
-    AvroDeserializer does; kfs does not walk every datum for it: that costs ~10% on bench_registry)."""
+def test_an_int_beyond_32_bits_is_read_as_java_reads_it() -> None:
+    """An int varint of 5 bytes is read as Java's BinaryDecoder.readInt reads it, its low 32 bits (fastavro,
+    and confluent-kafka-python's AvroDeserializer with it, would show 4294967295 for `fe ff ff ff 1f`); one of
+    more than 5 bytes is refused, as Java refuses it. The same where kfs walks the datum first (nine
+    high-bit bytes then one over 1, as in non-Latin text). tests/test_registry_avro_java_ints.py has more."""
     from kfs.registry.avro import AvroDatumError
 
     renderer = AvroRenderer(json.dumps({"type": "record", "name": "R", "fields": [
         {"name": "s", "type": "string"}, {"name": "i", "type": "int"}]}))
     text = "日本語の".encode()
-    with pytest.raises(AvroDatumError, match="int beyond 32 bits"):
-        renderer.render(bytes([len(text) * 2]) + text + b"\xfe\xff\xff\xff\x1f")
+    assert renderer.render(bytes([len(text) * 2]) + text + b"\xfe\xff\xff\xff\x1f") == \
+        '{"s": "日本語の", "i": 2147483647}'
+    assert renderer.render(b"\x00\xfe\xff\xff\xff\x1f") == '{"s": "", "i": 2147483647}'
+    with pytest.raises(AvroDatumError, match="an int of more than 5 bytes"):
+        renderer.render(bytes([len(text) * 2]) + text + b"\xfe\xff\xff\xff\xff\x01")
     assert renderer.render(bytes([len(text) * 2]) + text + b"\xfe\xff\xff\xff\x0f") == \
         '{"s": "日本語の", "i": 2147483647}'

@@ -48,6 +48,8 @@ CASES: list[tuple[bytes, str | None, object]] = [
     (framed(4, b"\x04\xc3"), "schema id 4: the datum", None),  # invalid UTF-8 in a string
     (framed(5, b"\x08\x00"), "schema id 5: the datum holds a union branch or enum symbol index out of range", None),
     (framed(5, b"\x00\x04"), "schema id 5: the datum holds a union branch or enum symbol index out of range", None),
+    (framed(5, b"\x02\xfe\xff\xff\xff\x1f\x00"), None, {"u": {"int": 2147483647}, "e": "A"}),  # Java's low 32 bits
+    (framed(5, b"\x02\x80\x80\x80\x80\x80\x01\x00"), "schema id 5: the datum holds an int of more than 5 bytes", None),
     (framed(6, b"\x01\x02\x02k\x04\x00"), None, {"k": 2}),  # a negative block count (with its byte size)
     (framed(6, b"\x02\x02k"), "schema id 6: the datum ends early", None),
     (framed(7, b"\x00"), "schema id 7: the schema is not JSON", None),

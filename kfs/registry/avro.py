@@ -46,7 +46,17 @@ MAX_DEPTH = 200
 _LONG_RUN = re.compile(rb"[\x80-\xff]{9}[\x02-\xff]")
 _HIGH_BITS = bytes(1 if c >= 0x80 else 0 for c in range(256))
 _NINE_HIGH = b"\x01" * 9
-INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
+# An int (and a union or enum index) is read by Java's BinaryDecoder.readInt: 5 bytes at most, of which the
+# bits past 32 are dropped, a longer one refused ("Invalid int encoding"); fastavro reads it as a long. Where
+# they differ the datum has four high-bit bytes in a row (a 5-byte varint: ms timestamps have them too, so
+# the datum is not walked for that): an int fastavro read beyond 32 bits is then taken to Java's number, or
+# refused when its varint needs more than 5 bytes (_java_int), and a union or enum index fastavro finds out
+# of range is read again by _Skipper, as Java reads it. A varint of more than 5 bytes whose value needs no
+# more (zero bytes padding it: five high-bit bytes then one under 0x10) is found by walking the datum first.
+_PADDED_RUN = re.compile(rb"[\x80-\xff]{5}[\x00-\x0f]")
+_FOUR_HIGH = b"\x01" * 4
+_FIVE_HIGH = b"\x01" * 5
+INT_TOO_LONG = "the datum holds an int of more than 5 bytes (Java: Invalid int encoding)"
 
 
 class AvroSchemaError(ValueError):
@@ -101,16 +111,20 @@ class _Rewriter:
         self.named: dict[str, Any] = {}  # full name -> rewritten named type (zero-width checks)
         self.zero_width_arrays = False
         self.recursive = False  # a named type refers to itself, directly or not
+        self.java_ints = False  # an int, a union or an enum: read by Java's readInt
         self._defining: list[str] = []  # the named types being rewritten, outermost first
 
     def rewrite(self, schema: Any, namespace: str) -> Any:
         if isinstance(schema, str):
             if schema == "float":
                 return self._float_wrapper(namespace)
+            if schema == "int":
+                self.java_ints = True
             if schema in self._defining or f"{namespace}.{schema}" in self._defining:
                 self.recursive = True
             return schema
         if isinstance(schema, list):
+            self.java_ints = True
             return [self._branch(b, namespace) for b in schema]
         if not isinstance(schema, dict):
             raise AvroSchemaError(f"{json.dumps(schema)[:80]} is not an Avro schema")
@@ -127,6 +141,7 @@ class _Rewriter:
             self._defining.pop()
             self.named[_full_name(schema, namespace)] = out
         elif kind in ("enum", "fixed"):
+            self.java_ints = self.java_ints or kind == "enum"
             self.named[_full_name(schema, namespace)] = out
         elif kind == "array":
             out["items"] = self.rewrite(schema.get("items"), namespace)
@@ -139,6 +154,7 @@ class _Rewriter:
         elif kind == "float":
             return self._float_wrapper(namespace)
         elif kind in PRIMITIVES:
+            self.java_ints = self.java_ints or kind == "int"
             return kind  # (a primitive with attributes, a logical type's among them)
         return out
 
@@ -243,6 +259,7 @@ class AvroRenderer:
                 self.program = None
         # Datums walked first, without building them, where fastavro could be asked too much.
         self.checked_first = rewriter.zero_width_arrays or rewriter.recursive
+        self._java_ints = rewriter.java_ints
         self._convert: Callable[[Any], Any] | None = None
         if rewriter.walk_needed:
             # A converter compiled from the schema visits only what needs converting (a union, a
@@ -250,6 +267,11 @@ class AvroRenderer:
             # schema takes the walker over everything.
             self._convert = _generic_converter(self.labels) if rewriter.recursive \
                 else _Converters(self.labels, named).of(parsed)
+        # The same and its ints as Java reads them, for a datum with a 5-byte varint (a recursive schema's
+        # datums are walked first: their ints are Java's already).
+        self._convert_ints = self._convert
+        if rewriter.java_ints and not rewriter.recursive:
+            self._convert_ints = _Converters(self.labels, named, java_ints=True).of(parsed)
 
     def render(self, datum: bytes | memoryview) -> str:
         """The datum's JSON encoding; AvroDatumError when it does not decode or leaves bytes over."""
@@ -262,8 +284,19 @@ class AvroRenderer:
     def render_python(self, datum: bytes | memoryview) -> str:
         """`render` by fastavro and the json module alone (the reference, and the compiled renderer's fallback)."""
         data = datum if type(datum) is bytes else bytes(datum)
-        if self.checked_first or (_NINE_HIGH in data.translate(_HIGH_BITS) and _LONG_RUN.search(data) is not None):
-            _Skipper(data, self._named).skip(self.schema)
+        if self.checked_first:
+            return self._render_python(data, True, False)
+        high = data.translate(_HIGH_BITS)
+        walk = (_NINE_HIGH in high and _LONG_RUN.search(data) is not None) or \
+            (self._java_ints and _FIVE_HIGH in high and _PADDED_RUN.search(data) is not None)
+        return self._render_python(data, walk, not walk and self._java_ints and _FOUR_HIGH in high)
+
+    def _render_python(self, data: bytes, walk: bool, ints: bool) -> str:
+        """`walk`: walk the datum first (_Skipper); `ints`: it may hold a 5-byte varint Java reads otherwise."""
+        if walk:
+            skipper = _Skipper(data, self._named)
+            skipper.skip(self.schema)
+            data = skipper.as_java_reads_it()
         stream = io.BytesIO(data)
         try:
             value = self._read(stream, self.schema, None, return_named_type=True)
@@ -272,18 +305,22 @@ class AvroRenderer:
         except IndexError as e:  # (fastavro's reader: a varint cut short, or a union or enum index out of range)
             if "string index" in str(e):
                 raise AvroDatumError("the datum ends early") from None
+            if ints:  # (an index past 32 bits, of which Java reads the low 32)
+                return self._render_python(data, True, False)
             raise AvroDatumError("the datum holds a union branch or enum symbol index out of range") from None
         except Exception as e:  # a bad union index, an enum index out of range, invalid UTF-8...
             raise AvroDatumError(f"the datum does not decode ({type(e).__name__}: {e})") from None
-        left = len(datum) - stream.tell()
+        left = len(data) - stream.tell()
         if left:
             raise AvroDatumError(f"{left} bytes are left after the datum")
-        if self._convert is not None:
-            value = self._convert(value)
+        convert = self._convert_ints if ints else self._convert
+        if convert is not None:
+            value = convert(value)
         try:
             return _encode(value)
         except ValueError:  # a double that is NaN or infinite: Jackson writes it as a string
             return json.dumps(_quote_non_finite(value), ensure_ascii=False, default=_latin1)
+
 
 
 def _generic_converter(labels: dict[str, str]) -> Callable[[Any], Any]:
@@ -311,16 +348,21 @@ def _generic_converter(labels: dict[str, str]) -> Callable[[Any], Any]:
 class _Converters:
     """Converters compiled from a rewritten, parsed schema: None where a value needs no change."""
 
-    def __init__(self, labels: dict[str, str], named: dict[str, Any]) -> None:
+    def __init__(self, labels: dict[str, str], named: dict[str, Any], java_ints: bool = False) -> None:
         self.labels = labels
         self.named = named
+        self.java_ints = java_ints  # ints fastavro read beyond 32 bits to Java's reading (_java_int)
 
     def of(self, schema: Any) -> Callable[[Any], Any] | None:
         if isinstance(schema, str):
+            if schema == "int" and self.java_ints:
+                return _java_int
             return self.of(self.named[schema]) if schema in self.named else None
         if isinstance(schema, list):
             return self._union(schema)
         kind = schema.get("type")
+        if kind == "int" and self.java_ints:
+            return _java_int
         if kind in ("record", "error"):
             fields = schema["fields"]
             if len(fields) == 1 and fields[0]["name"] == _FLOAT_FIELD:
@@ -371,6 +413,18 @@ class _Converters:
         return union
 
 
+def _java_int(x: int) -> int:
+    """An int fastavro read (as a long) as Java's BinaryDecoder.readInt reads its varint: the zigzag of the
+    low 32 bits; refused when the varint needs more than 5 bytes (35 bits)."""
+    if -0x80000000 <= x <= 0x7FFFFFFF:
+        return x
+    n = (x << 1) ^ (x >> 63)  # (the varint's value again: fastavro's reader keeps 64 bits)
+    if n >> 35:
+        raise AvroDatumError(INT_TOO_LONG)
+    n &= 0xFFFFFFFF
+    return (n >> 1) ^ -(n & 1)
+
+
 def _wrapped(inner: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
     """The converter of a wrapped union branch: its record's one field, converted."""
     if inner is None:
@@ -407,7 +461,9 @@ class _Skipper:
     """Walks a datum by its parsed schema without building it, for schemas with arrays of zero-width
     items or recursion: a datum declaring more than MAX_ZERO_WIDTH_ITEMS items in all is refused,
     where fastavro would build every one of them (a 5-byte count asks for 2^34 objects), and one
-    nesting deeper than MAX_DEPTH, where fastavro's recursion would overflow its stack."""
+    nesting deeper than MAX_DEPTH, where fastavro's recursion would overflow its stack. Its ints (and union
+    and enum indexes) are read as Java's BinaryDecoder.readInt reads them: one of more than 5 bytes is
+    refused, one of 5 whose bits past 32 Java drops is rewritten (`as_java_reads_it`) to the number Java reads."""
 
     def __init__(self, data: bytes, named: dict[str, Any]) -> None:
         self.data = data
@@ -415,6 +471,43 @@ class _Skipper:
         self.pos = 0
         self.items = 0
         self.depth = 0
+        self.java_ints: list[tuple[int, int, int]] = []  # (start, end, the low 32 bits) of ints Java reads otherwise
+
+    def java_int(self) -> int:
+        """Java's readInt (and the compiled renderer's read_int): the zigzag of the varint's low 32 bits."""
+        start = self.pos
+        n = shift = 0
+        while True:
+            if self.pos >= len(self.data):
+                raise AvroDatumError("the datum ends early")
+            if shift > 28:
+                raise AvroDatumError(INT_TOO_LONG)
+            b = self.data[self.pos]
+            self.pos += 1
+            n |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+        if n >> 32:
+            n &= 0xFFFFFFFF
+            self.java_ints.append((start, self.pos, n))
+        return (n >> 1) ^ -(n & 1)
+
+    def as_java_reads_it(self) -> bytes:
+        """The datum with each int Java reads otherwise than fastavro as the varint of what Java reads."""
+        if not self.java_ints:
+            return self.data
+        out = bytearray()
+        at = 0
+        for start, end, n in self.java_ints:
+            out += self.data[at:start]
+            while n > 0x7F:
+                out.append(n & 0x7F | 0x80)
+                n >>= 7
+            out.append(n)
+            at = end
+        out += self.data[at:]
+        return bytes(out)
 
     def long(self) -> int:
         result = shift = 0
@@ -448,7 +541,7 @@ class _Skipper:
 
     def _skip(self, schema: Any) -> None:
         if isinstance(schema, list):
-            index = self.long()
+            index = self.java_int()
             if not 0 <= index < len(schema):
                 raise AvroDatumError(f"union index {index} out of range")
             self.skip(schema[index])
@@ -460,10 +553,9 @@ class _Skipper:
             return
         if kind == "boolean":
             self.take(1)
-        elif kind == "int":
-            if not INT_MIN <= self.long() <= INT_MAX:
-                raise AvroDatumError("the datum holds an int beyond 32 bits")
-        elif kind in ("long", "enum"):
+        elif kind in ("int", "enum"):
+            self.java_int()
+        elif kind == "long":
             self.long()
         elif kind == "float":
             self.take(4)

@@ -3,9 +3,10 @@
  * for every other one, which the Python path then answers (its output or its error sentence).
  *
  * Declined: anything that does not decode (the Python path has the sentence), and what fastavro reads
- * in its own way: a boolean byte other than 0 or 1 (fastavro: true), an int beyond 32 bits (fastavro
- * keeps it), a negative union or enum index (fastavro: Python's negative indexing), a map key given
- * twice (a dict keeps the last value at the first place), a map whose one key is `kfs__float` (the
+ * in its own way: a boolean byte other than 0 or 1 (fastavro: true), an int, union index or enum
+ * index of more than 5 bytes (Java refuses it: the Python path has the sentence; one of 5 bytes is read
+ * here as Java reads it, its low 32 bits), a negative union or enum index (fastavro: Python's negative
+ * indexing), a map key given twice (a dict keeps the last value at the first place), a map whose one key is `kfs__float` (the
  * Python path's converter takes it for a float wrapper), a float32 whose shortest digits overflow
  * float32 when packed (struct.pack raises), more than MAX_ITEMS array and map items in one datum or
  * more than MAX_DEPTH levels (the Python path's bounds: kfs.registry.avro.MAX_ZERO_WIDTH_ITEMS,
@@ -100,6 +101,25 @@ read_long(state *s, int64_t *v)
             break;
     }
     *v = (int64_t)((n >> 1) ^ (0 - (n & 1)));
+    return OK;
+}
+
+/* An int (and a union or enum index) as Java's BinaryDecoder.readInt takes it: at most 5 bytes, of
+ * which the fifth's bits past 32 are dropped (the zigzag of the low 32 bits); a longer one is refused
+ * ("Invalid int encoding"). kfs.registry.avro._Skipper.java_int is its twin. */
+static inline int
+read_int(state *s, int32_t *v)
+{
+    uint32_t n = 0;
+    for (int shift = 0;; shift += 7) {
+        if (s->p >= s->end || shift > 28)
+            return DECLINE;
+        const uint8_t b = *s->p++;
+        n |= (uint32_t)(b & 0x7F) << shift; /* (at shift 28, the byte's bits past 32 are shifted out) */
+        if (!(b & 0x80))
+            break;
+    }
+    *v = (int32_t)((n >> 1) ^ (0U - (n & 1)));
     return OK;
 }
 
@@ -362,9 +382,12 @@ render(const program *P, int32_t node, state *s, int depth)
     case AVRO_INT:
     case AVRO_LONG: {
         int64_t v;
-        if (read_long(s, &v) < 0)
-            return DECLINE;
-        if (w[0] == AVRO_INT && (v < INT32_MIN || v > INT32_MAX))
+        if (w[0] == AVRO_INT) {
+            int32_t i;
+            if (read_int(s, &i) < 0)
+                return DECLINE;
+            v = i;
+        } else if (read_long(s, &v) < 0)
             return DECLINE;
         if (reserve(s, 20) < 0)
             return DECLINE;
@@ -405,8 +428,8 @@ render(const program *P, int32_t node, state *s, int depth)
         return put_latin1(s, t, n);
     }
     case AVRO_ENUM: {
-        int64_t i;
-        if (read_long(s, &i) < 0 || i < 0 || i >= w[1])
+        int32_t i;
+        if (read_int(s, &i) < 0 || i < 0 || i >= w[1])
             return DECLINE;
         return put(s, P->pool + w[2 + 2 * i], (size_t)w[3 + 2 * i]);
     }
@@ -425,8 +448,8 @@ render(const program *P, int32_t node, state *s, int depth)
     case AVRO_MAP:
         return render_blocks(P, w[1], w[0] == AVRO_MAP, s, depth);
     case AVRO_UNION: {
-        int64_t i;
-        if (read_long(s, &i) < 0 || i < 0 || i >= w[1])
+        int32_t i;
+        if (read_int(s, &i) < 0 || i < 0 || i >= w[1])
             return DECLINE;
         const int32_t *b = w + 2 + 3 * i;
         if (b[1] < 0) /* null */
