@@ -21,6 +21,7 @@ from typing import Any
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "kafka-written" / "logdirs"
 LOGDIRS = [str(FIXTURES / "broker-a"), str(FIXTURES / "broker-b")]
 ALL = ",".join(LOGDIRS)
+EVOLUTION = str(FIXTURES.parents[1] / "schema-evolution" / "logdir")  # registry-framed Avro, three versions
 
 # name -> (load path, options, where clause): small splits, so each read is many tasks.
 READS: dict[str, tuple[str, dict[str, str], str | None]] = {
@@ -31,8 +32,10 @@ READS: dict[str, tuple[str, dict[str, str], str | None]] = {
                       None),
     "pushed_filters": (ALL, {"maxSplitBytes": "8192"}, "topic = 'orders' AND partition = 0 AND offset >= 700 "
                                                        "AND offset < 800"),
-    # A relative path means the driver's working directory, wherever the task runs.
+    # A relative path means the driver's working directory, wherever the task runs: for the
+    # partitions and for the schema registry the typed columns are decoded with.
     "relative_path": (os.path.relpath(LOGDIRS[1]), {"maxSplitBytes": "65536"}, None),
+    "relative_typed": (os.path.relpath(EVOLUTION), {"subscribe": "readings"}, None),
 }
 
 
@@ -41,6 +44,8 @@ def rows(df: Any) -> list[list[Any]]:
     cols = ["topic", "partition", "offset", "unix_millis(timestamp) AS ts", "timestampType", "hex(key)", "hex(value)"]
     if "headers" in df.columns:
         cols.append("transform(headers, h -> concat(h.key, '=', hex(h.value))) AS headers")
+    if "value_decoded" in df.columns:  # typed by the registry (kfs.spark.typed): a struct, as JSON
+        cols += ["to_json(value_decoded) AS value_decoded", "value_decode_error"]
     return sorted([list(r) for r in df.selectExpr(*cols).collect()], key=lambda r: (r[0], r[1], r[2]))
 
 

@@ -23,6 +23,7 @@ registry's topic, or a directory of `<id>.avsc|.proto|.json` files, as `kfs cat 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -165,7 +166,9 @@ def _paths(options: Mapping[str, str]) -> tuple[str, ...]:
     text = _get(options, "path")
     if text:
         found.extend(text.split(","))
-    dirs = tuple(dict.fromkeys(p.strip() for p in found if p.strip()))
+    # Absolute (the driver parses the options): a relative path means the driver's working
+    # directory, also for a task on an executor, whose working directory is the Worker's.
+    dirs = tuple(dict.fromkeys(os.path.abspath(p.strip()) for p in found if p.strip()))
     if not dirs:
         raise OptionError('no log dir given: spark.read.format("kfs").load("/path/to/logdir[,...]")')
     return dirs
