@@ -134,3 +134,22 @@ def test_grep_tasks_whose_log_dir_is_gone_say_so_with_the_host(tmp_path):
         for split in splits:
             list(grep_split(split, opts, "x", regex=False))
     assert_names_path_and_host(error, copy)
+
+
+def test_typed_read_whose_registry_log_dir_is_gone_says_so_with_the_host(tmp_path):
+    # A read with decoded columns also reads the schema registry in the task (kfs.spark.typed).
+    from kfs.spark import source as source_module
+    from kfs.spark.source import KafkaLogDataSource
+
+    copy = tmp_path / "evolution"
+    shutil.copytree(Path(LOGDIRS[0]).parents[2] / "schema-evolution" / "logdir", copy)
+    source = KafkaLogDataSource({"path": str(copy), "subscribe": "readings"})
+    reader = source.reader(source.schema())
+    assert "value_decoded" in source.schema().fieldNames()
+    partitions = list(reader.partitions())
+    shutil.rmtree(copy)
+    source_module._REGISTRIES.clear()  # as in an executor's fresh Python worker: no registry read yet
+    with pytest.raises(PlannedDataMissing) as error:
+        for partition in partitions:
+            list(reader.read(partition))
+    assert_names_path_and_host(error, copy)

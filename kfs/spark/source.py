@@ -55,9 +55,9 @@ from kfs.record.types import Record
 from kfs.registry import Registry, load_registry
 from kfs.spark.options import ReadOptions, parse_options
 from kfs.spark.plan import Bounds, Piece, Split, plan_splits
-from kfs.spark.tasks import PlannedPartitions
+from kfs.spark.tasks import PlannedPartitions, missing_here
 from kfs.spark.typed import PartPlan, RowDecoder, decoded_fields, plan_from_field, row_decoder, wants_decoded_columns
-from kfs.storage import PartitionLog
+from kfs.storage import KfsError, PartitionLog
 from kfs.storage.record_stream import CorruptBatch
 
 log = logging.getLogger("kfs.spark")
@@ -378,7 +378,10 @@ def read_split(split: Split, opts: ReadOptions, schema: pa.Schema,
     """What one Spark task does: its pieces' records, in order, as Arrow record batches. `plans`:
     how the decoded columns are filled (kfs.spark.typed; none without a registry)."""
     planned = PlannedPartitions()  # per task: the log dirs the driver planned on, checked (kfs.spark.tasks)
-    registry = registry_for(opts) if plans else None
+    try:
+        registry = registry_for(opts) if plans else None
+    except KfsError as e:  # the log dirs were there when the driver planned
+        raise missing_here(",".join(opts.logdirs), e) from None
     with no_cyclic_gc():
         for piece in split.pieces:
             plog = planned.open(piece)
