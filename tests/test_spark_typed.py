@@ -511,3 +511,79 @@ def test_typed_reads_on_a_standalone_cluster_equal_local(spark, tmp_path):
                              env=cluster.env(), cwd=tmp_path, capture_output=True, text=True, timeout=900)
         assert job.returncode == 0, job.stderr[-3000:] + cluster.executor_logs()
         assert json.loads(job.stdout.strip().splitlines()[-1]) == local
+
+
+# ---- the JSON-shaped fast path (kfs.spark.json_shaped) ------------------------------------------------------
+
+FLAT_V1 = {"type": "record", "name": "Tick", "namespace": "t", "fields": [
+    {"name": "n", "type": "long"}, {"name": "who", "type": "string"}]}
+FLAT_V2 = {"type": "record", "name": "Tick", "namespace": "t", "fields": [
+    {"name": "n", "type": "long"}, {"name": "who", "type": "string"},
+    {"name": "x", "type": "double", "default": 0.5},
+    {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}, "default": "A"},
+    {"name": "tags", "type": {"type": "array", "items": "int"}, "default": []},
+    {"name": "at", "type": {"type": "record", "name": "At", "fields": [{"name": "f", "type": "float"}]},
+     "default": {"f": 1.5}}]}
+
+
+def flat_logdir(root: Path) -> str:
+    """A topic `ticks` whose latest subject version is JSON-shaped, with records of both versions, one
+    cut short, one not framed, and one whose double is NaN (text Arrow does not parse as a number)."""
+    import io as _io
+
+    from conftest import v2_batch, write_segment
+
+    def framed_datum(schema_id: int, schema: dict, value: dict) -> bytes:
+        out = _io.BytesIO()
+        fastavro.schemaless_writer(out, fastavro.parse_schema(schema), value)
+        return b"\0" + schema_id.to_bytes(4, "big") + out.getvalue()
+
+    def jackson(obj: dict) -> bytes:
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+    v2 = {"n": 3, "who": "c\u00e9", "x": -2.25, "kind": "B", "tags": [1, -2], "at": {"f": 0.1}}
+    values = [framed_datum(1, FLAT_V1, {"n": 1, "who": "a"}),
+              framed_datum(2, FLAT_V2, v2),
+              framed_datum(2, FLAT_V2, {**v2, "n": 4})[:-3],
+              b"not framed",
+              framed_datum(2, FLAT_V2, {**v2, "n": 5, "x": float("nan")}),
+              framed_datum(2, FLAT_V2, {**v2, "n": 1 << 62, "who": "\"q\"\n"})]
+    registry = [(jackson({"keytype": "SCHEMA", "subject": "ticks-value", "version": v, "magic": 1}),
+                 jackson({"subject": "ticks-value", "version": v, "id": v, "schemaType": "AVRO",
+                          "schema": json.dumps(s), "deleted": False})) for v, s in ((1, FLAT_V1), (2, FLAT_V2))]
+    logdir = root / "flat"
+    logdir.mkdir()
+    (logdir / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=kfs-flat\n")
+    for topic, records in (("_schemas", registry), ("ticks", [(b"k", v) for v in values])):
+        (logdir / f"{topic}-0").mkdir()
+        batches = []
+        for start in range(0, len(records), 3):
+            chunk = [(start + j, 1764000000000 + start + j, k, v, [])
+                     for j, (k, v) in enumerate(records[start:start + 3])]
+            batches.append([(v2_batch(start, chunk), chunk)])
+        write_segment(str(logdir / f"{topic}-0"), 0, batches, closed=False)
+    return str(logdir)
+
+
+def test_json_shaped_schemas_take_the_fast_path_and_read_the_same(spark, tmp_path):
+    from kfs.spark.options import parse_options
+    from kfs.spark.source import registry_for
+    from kfs.spark.typed import PartDecoder, part_plan
+
+    logdir = flat_logdir(tmp_path)
+    registry = registry_for(parse_options({"path": logdir}))
+    plan, _ = part_plan(registry, ["ticks"], "value")
+    assert PartDecoder(registry, plan, "ticks").fast_prefix == b"\0\0\0\0\x02"  # the path under test
+    df = read(spark, logdir, subscribe="ticks")
+    assert df.schema["value_decoded"].dataType.simpleString() == \
+        "struct<n:bigint,who:string,x:double,kind:string,tags:array<int>,at:struct<f:float>>"
+    rows = sorted(df.collect(), key=lambda r: r["offset"])
+    f01 = struct.unpack("<f", struct.pack("<f", 0.1))[0]
+    v2 = {"n": 3, "who": "c\u00e9", "x": -2.25, "kind": "B", "tags": [1, -2], "at": {"f": f01}}
+    got = [plain(r["value_decoded"]) for r in rows]
+    assert got[0] == {"n": 1, "who": "a", "x": 0.5, "kind": "A", "tags": [], "at": {"f": 1.5}}  # v1, resolved
+    assert got[1] == v2 and got[2] is None and got[3] is None
+    assert got[4]["n"] == 5 and got[4]["x"] != got[4]["x"]  # NaN: that batch went the general way
+    assert got[5] == {**v2, "n": 1 << 62, "who": "\"q\"\n"}
+    errors = [r["value_decode_error"] for r in rows]
+    assert errors == [None, None, "schema id 2: the datum ends early", None, None, None]

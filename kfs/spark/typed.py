@@ -29,6 +29,7 @@ from kfs.registry.lines import KEY_HEADER, VALUE_HEADER, framed
 from kfs.registry.protobuf import ProtobufPayloadError, message_indexes
 from kfs.registry.resolution import READ_LOGICAL_TYPES, AvroResolver, ParsedAvro, parse_avro
 from kfs.spark.avro_types import Convert, TypingError, avro_converter, avro_type
+from kfs.spark.json_shaped import json_shaped, parse_lines
 from kfs.spark.protobuf_types import protobuf_converter, protobuf_type
 
 __all__ = ["PARTS", "PartDecoder", "PartPlan", "RowDecoder", "TypingError", "avro_type", "decoded_fields",
@@ -122,12 +123,21 @@ class PartDecoder:
         self._reader: ParsedAvro | None = None
         self._convert: Convert | None = None
         self._proto: tuple[Any, Any] | None = None  # (message class, converter) of the reader
+        # kfs.spark.json_shaped's fast path: the reader schema's own framing, and its JSON renderer
+        self.fast_prefix: bytes | None = None
+        self.fast_render: Any = None
         if plan.kind == "AVRO" and plan.schema_id is not None:
             reader = registry.state.by_id[plan.schema_id]
             references = registry._reference_texts(reader)
             self._reader = parse_avro(reader.schema, references, READ_LOGICAL_TYPES)  # what fastavro reads with
             typing = parse_avro(reader.schema, references)  # the same with the logical types Spark maps
             self._convert = avro_converter(typing.schema, typing.named)
+            top = typing.named.get(typing.schema, typing.schema) if isinstance(typing.schema, str) else typing.schema
+            compiled = registry.compiled(plan.schema_id)
+            if isinstance(top, dict) and top.get("type") in ("record", "error") and compiled.error is None \
+                    and json_shaped(typing.schema, typing.named):
+                self.fast_prefix = b"\0" + plan.schema_id.to_bytes(4, "big")
+                self.fast_render = compiled.renderer.render
         elif plan.kind == "PROTOBUF" and plan.schema_id is not None:
             from google.protobuf import message_factory
 
@@ -231,16 +241,61 @@ class FramedRows(RowDecoder):
         decoded: list[pa.Array] = []
         errors: list[pa.Array] = []
         for decoder, data_type in zip(self.parts, types, strict=True):
-            out: list[object] = []
-            why: list[str | None] = []
-            key = decoder.plan.part == "key"
-            for r in records:
-                value, error = decoder.decode(r.key if key else r.value, r.headers)
-                out.append(value)
-                why.append(error)
-            decoded.append(pa.array(out, data_type))
-            errors.append(pa.array(why, pa.string()))
+            fast = _fast_column(decoder, records, data_type) if decoder.fast_prefix is not None else None
+            if fast is None:
+                fast = _column(decoder, records, data_type)
+            decoded.append(fast[0])
+            errors.append(fast[1])
         return decoded + errors
+
+
+def _column(decoder: PartDecoder, records: Sequence[Any], data_type: pa.DataType) -> tuple[pa.Array, pa.Array]:
+    """A part's column and its errors, record by record."""
+    out: list[object] = []
+    why: list[str | None] = []
+    key = decoder.plan.part == "key"
+    for r in records:
+        value, error = decoder.decode(r.key if key else r.value, r.headers)
+        out.append(value)
+        why.append(error)
+    return pa.array(out, data_type), pa.array(why, pa.string())
+
+
+def _fast_column(decoder: PartDecoder, records: Sequence[Any], data_type: pa.DataType
+                 ) -> tuple[pa.Array, pa.Array] | None:
+    """`_column` by kfs.spark.json_shaped's path where it applies (None: Arrow did not parse the batch)."""
+    prefix, render = decoder.fast_prefix, decoder.fast_render
+    key = decoder.plan.part == "key"
+    texts: list[str] = []
+    slow: list[object] = []
+    where: list[int | None] = []  # per row: its place in texts + slow, or None (null)
+    why: list[str | None] = []
+    for r in records:
+        data = r.key if key else r.value
+        if data is not None and not r.headers and data[:5] == prefix:
+            try:
+                texts.append(render(data[5:]))
+                where.append(len(texts) - 1)
+                why.append(None)
+                continue
+            except Exception:  # (the general path says why, in kfs cat's words)
+                pass
+        value, error = decoder.decode(data, r.headers)
+        why.append(error)
+        if value is None:
+            where.append(None)
+        else:
+            slow.append(value)
+            where.append(-len(slow))
+    parsed = parse_lines(texts, data_type) if texts else pa.array([], data_type)
+    if parsed is None:
+        return None
+    errors = pa.array(why, pa.string())
+    if not slow and len(texts) == len(records):
+        return parsed, errors
+    combined = pa.concat_arrays([parsed, pa.array(slow, data_type)]) if slow else parsed
+    indices = [i if i is None or i >= 0 else len(texts) - i - 1 for i in where]
+    return combined.take(pa.array(indices, pa.int64())), errors
 
 
 class InternalRows(RowDecoder):
