@@ -35,6 +35,8 @@ bench: bench-deps
 	python3 -m benchmarks.bench_sizes
 	python3 -m benchmarks.bench_spark
 	python3 -m benchmarks.bench_registry
+	python3 -m benchmarks.bench_native
+	python3 -m benchmarks.bench_replicas
 
 # The live-writer soak (docs/robustness.md): a writer appending, rolling, deleting and cleaning while
 # readers read through a mount; needs /dev/fuse and the test extra.
