@@ -154,3 +154,42 @@ def test_long_keys_are_not_taken_for_framed(tmp_path: Path) -> None:
     line = json.loads(run_kfs("cat", str(logdir), "t-0").stdout)
     assert line["value"] == {"v": 42} and line["key"] == "\x00" * 7 + "\x17"  # (valid UTF-8: a string)
     assert "key_decode_error" not in line and "key_schema" not in line
+
+
+# `_schemas` values without `md5`, with metadata and rule sets, and the GUID Confluent Schema Registry gives
+# each: printed by its own entity classes (Metadata, RuleSet, Rule, SchemaReference and their updateHash,
+# from confluentinc/schema-registry 794611bd86d) through fixtures/schema-registry/java/SchemaGuid.java
+GUID_VALUES = [
+    ({"schema": '"string"'}, "095d71cf-1255-6b9d-5e33-0ad575b3df5d"),
+    ({"schema": '{"type":"string"}', "metadata": {"properties": {"owner": "team-b", "app": "x"}}},
+     "3838fb55-bae5-f476-5b05-f8fb3e20e916"),
+    ({"schema": '"long"', "references": [{"name": "r.avsc", "subject": "r", "version": 2}],
+      "metadata": {"tags": {"f.b": ["PII", "A"], "f.a": ["Z"]},
+                   "properties": {"é": "1", "z": "2", "\U0001f600": "3", "\ufffd": "4"}, "sensitive": ["s2", "s1"]},
+      "ruleSet": {"domainRules": [{"name": "checkLen", "kind": "CONDITION", "mode": "WRITE", "type": "CEL",
+                                   "expr": "size(message.x) < 10", "tags": ["b", "a"],
+                                   "params": {"k2": "v2", "k1": "v1"}, "onFailure": "DLQ", "disabled": True}],
+                  "migrationRules": [{"name": "up", "mode": "UPGRADE", "type": "JSONATA", "expr": "$"}]}},
+     "16f8d644-4875-37ab-08f4-1139457ae710"),
+    ({"schema": '"int"', "metadata": {}}, "1d1d1f70-2ee5-5e03-8ce5-4f3b6703c50f"),
+    ({"schema": '"int"', "ruleSet": {"encodingRules": [{"name": "enc", "type": "ENCRYPT",
+                                                        "params": {"encrypt.kek.name": "k"}}], "enableAt": "CLIENT"}},
+     "2bcfa194-b70e-e237-4ac2-35f51e25109d"),
+]
+
+
+def test_guids_of_schemas_with_metadata_and_rule_sets_are_the_registrys() -> None:
+    """A value without `md5` is named by the GUID the registry computes (MD5.ofSchema): its text and
+    references, then its metadata (tags, properties, sensitive names, sorted as Java sorts strings: by
+    UTF-16 code units, so U+1F600 before U+FFFD) and rule set (each rule's fields, defaults for kind and
+    mode); a payload framed with that GUID decodes."""
+    import uuid
+
+    state = RegistryState()
+    for version, (extra, guid) in enumerate(GUID_VALUES, start=1):
+        fields = {k: v for k, v in extra.items() if k != "schema"}
+        state.apply(key("g-value", version), value("g-value", version, 10 + version, extra["schema"], **fields))
+        assert state.versions[("g-value", version)].guid == uuid.UUID(guid).bytes
+    text, schema = Registry(state).decode(b"\x01" + uuid.UUID(GUID_VALUES[1][1]).bytes + b"\x06abc", "g-value")
+    assert json.loads(text) == "abc"
+    assert json.loads(schema)["id"] == 12

@@ -129,8 +129,10 @@ def schema_version(value: dict[str, Any], key: tuple[Any, ...]) -> SchemaVersion
 
 def schema_guid(value: dict[str, Any], text: str, references: list[Reference]) -> bytes | None:
     """The schema's GUID as the registry computes it (MD5.ofSchema): the value's `md5` (base64) when
-    it has one, else the MD5 of the schema text then each reference's name, subject and version
-    (int32). A schema with `metadata` or a `ruleSet` and no `md5` hashes those too: None here."""
+    it has one, else the MD5 of the schema text, each reference's name, subject and version (int32),
+    then, where the value has them, a byte 1 and its `metadata`, a byte 1 and its `ruleSet`, in the
+    order of the registry's Schema.updateHash (see _hash_metadata, _hash_rule_set). None where those
+    are not the registry's shapes."""
     md5 = value.get("md5")
     if isinstance(md5, str):
         try:
@@ -138,13 +140,84 @@ def schema_guid(value: dict[str, Any], text: str, references: list[Reference]) -
         except ValueError:
             return None
         return raw if len(raw) == 16 else None
-    if value.get("metadata") or value.get("ruleSet"):
-        return None
     digest = hashlib.md5(text.encode("utf-8"), usedforsecurity=False)
     for ref in references:
         digest.update(ref.name.encode("utf-8") + ref.subject.encode("utf-8")
                       + (ref.version & 0xFFFFFFFF).to_bytes(4, "big"))
+    try:
+        if value.get("metadata") is not None:
+            digest.update(b"\x01" + _hash_metadata(value["metadata"]))
+        if value.get("ruleSet") is not None:
+            digest.update(b"\x01" + _hash_rule_set(value["ruleSet"]))
+    except (TypeError, AttributeError, ValueError):
+        return None
     return digest.digest()
+
+
+def _java_sorted(texts: Any) -> list[str]:
+    """Strings in Java's natural order (a TreeSet's, a TreeMap's keys): by UTF-16 code units."""
+    return sorted((_text(t) for t in texts), key=lambda t: t.encode("utf-16-be", "surrogatepass"))
+
+
+def _text(x: object) -> str:
+    if not isinstance(x, str):
+        raise TypeError("not a string")
+    return x
+
+
+def _utf8(x: object) -> bytes:
+    return _text(x).encode("utf-8", "surrogatepass")
+
+
+def _hash_metadata(metadata: dict[str, Any]) -> bytes:
+    """What Metadata.updateHash adds: each tag's name and its sorted values (tags sorted), each property's
+    name and value (sorted by name), the sorted sensitive names."""
+    out = bytearray()
+    tags = metadata.get("tags") or {}
+    for name in _java_sorted(tags):
+        out += _utf8(name) + b"".join(_utf8(t) for t in _java_sorted(tags[name]))
+    properties = metadata.get("properties") or {}
+    for name in _java_sorted(properties):
+        out += _utf8(name) + _utf8(properties[name])
+    for name in _java_sorted(metadata.get("sensitive") or []):
+        out += _utf8(name)
+    return bytes(out)
+
+
+def _hash_rule_set(rule_set: dict[str, Any]) -> bytes:
+    """What RuleSet.updateHash adds: each migration, domain and encoding rule's fields (Rule.updateHash),
+    then the `enableAt` environment's name."""
+    out = bytearray()
+    for kind in ("migrationRules", "domainRules", "encodingRules"):
+        for rule in rule_set.get(kind) or []:
+            out += _hash_rule(rule)
+    if rule_set.get("enableAt") is not None:
+        out += _utf8(rule_set["enableAt"])
+    return bytes(out)
+
+
+def _hash_rule(rule: dict[str, Any]) -> bytes:
+    """Rule.updateHash: name, doc, kind (TRANSFORM unless given), mode (WRITEREAD unless given), type, the
+    sorted tags, the params sorted by name, expr, onSuccess, onFailure (each where present), a byte 1 if
+    disabled."""
+    out = bytearray()
+    for attr, default in (("name", None), ("doc", None), ("kind", "TRANSFORM"), ("mode", "WRITEREAD"),
+                          ("type", None)):
+        x = rule.get(attr)
+        if x is None:
+            x = default
+        if x is not None:
+            out += _utf8(x)
+    out += b"".join(_utf8(t) for t in _java_sorted(rule.get("tags") or []))
+    params = rule.get("params") or {}
+    for name in _java_sorted(params):
+        out += _utf8(name) + _utf8(params[name])
+    for attr in ("expr", "onSuccess", "onFailure"):
+        if rule.get(attr) is not None:
+            out += _utf8(rule[attr])
+    if rule.get("disabled") is True:
+        out += b"\x01"
+    return bytes(out)
 
 
 def _is_int(x: object) -> bool:
