@@ -29,7 +29,7 @@ from kfs.registry.lines import KEY_HEADER, VALUE_HEADER, framed
 from kfs.registry.protobuf import ProtobufPayloadError, message_indexes
 from kfs.registry.resolution import READ_LOGICAL_TYPES, AvroResolver, ParsedAvro, parse_avro
 from kfs.spark.avro_types import Convert, TypingError, avro_converter, avro_type
-from kfs.spark.json_shaped import json_shaped, parse_lines
+from kfs.spark.json_shaped import json_shaped, json_type, parse_lines, to_spark
 from kfs.spark.protobuf_types import protobuf_converter, protobuf_type
 
 __all__ = ["PARTS", "PartDecoder", "PartPlan", "RowDecoder", "TypingError", "avro_type", "decoded_fields",
@@ -126,6 +126,7 @@ class PartDecoder:
         # kfs.spark.json_shaped's fast path: the reader schema's own framing, and its JSON renderer
         self.fast_prefix: bytes | None = None
         self.fast_render: Any = None
+        self.fast_schema: tuple[Any, dict[str, Any]] | None = None  # (reader schema, named types)
         if plan.kind == "AVRO" and plan.schema_id is not None:
             reader = registry.state.by_id[plan.schema_id]
             references = registry._reference_texts(reader)
@@ -138,6 +139,7 @@ class PartDecoder:
                     and json_shaped(typing.schema, typing.named):
                 self.fast_prefix = b"\0" + plan.schema_id.to_bytes(4, "big")
                 self.fast_render = compiled.renderer.render
+                self.fast_schema = (typing.schema, typing.named)
         elif plan.kind == "PROTOBUF" and plan.schema_id is not None:
             from google.protobuf import message_factory
 
@@ -287,9 +289,12 @@ def _fast_column(decoder: PartDecoder, records: Sequence[Any], data_type: pa.Dat
         else:
             slow.append(value)
             where.append(-len(slow))
-    parsed = parse_lines(texts, data_type) if texts else pa.array([], data_type)
-    if parsed is None:
+    assert decoder.fast_schema is not None
+    schema, named = decoder.fast_schema
+    parsed = parse_lines(texts, json_type(schema, named)) if texts else None
+    if texts and parsed is None:
         return None
+    parsed = to_spark(parsed, schema, named, data_type) if parsed is not None else pa.array([], data_type)
     errors = pa.array(why, pa.string())
     if not slow and len(texts) == len(records):
         return parsed, errors
