@@ -525,7 +525,9 @@ FLAT_V2 = {"type": "record", "name": "Tick", "namespace": "t", "fields": [
     {"name": "at", "type": {"type": "record", "name": "At", "fields": [{"name": "f", "type": "float"}]},
      "default": {"f": 1.5}},
     {"name": "maybe", "type": ["null", "string"], "default": None},
-    {"name": "either", "type": ["null", "long", "string", "t.At"], "default": None}]}
+    {"name": "either", "type": ["null", "long", "string", "t.At"], "default": None},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}, "default": 0},
+    {"name": "day", "type": ["null", {"type": "int", "logicalType": "date"}], "default": None}]}
 
 
 def flat_logdir(root: Path) -> str:
@@ -544,7 +546,8 @@ def flat_logdir(root: Path) -> str:
         return json.dumps(obj, separators=(",", ":")).encode()
 
     v2 = {"n": 3, "who": "c\u00e9", "x": -2.25, "kind": "B", "tags": [1, -2], "at": {"f": 0.1}, "maybe": "m",
-          "either": {"f": 2.5}}
+          "either": {"f": 2.5}, "ts": dt.datetime(2025, 11, 27, 12, 0, 0, 123000, tzinfo=dt.timezone.utc),
+          "day": dt.date(2025, 11, 27)}
     values = [framed_datum(1, FLAT_V1, {"n": 1, "who": "a"}),
               framed_datum(2, FLAT_V2, v2),
               framed_datum(2, FLAT_V2, {**v2, "n": 4})[:-3],
@@ -591,7 +594,7 @@ def test_json_shaped_schemas_take_the_fast_path_and_read_the_same(spark, tmp_pat
     assert _fast_column(decoder, batches[1], arrow_type) is None
     assert df.schema["value_decoded"].dataType.simpleString() == (
         "struct<n:bigint,who:string,x:double,kind:string,tags:array<int>,at:struct<f:float>,maybe:string,"
-        "either:struct<member0:bigint,member1:string,member2:struct<f:float>>>")
+        "either:struct<member0:bigint,member1:string,member2:struct<f:float>>,ts:timestamp,day:date>")
     rows = sorted(df.collect(), key=lambda r: (r["partition"], r["offset"]))
     f01 = struct.unpack("<f", struct.pack("<f", 0.1))[0]
 
@@ -599,10 +602,10 @@ def test_json_shaped_schemas_take_the_fast_path_and_read_the_same(spark, tmp_pat
         return {f"member{j}": v if j == i else None for j in range(3)}
 
     v2 = {"n": 3, "who": "c\u00e9", "x": -2.25, "kind": "B", "tags": [1, -2], "at": {"f": f01}, "maybe": "m",
-          "either": either(2, {"f": 2.5})}
+          "either": either(2, {"f": 2.5}), "ts": local_time(1764244800_123000), "day": dt.date(2025, 11, 27)}
     got = [plain(r["value_decoded"]) for r in rows]
     assert got[0] == {"n": 1, "who": "a", "x": 0.5, "kind": "A", "tags": [], "at": {"f": 1.5},  # v1, resolved
-                      "maybe": None, "either": None}
+                      "maybe": None, "either": None, "ts": local_time(0), "day": None}
     assert got[1] == v2 and got[2] is None and got[3] is None
     assert got[4] == {**v2, "n": 1 << 62, "who": "\"q\"\n", "either": either(1, "s")}
     assert got[5] == {**v2, "n": 6, "maybe": None, "either": None, "tags": []}

@@ -1,7 +1,7 @@
 """A fast path for typed Avro columns whose Spark value Avro's JSON encoding spells out.
 
-For a reader schema of records, arrays, enums, unions and primitives other than bytes (no maps,
-fixed or logical types), the JSON text `kfs cat` renders for a datum (kfs.registry.avro: a program
+For a reader schema of records, arrays, enums, unions, dates, timestamps and primitives other than
+bytes (no maps, fixed or decimals), the JSON text `kfs cat` renders for a datum (kfs.registry.avro: a program
 compiled from the schema, in C) holds the Spark value: a union is `{"<branch>": value}`, which Arrow
 parses as a struct of one field per branch, then made Spark's shape column by column (`to_spark`:
 the branch's value for a union of null and one type, `member0`, `member1`, ... for others). A batch
@@ -19,10 +19,14 @@ import io
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from kfs.spark.avro_types import _kind, _named
 
+# The logical types whose JSON (their underlying int or long) Arrow casts to Spark's type.
+_LOGICAL = {"date": "int", "timestamp-millis": "long", "timestamp-micros": "long", "local-timestamp-millis": "long",
+            "local-timestamp-micros": "long"}
 _PRIMITIVES: dict[str, pa.DataType] = {"string": pa.string(), "enum": pa.string(), "boolean": pa.bool_(),
                                        "int": pa.int32(), "long": pa.int64(), "float": pa.float32(),
                                        "double": pa.float64()}
@@ -49,9 +53,9 @@ def json_shaped(schema: Any, named: dict[str, Any], seen: frozenset[str] = froze
     Spark's value of: no maps, bytes, fixed or logical types, no recursion, and no union Spark folds
     into one type ([int, long], [float, double])."""
     schema = _resolve(schema, named)
-    if isinstance(schema, dict) and "logicalType" in schema:
-        return False
     kind = _kind(schema)
+    if isinstance(schema, dict) and "logicalType" in schema:
+        return _LOGICAL.get(schema["logicalType"]) == kind  # (dates and timestamps: their ints)
     if kind in _PRIMITIVES:
         return True
     if kind in ("record", "error"):
@@ -89,6 +93,9 @@ def to_spark(array: pa.Array, schema: Any, named: dict[str, Any], target: pa.Dat
     schema = _resolve(schema, named)
     kind = _kind(schema)
     if kind in _PRIMITIVES:
+        logical = schema.get("logicalType") if isinstance(schema, dict) else None
+        if logical in ("timestamp-millis", "local-timestamp-millis"):
+            array = pc.multiply_checked(array, 1000)  # Spark's µs
         return array if array.type == target else array.cast(target)
     if kind in ("record", "error"):
         children = [to_spark(array.field(i), f["type"], named, target.field(i).type)
