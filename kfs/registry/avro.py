@@ -57,6 +57,8 @@ _PADDED_RUN = re.compile(rb"[\x80-\xff]{5}[\x00-\x0f]")
 _FOUR_HIGH = b"\x01" * 4
 _FIVE_HIGH = b"\x01" * 5
 INT_TOO_LONG = "the datum holds an int of more than 5 bytes (Java: Invalid int encoding)"
+# (a negative index too: Java refuses it, where fastavro counts from the end of the list)
+INDEX_OUT_OF_RANGE = "the datum holds a union branch or enum symbol index out of range"
 
 
 class AvroSchemaError(ValueError):
@@ -112,6 +114,8 @@ class _Rewriter:
         self.zero_width_arrays = False
         self.recursive = False  # a named type refers to itself, directly or not
         self.java_ints = False  # an int, a union or an enum: read by Java's readInt
+        self.indexes = False  # a union or an enum: an index fastavro would take from the end when negative
+        self.booleans = False  # a boolean: a byte over 1 is true to fastavro, false to Java (readBoolean: n == 1)
         self._defining: list[str] = []  # the named types being rewritten, outermost first
 
     def rewrite(self, schema: Any, namespace: str) -> Any:
@@ -120,11 +124,12 @@ class _Rewriter:
                 return self._float_wrapper(namespace)
             if schema == "int":
                 self.java_ints = True
+            self.booleans = self.booleans or schema == "boolean"
             if schema in self._defining or f"{namespace}.{schema}" in self._defining:
                 self.recursive = True
             return schema
         if isinstance(schema, list):
-            self.java_ints = True
+            self.java_ints = self.indexes = True
             return [self._branch(b, namespace) for b in schema]
         if not isinstance(schema, dict):
             raise AvroSchemaError(f"{json.dumps(schema)[:80]} is not an Avro schema")
@@ -142,6 +147,7 @@ class _Rewriter:
             self.named[_full_name(schema, namespace)] = out
         elif kind in ("enum", "fixed"):
             self.java_ints = self.java_ints or kind == "enum"
+            self.indexes = self.indexes or kind == "enum"
             self.named[_full_name(schema, namespace)] = out
         elif kind == "array":
             out["items"] = self.rewrite(schema.get("items"), namespace)
@@ -155,6 +161,7 @@ class _Rewriter:
             return self._float_wrapper(namespace)
         elif kind in PRIMITIVES:
             self.java_ints = self.java_ints or kind == "int"
+            self.booleans = self.booleans or kind == "boolean"
             return kind  # (a primitive with attributes, a logical type's among them)
         return out
 
@@ -257,8 +264,12 @@ class AvroRenderer:
                 self.program = None if program is None else avro_program(program)
             except ValueError:  # (a program the extension does not take: the Python path then)
                 self.program = None
-        # Datums walked first, without building them, where fastavro could be asked too much.
-        self.checked_first = rewriter.zero_width_arrays or rewriter.recursive
+        # Datums walked first, without building them, where fastavro could be asked too much, would read
+        # a negative union or enum index from the end of the list (Java refuses it), or a boolean byte over
+        # 1 as true (Java: false). (The compiled renderer checks these itself and declines such a datum to
+        # this path, so only the pure-Python path pays for the walk on every datum.)
+        self.checked_first = rewriter.zero_width_arrays or rewriter.recursive or rewriter.indexes or \
+            rewriter.booleans
         self._java_ints = rewriter.java_ints
         self._convert: Callable[[Any], Any] | None = None
         if rewriter.walk_needed:
@@ -307,7 +318,7 @@ class AvroRenderer:
                 raise AvroDatumError("the datum ends early") from None
             if ints:  # (an index past 32 bits, of which Java reads the low 32)
                 return self._render_python(data, True, False)
-            raise AvroDatumError("the datum holds a union branch or enum symbol index out of range") from None
+            raise AvroDatumError(INDEX_OUT_OF_RANGE) from None
         except Exception as e:  # a bad union index, an enum index out of range, invalid UTF-8...
             raise AvroDatumError(f"the datum does not decode ({type(e).__name__}: {e})") from None
         left = len(data) - stream.tell()
@@ -543,7 +554,7 @@ class _Skipper:
         if isinstance(schema, list):
             index = self.java_int()
             if not 0 <= index < len(schema):
-                raise AvroDatumError(f"union index {index} out of range")
+                raise AvroDatumError(INDEX_OUT_OF_RANGE)
             self.skip(schema[index])
             return
         if isinstance(schema, str) and schema in self.named:
@@ -553,8 +564,14 @@ class _Skipper:
             return
         if kind == "boolean":
             self.take(1)
-        elif kind in ("int", "enum"):
+            if self.data[self.pos - 1] > 1:  # Java's readBoolean: true only for 1
+                self.java_ints.append((self.pos - 1, self.pos, 0))
+        elif kind == "int":
             self.java_int()
+        elif kind == "enum":
+            index = self.java_int()
+            if not 0 <= index < len(schema["symbols"]):
+                raise AvroDatumError(INDEX_OUT_OF_RANGE)
         elif kind == "long":
             self.long()
         elif kind == "float":
