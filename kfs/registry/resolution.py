@@ -101,7 +101,11 @@ def parse_avro(schema_text: str, references: list[str] | None = None,
         raise AvroSchemaError(f"the schema does not parse as Avro ({type(e).__name__}: {e})") from None
     except Exception as e:  # fastavro's SchemaParseException, UnknownType...
         raise AvroSchemaError(f"the schema does not parse as Avro ({type(e).__name__}: {e})") from None
-    return ParsedAvro(parsed, named, rewriter.zero_width_arrays or rewriter.recursive)
+    # Walked first where fastavro could be asked too much, or would read a value otherwise than Apache
+    # Avro's Java reader (an int past 32 bits, a negative union or enum index, a boolean byte over 1):
+    # the walk refuses or rewrites those as Java reads them (kfs.registry.avro._Skipper).
+    return ParsedAvro(parsed, named, rewriter.zero_width_arrays or rewriter.recursive or rewriter.java_ints
+                      or rewriter.indexes or rewriter.booleans)
 
 
 class AvroResolver:
@@ -124,7 +128,9 @@ class AvroResolver:
         the reader's union lacks, a missing field without a default)."""
         writer = self.writer
         if writer.checked_first or (_NINE_HIGH in datum.translate(_HIGH_BITS) and _LONG_RUN.search(datum) is not None):
-            _Skipper(datum, writer.named).skip(writer.schema)  # too many items, too deep, a varint past 64 bits
+            skipper = _Skipper(datum, writer.named)  # too many items, too deep, a varint past 64 bits
+            skipper.skip(writer.schema)
+            datum = skipper.as_java_reads_it()  # ints, indexes and booleans as Java reads them
         stream = io.BytesIO(datum)
         try:
             value = self._read(stream, writer.schema, None if self._same else self.reader.schema,
