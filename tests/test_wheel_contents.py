@@ -41,6 +41,7 @@ def test_the_wheel_holds_the_package_only(tmp_path: Path) -> None:
     assert any(name.startswith("kfs/_native/_speedups") and name.endswith(".so") for name in names)
     assert "kfs/_native/_speedups.pyi" in names  # (mypy checks a user's calls too)
     assert not [n for n in names if "bench" in n or "soak" in n or n.endswith(".jar") or "/tests/" in n]
+    assert not [n for n in names if n.endswith((".c", ".h"))]  # (the sources are the sdist's, not the wheel's)
 
 
 def test_without_a_c_compiler_the_wheel_installs_and_runs_on_the_python_paths(tmp_path: Path) -> None:
