@@ -23,35 +23,18 @@ pyspark = pytest.importorskip("pyspark")
 
 from builders import ALL_LOGDIRS, golden_rows  # noqa: E402
 from conftest import GOLDEN_PARTITIONS, LOGDIRS  # noqa: E402
+from spark_session import local_spark  # noqa: E402
 
 import kfs.spark  # noqa: E402
 from kfs.spark.plan import Bounds, plan_splits  # noqa: E402
 from kfs.spark.source import kafka_schema  # noqa: E402
 
 TYPES = {0: "CreateTime", 1: "LogAppendTime", -1: "NoTimestampType"}
-SESSION_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.executor.heartbeatInterval": "600s",
-    "spark.network.timeout": "1200s",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.python.filterPushdown.enabled": "true",
-}
 
 
 @pytest.fixture(scope="session")
 def spark():
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = SparkSession.builder.master("local[2]").appName("kfs-tests")
-    for key, value in SESSION_CONF.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    kfs.spark.register(session)
-    yield session
-    session.stop()
+    yield from local_spark("kfs-tests")
 
 
 def kfs_read(spark, path: str = ALL_LOGDIRS, **options: str):

@@ -17,7 +17,6 @@ import base64
 import datetime as dt
 import decimal
 import json
-import os
 import struct
 from pathlib import Path
 from typing import Any
@@ -29,8 +28,8 @@ pytest.importorskip("pyspark")
 fastavro = pytest.importorskip("fastavro")
 
 from conftest import LOGDIRS, run_kfs  # noqa: E402
+from spark_session import local_spark  # noqa: E402
 
-import kfs.spark  # noqa: E402
 from kfs.registry import load_registry  # noqa: E402
 from kfs.registry.resolution import parse_avro  # noqa: E402
 from kfs.spark.typed import avro_type, protobuf_type  # noqa: E402
@@ -39,30 +38,12 @@ FIXTURES = Path(__file__).parent / "fixtures"
 LOGDIR = str(FIXTURES / "schema-registry" / "logdir")
 EVOLUTION = str(FIXTURES / "schema-evolution" / "logdir")
 INTERNAL = str(FIXTURES / "internal-topics" / "logdirs" / "broker-a")
-SESSION_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.executor.heartbeatInterval": "600s",
-    "spark.network.timeout": "1200s",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.python.filterPushdown.enabled": "true",
-}
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 @pytest.fixture(scope="session")
 def spark():
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = SparkSession.builder.master("local[2]").appName("kfs-typed-tests")
-    for key, value in SESSION_CONF.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    kfs.spark.register(session)
-    yield session
-    session.stop()
+    yield from local_spark("kfs-typed-tests")
 
 
 def read(spark, path: str = LOGDIR, **options: str):
