@@ -127,6 +127,10 @@ static PyMethodDef speedups_methods[] = {
     {"walk_v2_run", (PyCFunction)(void (*)(void))kfs_walk_v2_run, METH_VARARGS | METH_KEYWORDS, kfs_walk_v2_run_doc},
     {"avro_program", kfs_avro_program, METH_O, kfs_avro_program_doc},
     {"render_avro", (PyCFunction)(void (*)(void))kfs_render_avro, METH_FASTCALL, kfs_render_avro_doc},
+    {"arrow_builder", kfs_arrow_builder, METH_NOARGS, kfs_arrow_builder_doc},
+    {"arrow_append_v2", kfs_arrow_append_v2, METH_VARARGS, kfs_arrow_append_v2_doc},
+    {"arrow_append_records", kfs_arrow_append_records, METH_VARARGS, kfs_arrow_append_records_doc},
+    {"arrow_take", kfs_arrow_take, METH_O, kfs_arrow_take_doc},
     {NULL, NULL, 0, NULL},
 };
 

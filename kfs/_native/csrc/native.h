@@ -199,4 +199,12 @@ KFS_HIDDEN PyObject *kfs_avro_program(PyObject *module, PyObject *arg);
 KFS_HIDDEN extern const char kfs_render_avro_doc[];
 KFS_HIDDEN PyObject *kfs_render_avro(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* arrow_columns.c */
+KFS_HIDDEN extern const char kfs_arrow_builder_doc[], kfs_arrow_append_v2_doc[], kfs_arrow_append_records_doc[],
+    kfs_arrow_take_doc[];
+KFS_HIDDEN PyObject *kfs_arrow_builder(PyObject *module, PyObject *unused);
+KFS_HIDDEN PyObject *kfs_arrow_append_v2(PyObject *module, PyObject *args);
+KFS_HIDDEN PyObject *kfs_arrow_append_records(PyObject *module, PyObject *args);
+KFS_HIDDEN PyObject *kfs_arrow_take(PyObject *module, PyObject *capsule);
+
 #endif /* KFS_NATIVE_H */

@@ -1,0 +1,17 @@
+"""The Spark source's compiled loops (csrc/spark/): each the function of _speedups.pyi, or None unbuilt.
+
+- `arrow_builder`, `arrow_append_v2`, `arrow_append_records`, `arrow_take`: the undecoded columns of
+  Spark's Kafka schema (key, value, offset, timestamp, timestampType, headers) built in Arrow's layout
+  in C buffers, a v2 records section at a time without a Record per record, and handed to Arrow
+  without a copy (kfs/spark/arrow_columns.py; the Python path, kfs.spark.source.arrow_batches, stays
+  the reference and the fallback).
+"""
+
+from __future__ import annotations
+
+from kfs._native import BUILT, extension
+
+arrow_builder = extension.arrow_builder if BUILT else None
+arrow_append_v2 = extension.arrow_append_v2 if BUILT else None
+arrow_append_records = extension.arrow_append_records if BUILT else None
+arrow_take = extension.arrow_take if BUILT else None

@@ -1,0 +1,176 @@
+"""A piece's rows as Arrow record batches whose undecoded columns are built in C, no Record per record.
+
+The Python path (`kfs.spark.source.arrow_batches`) decodes each Kafka batch into `Record`s and copies
+their fields into Python lists, then into Arrow: ~0.5 us of Python a record, most of a `decode=raw`
+task. Here the storage layer still selects the batches (`PartitionLog.selected_batches`: the offset
+range, control batches hidden and checked, aborted transactions under read_committed, the checks of
+the segment walk), and each plain v2 batch (CRC valid, decompressed where it must be, as the fused
+JSON renderer takes it: kfs.views.batch_lines) has its records section walked by
+`arrow_append_v2` (kfs/_native/csrc/spark/arrow_columns.c) straight into Arrow's buffers, which are
+wrapped without a copy. Every other batch (legacy messages, a damaged one, a header key that is not
+UTF-8) is decoded by the Python decoder, which raises what is wrong with it (the same
+CorruptLogError as the Python path) or gives its Records, appended to the same builder in order.
+The rows, and where one Arrow batch ends and the next begins, are the Python path's:
+tests/test_spark_arrow_columns.py holds the two to equal batches.
+
+`onCorrupt=skip` (a corrupt batch skipped, the walk resynchronised: kfs.storage.record_stream) keeps
+the Python path; so does a decoder without `array_columns` (kfs.spark.typed: the decoded columns of
+Kafka's internal topics are made from Records).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from kfs._native import spark as native
+from kfs.record import BatchHeader, crc_is_valid, default_batch
+from kfs.record.compression import MAX_BATCH_RECORDS
+from kfs.storage import LogSegment, PartitionLog, batch_records
+
+AVAILABLE = native.arrow_builder is not None
+_NO_END = (1 << 63) - 1  # to arrow_append_v2: no end
+_EMPTY = pa.py_buffer(b"")
+# Spark's headers type (kfs.spark.source.HEADERS_TYPE as Arrow), for a schema without the column: the
+# decoded columns' decoder is handed the headers whether Spark shows them or not.
+HEADERS_ARROW_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()),
+                                                             pa.field("value", pa.binary())])))
+
+
+class ArrayDecoder(Protocol):
+    """The decoded columns' filler (kfs.spark.typed's decoders that have `array_columns`)."""
+
+    def array_columns(self, keys: pa.Array, values: pa.Array, headers: pa.ListArray,
+                      types: Sequence[pa.DataType]) -> list[pa.Array]: ...
+
+
+class ColumnBuilder:
+    """The compiled builder of one piece's undecoded columns, fed a selected batch at a time."""
+
+    def __init__(self, headers_type: pa.DataType) -> None:
+        assert native.arrow_builder is not None
+        self._builder = native.arrow_builder()
+        self._headers_type = headers_type
+        self._pending: list[tuple[Any, ...]] = []  # rows taken when the builder was full, for `take`
+        self._done = False
+        self.rows = 0
+
+    def add(self, segment: LogSegment, header: BatchHeader, body: memoryview, first: int, end: int | None) -> bool:
+        """The batch's records in [first, end) appended as rows; whether the piece ends with this batch
+        (its last record is at or past `end`, where kfs.storage.record_stream.record_lists_from stops).
+        Raises CorruptLogError as the Python path does."""
+        if self._compiled(segment, header, body, first, end):
+            return self._done
+        records = batch_records(segment, header, body, first, None)  # (raises what is wrong with the batch)
+        done = end is not None and bool(records) and records[-1].offset >= end
+        if done:
+            records = [r for r in records if r.offset < end]  # type: ignore[operator]
+        if records:
+            self._append(native.arrow_append_records, records)
+        return done
+
+    def _compiled(self, segment: LogSegment, header: BatchHeader, body: memoryview, first: int,
+                  end: int | None) -> bool:
+        """Whether the compiled walk took the batch (then `_done` says whether the piece ends with it)."""
+        if header.magic != 2 or header.is_control or not 0 < header.record_count <= MAX_BATCH_RECORDS \
+                or not segment.base_offset <= header.base_offset <= header.last_offset \
+                or not crc_is_valid(body, header):
+            return False  # (records outside the batch's offsets, a bad CRC: the decoder says what it is)
+        payload = default_batch.section_for_compiled(body, header)  # in place, or decompressed
+        if payload is None:
+            return False
+        append_time = header.max_timestamp if header.timestamp_type == "LogAppendTime" else None
+        out = self._append(native.arrow_append_v2, payload, header.record_count, header.base_offset,
+                           header.first_timestamp, append_time, first, _NO_END if end is None else min(end, _NO_END),
+                           min(header.last_offset, _NO_END))
+        if out is None:
+            return False
+        self._done = end is not None and out[1] >= end
+        return True
+
+    def _append(self, append: Any, *args: Any) -> Any:
+        """`append(builder, *args)`, once more after taking the rows when the builder is full (an Arrow
+        offset would pass int32); the taken rows wait in `_full` for `take`."""
+        out = append(self._builder, *args)
+        if out is False:
+            self._pending.append(self._take_buffers())
+            out = append(self._builder, *args)
+        if out is not None and out is not False:
+            self.rows = self._pending_rows() + (out if isinstance(out, int) else out[0])
+        return out
+
+    def _pending_rows(self) -> int:
+        return sum(taken[0][0] for taken in self._pending)
+
+    def _take_buffers(self) -> tuple[Any, ...]:
+        assert native.arrow_take is not None
+        return native.arrow_take(self._builder)
+
+    def take(self) -> list[tuple[list[pa.Array], pa.Array, pa.Array, pa.ListArray]]:
+        """The rows so far as (offset, timestamp µs, timestampType) arrays and the key, value and
+        headers arrays, one tuple per chunk (more than one only when a column passed 2 GiB); the
+        builder is left empty."""
+        chunks = [*self._pending, self._take_buffers()]
+        self._pending = []
+        self.rows = 0
+        return [self._arrays(chunk) for chunk in chunks if chunk[0][0]]
+
+    def _arrays(self, taken: tuple[Any, ...]) -> tuple[list[pa.Array], pa.Array, pa.Array, pa.ListArray]:
+        (n, key_nulls, value_nulls, n_headers, header_value_nulls), owner, spans = taken
+        b = [pa.foreign_buffer(address, size, base=owner) if size else _EMPTY for address, size in spans]
+        keys = pa.Array.from_buffers(pa.binary(), n, [b[0] if key_nulls else None, b[1], b[2]], null_count=key_nulls)
+        values = pa.Array.from_buffers(pa.binary(), n, [b[3] if value_nulls else None, b[4], b[5]],
+                                       null_count=value_nulls)
+        numbers = [pa.Array.from_buffers(pa.int64(), n, [None, b[6]], null_count=0),
+                   pa.Array.from_buffers(pa.int64(), n, [None, b[7]], null_count=0),
+                   pa.Array.from_buffers(pa.int32(), n, [None, b[8]], null_count=0)]
+        header_keys = pa.Array.from_buffers(pa.string(), n_headers, [None, b[10], b[11]], null_count=0)
+        header_values = pa.Array.from_buffers(pa.binary(), n_headers,
+                                              [b[12] if header_value_nulls else None, b[13], b[14]],
+                                              null_count=header_value_nulls)
+        struct = pa.StructArray.from_arrays([header_keys, header_values], fields=list(self._headers_type.value_type))
+        headers = pa.Array.from_buffers(self._headers_type, n, [None, b[9]], null_count=0, children=[struct])
+        return numbers, keys, values, headers
+
+
+def compiled_arrow_batches(topic: str, partition: int, plog: PartitionLog, start: int, end: int | None,
+                           isolation: str, schema: pa.Schema, include_headers: bool, rows: int,
+                           decoder: ArrayDecoder | None = None) -> Iterator[pa.RecordBatch]:
+    """The records of [start, end) of one partition as Arrow record batches of exactly `schema` (Spark's),
+    as `kfs.spark.source.arrow_batches` makes them from `piece_record_lists`: the same rows, a batch
+    closed after the Kafka batch that brings it to `rows` rows or more. `decoder`: the decoded columns."""
+    ts_type = schema.field("timestamp").type
+    headers_type = schema.field("headers").type if include_headers else HEADERS_ARROW_TYPE
+    builder = ColumnBuilder(headers_type)
+    for segment, header, body, first in plog.selected_batches(start, isolation=isolation, end_offset=end):
+        done = builder.add(segment, header, body, first, end)
+        if builder.rows >= rows:
+            yield from _batches(topic, partition, builder, schema, ts_type, include_headers, decoder)
+        if done:
+            break
+    if builder.rows:
+        yield from _batches(topic, partition, builder, schema, ts_type, include_headers, decoder)
+
+
+def _batches(topic: str, partition: int, builder: ColumnBuilder, schema: pa.Schema, ts_type: pa.DataType,
+             include_headers: bool, decoder: ArrayDecoder | None) -> Iterator[pa.RecordBatch]:
+    for (offsets, stamps, types), keys, values, headers in builder.take():
+        n = len(keys)
+        columns = [
+            keys,
+            values,
+            pa.repeat(pa.scalar(topic, pa.string()), n),
+            pa.array(np.full(n, partition, dtype=np.int32), pa.int32()),
+            offsets,
+            stamps.view(ts_type),  # (Kafka ms -> Spark µs: done in C)
+            types,
+        ]
+        if include_headers:
+            columns.append(headers)
+        if decoder is not None:
+            columns.extend(decoder.array_columns(keys, values, headers, (schema.field("key_decoded").type,
+                                                                         schema.field("value_decoded").type)))
+        yield pa.RecordBatch.from_arrays(columns, schema=schema)
