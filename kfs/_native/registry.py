@@ -1,8 +1,13 @@
-"""The schema registry's compiled renderer (csrc/registry/): each the function of _speedups.pyi, or None unbuilt.
+"""The schema registry's compiled renderer and Arrow decoder (csrc/registry/): each the function of
+_speedups.pyi, or None unbuilt.
 
 - `avro_program`: a program of kfs/registry/avro_program.py, checked and kept for `render_avro`;
 - `render_avro`: an Avro datum's JSON text by that program, exactly kfs.registry.avro.AvroRenderer's
-  Python path's, or None where that path answers (an error, or a datum fastavro reads in its own way).
+  Python path's, or None where that path answers (an error, or a datum fastavro reads in its own way);
+- `avro_arrow_program`: a program of kfs/registry/avro_arrow_program.py, checked and kept for
+  `avro_arrow_decode`;
+- `avro_arrow_decode`: a batch of registry-framed values (an Arrow binary array's buffers) into the
+  buffers of Spark's typed column, each row the per-row path's value or declined to it.
 """
 
 from __future__ import annotations
@@ -11,3 +16,5 @@ from kfs._native import BUILT, extension
 
 avro_program = extension.avro_program if BUILT else None
 render_avro = extension.render_avro if BUILT else None
+avro_arrow_program = extension.avro_arrow_program if BUILT else None
+avro_arrow_decode = extension.avro_arrow_decode if BUILT else None

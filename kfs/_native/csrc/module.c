@@ -20,6 +20,7 @@
  *             and RELEASE of small rendered files, in libfuse's table)
  *   registry/ avro_json.c: Avro datums to JSON text by a program compiled from the schema
  *             (kfs/registry/avro_program.py), the Python path's answers without its objects
+ *   registry/ avro_arrow.c: Avro values into the Arrow buffers of Spark's typed column
  *   module.c  init(), the method table, the module
  *
  * The helpers small and hot enough to be inlined into those loops are static inline in the headers.
@@ -127,6 +128,8 @@ static PyMethodDef speedups_methods[] = {
     {"walk_v2_run", (PyCFunction)(void (*)(void))kfs_walk_v2_run, METH_VARARGS | METH_KEYWORDS, kfs_walk_v2_run_doc},
     {"avro_program", kfs_avro_program, METH_O, kfs_avro_program_doc},
     {"render_avro", (PyCFunction)(void (*)(void))kfs_render_avro, METH_FASTCALL, kfs_render_avro_doc},
+    {"avro_arrow_program", kfs_avro_arrow_program, METH_O, kfs_avro_arrow_program_doc},
+    {"avro_arrow_decode", kfs_avro_arrow_decode, METH_VARARGS, kfs_avro_arrow_decode_doc},
     {"arrow_builder", kfs_arrow_builder, METH_NOARGS, kfs_arrow_builder_doc},
     {"arrow_append_v2", kfs_arrow_append_v2, METH_VARARGS, kfs_arrow_append_v2_doc},
     {"arrow_append_records", kfs_arrow_append_records, METH_VARARGS, kfs_arrow_append_records_doc},

@@ -1,0 +1,809 @@
+/* Registry-framed Avro values into the Arrow buffers of Spark's typed column (avro_arrow.h): one call
+ * per batch of values, no Python object per value or field.
+ *
+ * Rows decoded here: a null value (a null row, as the per-row path gives it), and a value framed by
+ * byte 0 and the reader schema's own id (no header framing) whose datum decodes exactly as the per-row
+ * path (fastavro, reading ints and booleans as Java's BinaryDecoder does) reads it. Every other row is
+ * declined (a null placeholder here, and its status 1): another writer version to resolve, header
+ * framing, a datum that does not decode (the per-row path has the error's sentence), and what that path
+ * reads in its own way: a negative union or enum index, a map key given twice (a dict keeps one), a
+ * decimal of more digits than its precision (rounded there) or of more than 16 bytes, a millisecond
+ * timestamp whose microseconds overflow 64 bits, more than MAX_ITEMS array and map items in one datum,
+ * strings and map keys Python's strict UTF-8 decoder refuses, and an Arrow offset past 2^31 - 1.
+ * A declined row leaves no trace in the columns: each is cut back to its length before the row. */
+
+#include "avro_arrow.h"
+#include "../record/utf8.h"
+
+#define MAX_ITEMS (1 << 20)
+#define MAX_DEPTH 200
+
+typedef struct {
+    uint8_t *p;
+    size_t len, cap;
+} abuf;
+
+typedef struct {
+    abuf valid; /* validity bitmap */
+    abuf vals;  /* fixed-width values, a bool bitmap, or int32 offsets */
+    abuf data;  /* string/binary bytes */
+    int64_t n;
+    int32_t kind, first, nchild;
+} column;
+
+typedef struct {
+    int64_t n;
+    size_t vals, data;
+} mark;
+
+typedef struct {
+    const int32_t *w;
+    int32_t nw, ncols, root;
+    const char *pool;
+    Py_ssize_t pool_len;
+} aprogram;
+
+typedef struct {
+    const aprogram *P;
+    column *cols;
+    const uint8_t *p, *end;
+    int64_t items;
+    int nomem;
+} astate;
+
+enum { OK = 0, DECLINE = -1 };
+
+/* ---- buffers ---------------------------------------------------------------------------------- */
+
+static int
+grow(astate *s, abuf *b, size_t need)
+{
+    if (b->cap - b->len >= need)
+        return OK;
+    if (need > ((size_t)PY_SSIZE_T_MAX >> 2) - b->len) {
+        s->nomem = 1;
+        return DECLINE;
+    }
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap - b->len < need)
+        cap *= 2;
+    uint8_t *p = PyMem_Realloc(b->p, cap);
+    if (p == NULL) {
+        s->nomem = 1;
+        return DECLINE;
+    }
+    memset(p + b->cap, 0, cap - b->cap);
+    b->p = p;
+    b->cap = cap;
+    return OK;
+}
+
+static inline int
+put_bytes(astate *s, abuf *b, const void *v, size_t n)
+{
+    if (grow(s, b, n) < 0)
+        return DECLINE;
+    memcpy(b->p + b->len, v, n);
+    b->len += n;
+    return OK;
+}
+
+/* Bit i of a bitmap set to `on`, the bitmap grown to hold it. */
+static inline int
+put_bit(astate *s, abuf *b, int64_t i, int on)
+{
+    const size_t byte = (size_t)(i >> 3);
+    if (byte >= b->len) {
+        if (grow(s, b, byte + 1 - b->len) < 0)
+            return DECLINE;
+        memset(b->p + b->len, 0, byte + 1 - b->len);
+        b->len = byte + 1;
+    }
+    const uint8_t bit = (uint8_t)(1u << (i & 7));
+    if (on)
+        b->p[byte] |= bit;
+    else
+        b->p[byte] &= (uint8_t)~bit;
+    return OK;
+}
+
+/* A row of column c begun: its validity bit set (the value follows). */
+static inline int
+begin(astate *s, column *c)
+{
+    if (put_bit(s, &c->valid, c->n, 1) < 0)
+        return DECLINE;
+    c->n++;
+    return OK;
+}
+
+static inline int
+put_offset(astate *s, column *c, int64_t end)
+{
+    if (end > INT32_MAX)
+        return DECLINE;
+    const int32_t o = (int32_t)end;
+    return put_bytes(s, &c->vals, &o, 4);
+}
+
+static int
+append_null(astate *s, int32_t ci)
+{
+    column *c = s->cols + ci;
+    if (put_bit(s, &c->valid, c->n, 0) < 0)
+        return DECLINE;
+    static const uint8_t zeros[16];
+    switch (c->kind) {
+    case ACOL_BOOL:
+        if (put_bit(s, &c->vals, c->n, 0) < 0)
+            return DECLINE;
+        break;
+    case ACOL_I32:
+    case ACOL_F32:
+        if (put_bytes(s, &c->vals, zeros, 4) < 0)
+            return DECLINE;
+        break;
+    case ACOL_I64:
+    case ACOL_F64:
+        if (put_bytes(s, &c->vals, zeros, 8) < 0)
+            return DECLINE;
+        break;
+    case ACOL_DEC:
+        if (put_bytes(s, &c->vals, zeros, 16) < 0)
+            return DECLINE;
+        break;
+    case ACOL_BIN:
+        if (put_offset(s, c, (int64_t)c->data.len) < 0)
+            return DECLINE;
+        break;
+    case ACOL_LIST:
+    case ACOL_MAP:
+        if (put_offset(s, c, s->cols[c->first].n) < 0)
+            return DECLINE;
+        break;
+    case ACOL_STRUCT:
+        for (int32_t k = 0; k < c->nchild; k++)
+            if (append_null(s, c->first + k) < 0)
+                return DECLINE;
+        break;
+    }
+    c->n++;
+    return OK;
+}
+
+/* ---- the datum -------------------------------------------------------------------------------- */
+
+/* A zigzag varint as Java's BinaryDecoder takes it: at most 10 bytes, the tenth 0 or 1. */
+static inline int
+read_long(astate *s, int64_t *v)
+{
+    uint64_t n = 0;
+    for (int shift = 0;; shift += 7) {
+        if (s->p >= s->end)
+            return DECLINE;
+        const uint8_t b = *s->p++;
+        if (shift == 63 && b > 1)
+            return DECLINE;
+        n |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80))
+            break;
+    }
+    *v = (int64_t)((n >> 1) ^ (0 - (n & 1)));
+    return OK;
+}
+
+/* An int as Java's readInt takes it (at most 5 bytes, the bits past 32 dropped): what the per-row path
+ * reads too (kfs.registry.avro._Skipper.java_int rewrites the datum to it). */
+static inline int
+read_int(astate *s, int32_t *v)
+{
+    uint32_t n = 0;
+    for (int shift = 0;; shift += 7) {
+        if (s->p >= s->end || shift > 28)
+            return DECLINE;
+        const uint8_t b = *s->p++;
+        n |= (uint32_t)(b & 0x7F) << shift;
+        if (!(b & 0x80))
+            break;
+    }
+    *v = (int32_t)((n >> 1) ^ (0U - (n & 1)));
+    return OK;
+}
+
+static inline int
+read_length(astate *s, Py_ssize_t *n)
+{
+    int64_t v;
+    if (read_long(s, &v) < 0 || v < 0 || v > s->end - s->p)
+        return DECLINE;
+    *n = (Py_ssize_t)v;
+    return OK;
+}
+
+static inline int
+put_binary(astate *s, column *c, const uint8_t *t, Py_ssize_t n)
+{
+    if (begin(s, c) < 0 || put_bytes(s, &c->data, t, (size_t)n) < 0)
+        return DECLINE;
+    return put_offset(s, c, (int64_t)c->data.len);
+}
+
+/* A big-endian two's-complement decimal's unscaled value as decimal128's 16 little-endian bytes;
+ * declined past 16 bytes or `precision` digits (fastavro rounds it to its context's precision). */
+static int
+put_decimal(astate *s, column *c, const uint8_t *t, Py_ssize_t n, int32_t precision)
+{
+    if (n > 16)
+        return DECLINE;
+    unsigned __int128 u = (n > 0 && (t[0] & 0x80)) ? ~(unsigned __int128)0 : 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        u = (u << 8) | t[i];
+    const __int128 v = (__int128)u;
+    unsigned __int128 mag = v < 0 ? (unsigned __int128)0 - u : u;
+    unsigned __int128 limit = 1;
+    for (int32_t i = 0; i < precision; i++)
+        limit *= 10;
+    if (precision > 38 || mag >= limit)
+        return DECLINE;
+    uint8_t out[16];
+    for (int i = 0; i < 16; i++)
+        out[i] = (uint8_t)(u >> (8 * i));
+    if (begin(s, c) < 0)
+        return DECLINE;
+    return put_bytes(s, &c->vals, out, 16);
+}
+
+typedef struct {
+    const uint8_t *p;
+    Py_ssize_t n;
+} span;
+
+static int
+span_order(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->n != y->n)
+        return x->n < y->n ? -1 : 1;
+    return memcmp(x->p, y->p, (size_t)x->n);
+}
+
+static int
+has_duplicates(span *keys, Py_ssize_t n)
+{
+    if (n < 2)
+        return 0;
+    if (n <= 16) {
+        for (Py_ssize_t i = 1; i < n; i++)
+            for (Py_ssize_t j = 0; j < i; j++)
+                if (keys[i].n == keys[j].n && memcmp(keys[i].p, keys[j].p, (size_t)keys[i].n) == 0)
+                    return 1;
+        return 0;
+    }
+    qsort(keys, (size_t)n, sizeof(span), span_order);
+    for (Py_ssize_t i = 1; i < n; i++)
+        if (span_order(&keys[i - 1], &keys[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int decode(astate *s, int32_t node, int depth);
+
+/* The blocks of an array or map (a count; a negative count and the block's size in bytes; 0 ends):
+ * each item's value by `child`, a map's keys into the map's first child column. */
+static int
+decode_blocks(astate *s, column *c, int32_t child, int is_map, int depth)
+{
+    span local[16];
+    span *keys = local;
+    Py_ssize_t nkeys = 0, keys_cap = 16;
+    int rc = DECLINE;
+    column *key_col = is_map ? s->cols + c->first : NULL;
+    for (;;) {
+        int64_t count;
+        if (read_long(s, &count) < 0)
+            goto done;
+        if (count == 0)
+            break;
+        if (count < 0) {
+            int64_t size;
+            if (count == INT64_MIN || read_long(s, &size) < 0)
+                goto done;
+            count = -count;
+        }
+        if (count > MAX_ITEMS - s->items)
+            goto done;
+        s->items += count;
+        for (int64_t i = 0; i < count; i++) {
+            if (is_map) {
+                Py_ssize_t n;
+                if (read_length(s, &n) < 0 || !valid_utf8(s->p, n))
+                    goto done;
+                if (nkeys == keys_cap) {
+                    span *grown = PyMem_Malloc(sizeof(span) * (size_t)keys_cap * 2);
+                    if (grown == NULL) {
+                        s->nomem = 1;
+                        goto done;
+                    }
+                    memcpy(grown, keys, sizeof(span) * (size_t)nkeys);
+                    if (keys != local)
+                        PyMem_Free(keys);
+                    keys = grown;
+                    keys_cap *= 2;
+                }
+                keys[nkeys].p = s->p;
+                keys[nkeys].n = n;
+                nkeys++;
+                if (put_binary(s, key_col, s->p, n) < 0)
+                    goto done;
+                s->p += n;
+            }
+            if (decode(s, child, depth) < 0)
+                goto done;
+        }
+    }
+    if (is_map && has_duplicates(keys, nkeys))
+        goto done;
+    rc = OK;
+done:
+    if (keys != local)
+        PyMem_Free(keys);
+    return rc;
+}
+
+static int
+decode(astate *s, int32_t node, int depth)
+{
+    if (++depth > MAX_DEPTH)
+        return DECLINE;
+    const int32_t *w = s->P->w + node;
+    column *c = s->cols + w[1];
+    switch (w[0]) {
+    case AOP_BOOL:
+        if (s->p >= s->end)
+            return DECLINE;
+        /* Java's readBoolean: true for 1 only (the per-row path reads a byte over 1 so too) */
+        if (put_bit(s, &c->vals, c->n, *s->p++ == 1) < 0)
+            return DECLINE;
+        return begin(s, c);
+    case AOP_INT: {
+        int32_t v;
+        if (read_int(s, &v) < 0 || begin(s, c) < 0)
+            return DECLINE;
+        return put_bytes(s, &c->vals, &v, 4);
+    }
+    case AOP_INT_LONG:
+    case AOP_LONG:
+    case AOP_LONG_MILLIS: {
+        int64_t v;
+        if (w[0] == AOP_INT_LONG) {
+            int32_t i;
+            if (read_int(s, &i) < 0)
+                return DECLINE;
+            v = i;
+        }
+        else if (read_long(s, &v) < 0)
+            return DECLINE;
+        if (w[0] == AOP_LONG_MILLIS && __builtin_mul_overflow(v, (int64_t)1000, &v))
+            return DECLINE;
+        if (begin(s, c) < 0)
+            return DECLINE;
+        return put_bytes(s, &c->vals, &v, 8);
+    }
+    case AOP_FLOAT:
+    case AOP_FLOAT_DOUBLE: {
+        if (s->end - s->p < 4)
+            return DECLINE;
+        float f;
+        memcpy(&f, s->p, 4); /* (little-endian, as Avro writes it) */
+        s->p += 4;
+        if (begin(s, c) < 0)
+            return DECLINE;
+        if (w[0] == AOP_FLOAT)
+            return put_bytes(s, &c->vals, &f, 4);
+        const double x = (double)f;
+        return put_bytes(s, &c->vals, &x, 8);
+    }
+    case AOP_DOUBLE:
+        if (s->end - s->p < 8 || begin(s, c) < 0)
+            return DECLINE;
+        s->p += 8;
+        return put_bytes(s, &c->vals, s->p - 8, 8);
+    case AOP_STRING:
+    case AOP_BYTES:
+    case AOP_DEC_BYTES: {
+        Py_ssize_t n;
+        if (read_length(s, &n) < 0)
+            return DECLINE;
+        const uint8_t *t = s->p;
+        s->p += n;
+        if (w[0] == AOP_DEC_BYTES)
+            return put_decimal(s, c, t, n, w[2]);
+        if (w[0] == AOP_STRING && !valid_utf8(t, n))
+            return DECLINE;
+        return put_binary(s, c, t, n);
+    }
+    case AOP_FIXED:
+    case AOP_DEC_FIXED: {
+        const Py_ssize_t n = w[2];
+        if (s->end - s->p < n)
+            return DECLINE;
+        const uint8_t *t = s->p;
+        s->p += n;
+        return w[0] == AOP_FIXED ? put_binary(s, c, t, n) : put_decimal(s, c, t, n, w[3]);
+    }
+    case AOP_ENUM: {
+        int32_t i;
+        if (read_int(s, &i) < 0 || i < 0 || i >= w[2])
+            return DECLINE;
+        return put_binary(s, c, (const uint8_t *)s->P->pool + w[3 + 2 * i], w[4 + 2 * i]);
+    }
+    case AOP_RECORD:
+        if (begin(s, c) < 0)
+            return DECLINE;
+        for (int32_t i = 0; i < w[2]; i++)
+            if (decode(s, w[3 + i], depth) < 0)
+                return DECLINE;
+        return OK;
+    case AOP_ARRAY:
+    case AOP_MAP: {
+        if (begin(s, c) < 0 || decode_blocks(s, c, w[2], w[0] == AOP_MAP, depth) < 0)
+            return DECLINE;
+        return put_offset(s, c, s->cols[c->first].n);
+    }
+    case AOP_UNION_ONE: {
+        int32_t i;
+        if (read_int(s, &i) < 0 || i < 0 || i >= w[2])
+            return DECLINE;
+        return w[3 + i] < 0 ? append_null(s, w[1]) : decode(s, w[3 + i], depth);
+    }
+    case AOP_UNION_MEMBERS: {
+        int32_t i;
+        if (read_int(s, &i) < 0 || i < 0 || i >= w[2])
+            return DECLINE;
+        const int32_t member = w[3 + 2 * i];
+        if (member < 0)
+            return append_null(s, w[1]);
+        if (begin(s, c) < 0)
+            return DECLINE;
+        for (int32_t k = 0; k < c->nchild; k++)
+            if (k != member && append_null(s, c->first + k) < 0)
+                return DECLINE;
+        return decode(s, w[4 + 2 * i], depth);
+    }
+    }
+    return DECLINE;
+}
+
+/* ---- the program ------------------------------------------------------------------------------ */
+
+static void
+aprogram_free(PyObject *capsule)
+{
+    aprogram *P = PyCapsule_GetPointer(capsule, "kfs.avro_arrow_program");
+    if (P != NULL) {
+        PyMem_Free((void *)P->w);
+        PyMem_Free(P);
+    }
+}
+
+static const int32_t *
+col_entry(const aprogram *P, int32_t c)
+{
+    return P->w + P->w[3] + 3 * c;
+}
+
+/* Whether a column's children lie within the table and each kind is one of avro_arrow.h's, with the
+ * children its layout has (a map: a binary key column). */
+static int
+check_columns(const aprogram *P)
+{
+    for (int32_t c = 0; c < P->ncols; c++) {
+        const int32_t *e = col_entry(P, c);
+        const int32_t kind = e[0], first = e[1], n = e[2];
+        if (kind < ACOL_BOOL || kind > ACOL_MAP || n < 0 || first < 0 || first > P->ncols - n ||
+            (n > 0 && first <= c))
+            return 0;
+        if ((kind == ACOL_LIST && n != 1) || (kind == ACOL_MAP && (n != 2 || col_entry(P, first)[0] != ACOL_BIN)) ||
+            (kind != ACOL_STRUCT && kind != ACOL_LIST && kind != ACOL_MAP && n != 0))
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether the node at word i and the nodes it reaches lie within the program, write columns of the
+ * kind their op writes, and name texts within the pool. */
+static int
+check_node(const aprogram *P, int32_t i, int depth)
+{
+    if (i < 4 || i > P->w[3] - 2 || depth > MAX_DEPTH)
+        return 0;
+    const int32_t *w = P->w + i;
+    const int32_t room = P->w[3] - i; /* the nodes end where the column table starts */
+    if (w[1] < 0 || w[1] >= P->ncols)
+        return 0;
+    const int32_t *col = col_entry(P, w[1]);
+    const int32_t kind = col[0];
+    switch (w[0]) {
+    case AOP_BOOL:
+        return kind == ACOL_BOOL;
+    case AOP_INT:
+        return kind == ACOL_I32;
+    case AOP_INT_LONG:
+    case AOP_LONG:
+    case AOP_LONG_MILLIS:
+        return kind == ACOL_I64;
+    case AOP_FLOAT:
+        return kind == ACOL_F32;
+    case AOP_FLOAT_DOUBLE:
+    case AOP_DOUBLE:
+        return kind == ACOL_F64;
+    case AOP_STRING:
+    case AOP_BYTES:
+        return kind == ACOL_BIN;
+    case AOP_FIXED:
+        return room >= 3 && kind == ACOL_BIN && w[2] >= 0;
+    case AOP_DEC_BYTES:
+        return room >= 3 && kind == ACOL_DEC && w[2] >= 1 && w[2] <= 38;
+    case AOP_DEC_FIXED:
+        return room >= 4 && kind == ACOL_DEC && w[2] >= 0 && w[3] >= 1 && w[3] <= 38;
+    case AOP_ENUM:
+        if (room < 3 || kind != ACOL_BIN || w[2] < 0 || w[2] > (room - 3) / 2)
+            return 0;
+        for (int32_t k = 0; k < w[2]; k++) {
+            const int32_t off = w[3 + 2 * k], len = w[4 + 2 * k];
+            if (off < 0 || len < 0 || (Py_ssize_t)off + len > P->pool_len)
+                return 0;
+        }
+        return 1;
+    case AOP_RECORD:
+        if (room < 3 || kind != ACOL_STRUCT || w[2] != col[2] || w[2] > room - 3)
+            return 0;
+        for (int32_t k = 0; k < w[2]; k++)
+            if (!check_node(P, w[3 + k], depth + 1) || P->w[w[3 + k] + 1] != col[1] + k)
+                return 0;
+        return 1;
+    case AOP_ARRAY:
+    case AOP_MAP:
+        if (room < 3 || kind != (w[0] == AOP_ARRAY ? ACOL_LIST : ACOL_MAP) || !check_node(P, w[2], depth + 1))
+            return 0;
+        return P->w[w[2] + 1] == col[1] + (w[0] == AOP_MAP);
+    case AOP_UNION_ONE:
+        if (room < 3 || w[2] < 1 || w[2] > room - 3)
+            return 0;
+        for (int32_t k = 0; k < w[2]; k++)
+            if (w[3 + k] != -1 && (!check_node(P, w[3 + k], depth + 1) || P->w[w[3 + k] + 1] != w[1]))
+                return 0;
+        return 1;
+    case AOP_UNION_MEMBERS:
+        if (room < 3 || kind != ACOL_STRUCT || w[2] < 1 || w[2] > (room - 3) / 2)
+            return 0;
+        for (int32_t k = 0; k < w[2]; k++) {
+            const int32_t member = w[3 + 2 * k], child = w[4 + 2 * k];
+            if (member == -1)
+                continue;
+            if (member < 0 || member >= col[2] || !check_node(P, child, depth + 1) ||
+                P->w[child + 1] != col[1] + member)
+                return 0;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+KFS_DOC(kfs_avro_arrow_program_doc,
+"avro_arrow_program(program) -> object\n"
+"\n"
+"A program of kfs/registry/avro_arrow_program.py, checked (every node, column and text within it, each\n"
+"node writing a column of its kind) and kept for avro_arrow_decode; ValueError when it is not one.");
+
+PyObject *
+kfs_avro_arrow_program(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "avro_arrow_program: a bytes object");
+        return NULL;
+    }
+    const Py_ssize_t size = PyBytes_GET_SIZE(arg);
+    const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(arg);
+    if (size < 16 || size > INT32_MAX)
+        goto bad;
+    const int32_t nw = (int32_t)kfs_load_le32(b + 4);
+    if (nw < 4 || (Py_ssize_t)nw * 4 > size)
+        goto bad;
+    aprogram *P = PyMem_Calloc(1, sizeof(aprogram));
+    char *mem = PyMem_Malloc((size_t)size);
+    if (P == NULL || mem == NULL) {
+        PyMem_Free(P);
+        PyMem_Free(mem);
+        return PyErr_NoMemory();
+    }
+    int32_t *w = (int32_t *)mem;
+    for (int32_t i = 0; i < nw; i++)
+        w[i] = (int32_t)kfs_load_le32(b + 4 * (Py_ssize_t)i);
+    P->w = w;
+    P->nw = nw;
+    P->root = w[0];
+    P->ncols = w[2];
+    P->pool = mem + 4 * (Py_ssize_t)nw;
+    P->pool_len = size - 4 * (Py_ssize_t)nw;
+    memcpy(mem + 4 * (Py_ssize_t)nw, b + 4 * (Py_ssize_t)nw, (size_t)P->pool_len);
+    if (P->ncols < 1 || w[3] < 4 || w[3] > nw || P->ncols > (nw - w[3]) / 3 || !check_columns(P) ||
+        !check_node(P, P->root, 0) || w[P->root + 1] != 0) {
+        PyMem_Free(mem);
+        PyMem_Free(P);
+        goto bad;
+    }
+    PyObject *capsule = PyCapsule_New(P, "kfs.avro_arrow_program", aprogram_free);
+    if (capsule == NULL) {
+        PyMem_Free(mem);
+        PyMem_Free(P);
+    }
+    return capsule;
+bad:
+    PyErr_SetString(PyExc_ValueError, "avro_arrow_program: not a program");
+    return NULL;
+}
+
+/* ---- a batch ---------------------------------------------------------------------------------- */
+
+static PyObject *
+as_bytes(const abuf *b, size_t len)
+{
+    return PyBytes_FromStringAndSize(len ? (const char *)b->p : NULL, (Py_ssize_t)len);
+}
+
+/* The columns' buffers as Python: a list of (length, validity, values, data or None) per column. */
+static PyObject *
+columns_out(const aprogram *P, column *cols)
+{
+    PyObject *out = PyList_New(P->ncols);
+    if (out == NULL)
+        return NULL;
+    for (int32_t k = 0; k < P->ncols; k++) {
+        column *c = cols + k;
+        const size_t bitmap = (size_t)((c->n + 7) / 8);
+        PyObject *data = c->kind == ACOL_BIN ? as_bytes(&c->data, c->data.len) : Py_NewRef(Py_None);
+        PyObject *t = data == NULL ? NULL
+                                   : Py_BuildValue("(LNNN)", (long long)c->n, as_bytes(&c->valid, bitmap),
+                                                   as_bytes(&c->vals, c->kind == ACOL_BOOL ? bitmap : c->vals.len),
+                                                   data);
+        if (t == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, t);
+    }
+    return out;
+}
+
+KFS_DOC(kfs_avro_arrow_decode_doc,
+"avro_arrow_decode(program, prefix, count, validity, offsets, data, offset, skip) -> (status, columns)\n"
+"\n"
+"The `count` values of an Arrow binary array (its buffers: validity or None, int32 offsets, data; its\n"
+"offset) decoded by a program of avro_arrow_program into the buffers of the typed column: `columns`\n"
+"is a (length, validity, values, data or None) per column of the program. Rows whose value starts with\n"
+"`prefix` (byte 0 and the reader schema's id) and whose byte in `skip` (None, or count bytes) is 0 are\n"
+"decoded when the per-row path would give the same value; a null value is a null row. `status` holds a\n"
+"byte per row: 0 decoded (or null), 1 declined (a null placeholder: the per-row path answers it).");
+
+PyObject *
+kfs_avro_arrow_decode(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *capsule, *validity_obj, *skip_obj;
+    Py_buffer prefix, offsets, data;
+    Py_ssize_t count, offset;
+    if (!PyArg_ParseTuple(args, "Oy*nOy*y*nO:avro_arrow_decode", &capsule, &prefix, &count, &validity_obj, &offsets,
+                          &data, &offset, &skip_obj))
+        return NULL;
+    PyObject *result = NULL;
+    Py_buffer validity = {0}, skip = {0};
+    column *cols = NULL;
+    PyObject *status = NULL;
+    mark *marks = NULL;
+    const aprogram *P = PyCapsule_GetPointer(capsule, "kfs.avro_arrow_program");
+    if (P == NULL)
+        goto out;
+    if (validity_obj != Py_None && PyObject_GetBuffer(validity_obj, &validity, PyBUF_SIMPLE) < 0)
+        goto out;
+    if (skip_obj != Py_None && PyObject_GetBuffer(skip_obj, &skip, PyBUF_SIMPLE) < 0)
+        goto out;
+    if (count < 0 || offset < 0 || count > PY_SSIZE_T_MAX / 8 - offset ||
+        offsets.len / 4 < offset + count + (count > 0) ||
+        (validity.buf != NULL && validity.len * 8 < offset + count) || (skip.buf != NULL && skip.len < count) ||
+        prefix.len != 5) {
+        PyErr_SetString(PyExc_ValueError, "avro_arrow_decode: the buffers are shorter than the array");
+        goto out;
+    }
+    status = PyBytes_FromStringAndSize(NULL, count);
+    cols = PyMem_Calloc((size_t)P->ncols, sizeof(column));
+    marks = PyMem_Calloc((size_t)P->ncols, sizeof(mark));
+    if (status == NULL || cols == NULL || marks == NULL) {
+        if (status != NULL)
+            PyErr_NoMemory();
+        goto out;
+    }
+    uint8_t *st = (uint8_t *)PyBytes_AS_STRING(status);
+    astate s = {.P = P, .cols = cols};
+    for (int32_t k = 0; k < P->ncols; k++) {
+        const int32_t *e = col_entry(P, k);
+        cols[k].kind = e[0];
+        cols[k].first = e[1];
+        cols[k].nchild = e[2];
+        if ((e[0] == ACOL_BIN || e[0] == ACOL_LIST || e[0] == ACOL_MAP) && put_offset(&s, cols + k, 0) < 0)
+            break;
+    }
+    const uint8_t *vbits = validity.buf, *skips = skip.buf, *bytes = data.buf;
+    const uint8_t *offs = offsets.buf;
+    for (Py_ssize_t i = 0; i < count && !s.nomem; i++) {
+        const Py_ssize_t r = offset + i;
+        int declined = 1, decoded = 0;
+        if (vbits != NULL && !(vbits[r >> 3] >> (r & 7) & 1))
+            declined = 0; /* a null value: a null row */
+        else if (skips == NULL || skips[i] == 0) {
+            const int32_t start = (int32_t)kfs_load_le32(offs + 4 * r), end = (int32_t)kfs_load_le32(offs + 4 * r + 4);
+            if (start < 0 || end < start || end > data.len) {
+                PyErr_SetString(PyExc_ValueError, "avro_arrow_decode: an offset outside the data");
+                goto fail;
+            }
+            if (end - start >= 5 && memcmp(bytes + start, prefix.buf, 5) == 0) {
+                for (int32_t k = 0; k < P->ncols; k++) {
+                    marks[k].n = cols[k].n;
+                    marks[k].vals = cols[k].vals.len;
+                    marks[k].data = cols[k].data.len;
+                }
+                s.p = bytes + start + 5;
+                s.end = bytes + end;
+                s.items = 0;
+                if (decode(&s, P->root, 0) == OK && s.p == s.end)
+                    declined = 0, decoded = 1;
+                else {
+                    for (int32_t k = 0; k < P->ncols; k++) {
+                        cols[k].n = marks[k].n;
+                        cols[k].vals.len = marks[k].vals;
+                        cols[k].data.len = marks[k].data;
+                    }
+                    /* (a bool column's value bits and every validity bit past n are rewritten when reached) */
+                    for (int32_t k = 0; k < P->ncols; k++) {
+                        if (cols[k].kind == ACOL_BOOL)
+                            cols[k].vals.len = (size_t)((cols[k].n + 7) / 8);
+                        cols[k].valid.len = (size_t)((cols[k].n + 7) / 8);
+                    }
+                }
+            }
+        }
+        st[i] = (uint8_t)declined;
+        if (!decoded && !s.nomem && append_null(&s, 0) < 0 && !s.nomem) {
+            PyErr_SetString(PyExc_ValueError, "avro_arrow_decode: the column exceeds Arrow's 32-bit offsets");
+            goto fail;
+        }
+    }
+    if (s.nomem) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    PyObject *columns = columns_out(P, cols);
+    if (columns != NULL)
+        result = Py_BuildValue("(ON)", status, columns);
+fail:
+out:
+    PyMem_Free(marks);
+    if (cols != NULL) {
+        for (int32_t k = 0; k < P->ncols; k++) {
+            PyMem_Free(cols[k].valid.p);
+            PyMem_Free(cols[k].vals.p);
+            PyMem_Free(cols[k].data.p);
+        }
+        PyMem_Free(cols);
+    }
+    Py_XDECREF(status);
+    PyBuffer_Release(&prefix);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&data);
+    if (validity.buf != NULL)
+        PyBuffer_Release(&validity);
+    if (skip.buf != NULL)
+        PyBuffer_Release(&skip);
+    return result;
+}

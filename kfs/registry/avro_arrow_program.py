@@ -1,0 +1,252 @@
+"""A reader schema and its Spark-typed Arrow column compiled into the program of the compiled Arrow
+decoder (kfs/_native/csrc/registry/avro_arrow.h), and the decoder's buffers made into that column.
+
+The program follows the schema as kfs.spark.avro_types does (the same union folding, member structs,
+logical types: `avro_type` gives the column's type, `avro_converter` the values the per-row path puts
+in it), so that a datum decoded here is the value the per-row path (fastavro, the converter, pa.array)
+gives. The schema comes parsed by kfs.registry.resolution.parse_avro with Spark's logical types.
+
+None where the column cannot be built so (a type the decoder has no layout for: the per-row path
+answers every datum of the schema).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+# avro_arrow.h's column kinds and ops
+COLUMNS = {name: code for code, name in enumerate(
+    ["bool", "i32", "i64", "f32", "f64", "bin", "dec", "struct", "list", "map"], start=1)}
+OPS = {name: code for code, name in enumerate(
+    ["bool", "int", "int_long", "long", "long_millis", "float", "float_double", "double", "string", "bytes",
+     "fixed", "dec_bytes", "dec_fixed", "enum", "record", "array", "map", "union_one", "union_members"], start=1)}
+_HEADER_WORDS = 4  # the root node, the word count, the column count, where the column table starts
+_MAX_WORDS = 1 << 20  # (a named type is compiled at each use: a schema may multiply its nodes)
+_MILLIS = ("timestamp-millis", "local-timestamp-millis")
+
+
+class _Unsupported(Exception):
+    """A schema or column whose datums stay the per-row path's."""
+
+
+def _column_kind(t: pa.DataType) -> str:
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_int32(t) or pa.types.is_date32(t):
+        return "i32"
+    if pa.types.is_int64(t) or (pa.types.is_timestamp(t) and t.unit == "us"):
+        return "i64"
+    if pa.types.is_float32(t):
+        return "f32"
+    if pa.types.is_float64(t):
+        return "f64"
+    if pa.types.is_string(t) or pa.types.is_binary(t):
+        return "bin"
+    if pa.types.is_decimal128(t):
+        return "dec"
+    if pa.types.is_struct(t):
+        return "struct"
+    if pa.types.is_list(t):
+        return "list"
+    if pa.types.is_map(t) and pa.types.is_string(t.key_type):
+        return "map"
+    raise _Unsupported(str(t))
+
+
+def _children(t: pa.DataType) -> list[pa.DataType]:
+    if pa.types.is_struct(t):
+        return [t.field(i).type for i in range(t.num_fields)]
+    if pa.types.is_list(t):
+        return [t.value_type]
+    if pa.types.is_map(t):
+        return [t.key_type, t.item_type]
+    return []
+
+
+def _named(schema: Any, named: dict[str, Any]) -> Any:
+    return named[schema] if isinstance(schema, str) and schema in named else schema
+
+
+def _kind(schema: Any) -> str:
+    if isinstance(schema, list):
+        return "union"
+    if isinstance(schema, str):
+        return schema
+    kind = schema.get("type")
+    return kind if isinstance(kind, str) else "union" if isinstance(kind, list) else "?"
+
+
+def _non_null(branches: list[Any]) -> list[Any]:
+    return [b for b in branches if b != "null" and not (isinstance(b, dict) and b.get("type") == "null")]
+
+
+@dataclass(frozen=True)
+class ArrowProgram:
+    """A compiled program (`program`: bytes for avro_arrow_program) and its columns' Arrow types and
+    children, column 0 the column's own."""
+
+    program: bytes
+    types: tuple[pa.DataType, ...]
+    children: tuple[tuple[int, ...], ...]
+
+    def build(self, columns: Sequence[tuple[int, bytes, bytes, bytes | None]], at: int = 0) -> pa.Array:
+        """The Arrow array of column `at` from the decoder's buffers (length, validity, values, data)."""
+        length, validity, values, data = columns[at]
+        t = self.types[at]
+        kids = [self.build(columns, k) for k in self.children[at]]
+        valid = pa.py_buffer(validity)
+        if pa.types.is_struct(t):
+            return pa.Array.from_buffers(t, length, [valid], children=kids)
+        if pa.types.is_map(t):
+            entries = pa.StructArray.from_arrays(kids, fields=[t.key_field, t.item_field])
+            return pa.Array.from_buffers(t, length, [valid, pa.py_buffer(values)], children=[entries])
+        if pa.types.is_list(t):
+            return pa.Array.from_buffers(t, length, [valid, pa.py_buffer(values)], children=kids)
+        if data is not None:
+            return pa.Array.from_buffers(t, length, [valid, pa.py_buffer(values), pa.py_buffer(data)])
+        return pa.Array.from_buffers(t, length, [valid, pa.py_buffer(values)])
+
+
+class _Compiler:
+    def __init__(self, named: dict[str, Any]) -> None:
+        self.named = named
+        self.words: list[int] = [0] * _HEADER_WORDS
+        self.pool = bytearray()
+        self.cols: list[tuple[str, int, int]] = []  # (kind, first child, child count)
+        self.types: list[pa.DataType] = []
+        self.children: list[tuple[int, ...]] = []
+
+    def column(self, t: pa.DataType) -> int:
+        """Column ids for `t` and its children (each column's children numbered consecutively)."""
+        at = len(self.cols)
+        self.cols.append((_column_kind(t), 0, 0))
+        self.types.append(t)
+        self.children.append(())
+        self._fill(at)
+        return at
+
+    def _fill(self, at: int) -> None:
+        kids = _children(self.types[at])
+        first = len(self.cols)
+        for k in kids:
+            self.cols.append((_column_kind(k), 0, 0))
+            self.types.append(k)
+            self.children.append(())
+        self.cols[at] = (self.cols[at][0], first if kids else 0, len(kids))
+        self.children[at] = tuple(range(first, first + len(kids)))
+        for i in range(len(kids)):
+            self._fill(first + i)
+
+    def emit(self, words: list[int]) -> int:
+        at = len(self.words)
+        self.words += words
+        if len(self.words) > _MAX_WORDS:
+            raise _Unsupported("too large a program")
+        return at
+
+    def node(self, schema: Any, col: int, seen: frozenset[str] = frozenset()) -> int:
+        """The node reading `schema` into column `col` (as avro_type and avro_converter read it)."""
+        schema = _named(schema, self.named)
+        if isinstance(schema, dict) and isinstance(schema.get("type"), (dict, list)):
+            return self.node(schema["type"], col, seen)
+        kind = _kind(schema)
+        column, first, _ = self.cols[col]
+        logical = schema.get("logicalType") if isinstance(schema, dict) else None
+        if kind == "union":
+            return self._union(schema if isinstance(schema, list) else schema["type"], col, seen)
+        if kind in ("record", "error"):
+            name = schema["name"]
+            fields = schema["fields"]
+            if column != "struct" or name in seen or len(fields) != len(self.children[col]):
+                raise _Unsupported(name)
+            at = self.emit([OPS["record"], col, len(fields)] + [0] * len(fields))
+            for i, f in enumerate(fields):
+                self.words[at + 3 + i] = self.node(f["type"], first + i, seen | {name})
+            return at
+        if kind in ("array", "map"):
+            if column != ("list" if kind == "array" else "map"):
+                raise _Unsupported(kind)
+            at = self.emit([OPS[kind], col, 0])
+            inner = schema["items"] if kind == "array" else schema["values"]
+            self.words[at + 2] = self.node(inner, first + (kind == "map"), seen)
+            return at
+        if kind == "enum":
+            if column != "bin":
+                raise _Unsupported(kind)
+            words = [OPS["enum"], col, len(schema["symbols"])]
+            for symbol in schema["symbols"]:
+                data = str(symbol).encode("utf-8")
+                words += [len(self.pool), len(data)]
+                self.pool += data
+            return self.emit(words)
+        op = self._leaf(kind, logical, column, schema)
+        return self.emit([OPS[op[0]], col, *op[1:]])
+
+    def _leaf(self, kind: str, logical: Any, column: str, schema: Any) -> tuple[Any, ...]:
+        decimal = logical == "decimal" and column == "dec"
+        table: dict[tuple[str, str], tuple[Any, ...]] = {
+            ("boolean", "bool"): ("bool",), ("int", "i32"): ("int",), ("int", "i64"): ("int_long",),
+            ("long", "i64"): ("long_millis",) if logical in _MILLIS else ("long",),
+            ("float", "f32"): ("float",), ("float", "f64"): ("float_double",), ("double", "f64"): ("double",),
+            ("string", "bin"): ("string",), ("bytes", "bin"): ("bytes",),
+        }
+        if decimal and kind == "bytes":
+            return ("dec_bytes", int(schema["precision"]))
+        if decimal and kind == "fixed":
+            return ("dec_fixed", int(schema["size"]), int(schema["precision"]))
+        if kind == "fixed" and column == "bin":
+            return ("fixed", int(schema["size"]))
+        op = table.get((kind, column))
+        if op is None:
+            raise _Unsupported(f"{kind} into {column}")
+        return op
+
+    def _union(self, branches: list[Any], col: int, seen: frozenset[str]) -> int:
+        rest = _non_null(branches)
+        if not rest:
+            raise _Unsupported("a union of null only")
+        kinds = {_kind(_named(b, self.named)) for b in rest}
+        single = len(rest) == 1 or (len(rest) == 2 and kinds in ({"int", "long"}, {"float", "double"}))
+        column, first, count = self.cols[col]
+        if single:
+            at = self.emit([OPS["union_one"], col, len(branches)] + [-1] * len(branches))
+            for i, b in enumerate(branches):
+                if b in rest and any(b is r for r in rest):
+                    self.words[at + 3 + i] = self.node(b, col, seen)
+            return at
+        if column != "struct" or count != len(rest):
+            raise _Unsupported("a union's members")
+        at = self.emit([OPS["union_members"], col, len(branches)] + [-1, -1] * len(branches))
+        member = 0
+        for i, b in enumerate(branches):
+            if any(b is r for r in rest):
+                self.words[at + 3 + 2 * i] = member
+                self.words[at + 4 + 2 * i] = self.node(b, first + member, seen)
+                member += 1
+        return at
+
+    def program(self, root: int) -> bytes:
+        table = len(self.words)
+        for kind, first, count in self.cols:
+            self.words += [COLUMNS[kind], first, count]
+        self.words[:_HEADER_WORDS] = [root, len(self.words), len(self.cols), table]
+        return struct.pack(f"<{len(self.words)}i", *self.words) + bytes(self.pool)
+
+
+def compile_arrow_program(schema: Any, named: dict[str, Any], target: pa.DataType) -> ArrowProgram | None:
+    """The program reading datums of `schema` (parsed with Spark's logical types) into a column of
+    `target` (the Arrow type of `avro_type(schema)`), or None where the per-row path keeps them all."""
+    compiler = _Compiler(named)
+    try:
+        col = compiler.column(target)
+        root = compiler.node(schema, col)
+    except (_Unsupported, KeyError, TypeError, ValueError, RecursionError):
+        return None
+    if len(compiler.words) + 3 * len(compiler.cols) >= _MAX_WORDS:
+        return None
+    return ArrowProgram(compiler.program(root), tuple(compiler.types), tuple(compiler.children))
