@@ -317,9 +317,9 @@ kfs_arrow_append_v2(PyObject *module, PyObject *args)
         result = Py_NewRef(Py_None);
         goto done;
     }
+    int rc = start_columns(c); /* (before the mark: a rewind keeps the leading 0s `started` says are there) */
     const builder_mark before = mark_of(c);
     section_rows s = {c, first, stop, append_time ? 1 : 0, INT64_MIN};
-    int rc = start_columns(c);
     c->busy = 1;
     if (rc == RENDER_OK) {
         Py_BEGIN_ALLOW_THREADS
@@ -480,8 +480,8 @@ kfs_arrow_append_records(PyObject *module, PyObject *args)
     PyObject *seq = PySequence_Fast(records, "arrow_append_records: records must be a sequence");
     if (seq == NULL)
         return NULL;
-    const builder_mark before = mark_of(c);
     int rc = start_columns(c) == RENDER_OK ? 0 : put_failed(RENDER_NO_MEMORY);
+    const builder_mark before = mark_of(c);
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq) && rc == 0; i++)
         rc = append_record(st, c, PySequence_Fast_GET_ITEM(seq, i));
     Py_DECREF(seq);

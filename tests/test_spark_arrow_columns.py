@@ -1,0 +1,286 @@
+"""The Spark source's compiled columns (kfs.spark.arrow_columns, kfs/_native/csrc/spark/arrow_columns.c)
+give the batches the Record path gives (kfs.spark.source.arrow_batches, the reference), column for
+column and batch for batch: on every fixture log dir the Spark tests read (all codecs, transactions
+read committed and not, control records, compacted gaps, headers, null keys and values, legacy
+messages, internal topics), from and to offsets inside batches, on random batches (hypothesis), and
+on damaged batches, where both raise the same error."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyarrow")
+pytest.importorskip("pyspark")
+
+import crc32c
+import pyarrow as pa
+from builders import v2_batches
+from conftest import LOGDIRS
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from kfs.record import default_batch, parse_batch_header
+from kfs.record.types import BatchHeader, CorruptBatchError, Record
+from kfs.spark import arrow_columns
+from kfs.spark.arrow_columns import compiled_arrow_batches
+from kfs.spark.options import parse_options
+from kfs.spark.plan import plan_splits
+from kfs.spark.source import ROWS_PER_BATCH, arrow_batches, kafka_schema, piece_batches
+from kfs.spark.tasks import PlannedPartitions
+from kfs.storage import CorruptLogError, LogDirs, PartitionLog
+
+pytestmark = pytest.mark.skipif(not arrow_columns.AVAILABLE, reason="extension not built")
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LOG_DIRS = [*LOGDIRS, str(FIXTURES / "schema-registry" / "logdir"), str(FIXTURES / "schema-evolution" / "logdir"),
+            *(str(p) for p in sorted((FIXTURES / "internal-topics" / "logdirs").iterdir())),
+            *(str(p) for p in sorted((FIXTURES / "replicas" / "logdirs").glob("*/*")) if p.is_dir())]
+SCHEMAS = {h: to_arrow_schema(kafka_schema(h), timezone="UTC") for h in (False, True)}
+
+
+def python_batches(plog: PartitionLog, start: int, end: int | None, isolation: str, headers: bool,
+                   rows: int) -> list[pa.RecordBatch]:
+    """The reference: the Record path, as `piece_batches` takes it without the extension."""
+    lists = plog.record_lists(start, isolation=isolation, end_offset=end)
+    return list(arrow_batches(plog.topic, plog.partition, lists, SCHEMAS[headers], headers, rows))
+
+
+def compiled_batches(plog: PartitionLog, start: int, end: int | None, isolation: str, headers: bool,
+                     rows: int) -> list[pa.RecordBatch]:
+    return list(compiled_arrow_batches(plog.topic, plog.partition, plog, start, end, isolation, SCHEMAS[headers],
+                                       headers, rows))
+
+
+def assert_same_batches(got: list[pa.RecordBatch], expected: list[pa.RecordBatch]) -> None:
+    assert [b.num_rows for b in got] == [b.num_rows for b in expected]
+    for g, e in zip(got, expected, strict=True):
+        assert g.schema == e.schema
+        for name in e.schema.names:  # (column by column: a failure names the column)
+            assert g.column(name).equals(e.column(name)), (name, g.column(name), e.column(name))
+        g.validate(full=True)
+
+
+def partitions() -> Iterator[tuple[str, str]]:
+    for logdir in LOG_DIRS:
+        for name in LogDirs([logdir]).partition_names():
+            yield logdir, name
+
+
+PARTITIONS = list(partitions())
+
+
+@pytest.mark.parametrize(("logdir", "name"), PARTITIONS, ids=[f"{Path(d).name}/{n}" for d, n in PARTITIONS])
+def test_every_fixture_partition_gives_the_record_paths_batches(logdir: str, name: str) -> None:
+    plog = LogDirs([logdir]).partition(name)
+    first, end = plog.log_start_offset(), plog.log_end_offset()
+    rnd = random.Random(name)
+    bounds = [(first, None), (first, end)] + [tuple(sorted(rnd.sample(range(first, end + 1), 2))) for _ in range(6)
+                                              if end - first >= 2]
+    for isolation in ("read_uncommitted", "read_committed"):
+        for headers in (False, True):
+            for rows in (ROWS_PER_BATCH, 1, 7):
+                for start, stop in bounds:
+                    try:
+                        expected = python_batches(plog, start, stop, isolation, headers, rows)
+                    except CorruptLogError as e:  # (a fixture's damage: the same error, after the same rows)
+                        with pytest.raises(CorruptLogError) as raised:
+                            compiled_batches(plog, start, stop, isolation, headers, rows)
+                        assert str(raised.value) == str(e)
+                        continue
+                    assert_same_batches(compiled_batches(plog, start, stop, isolation, headers, rows), expected)
+
+
+def test_the_fixtures_hold_what_the_compiled_path_must_mix_and_decline() -> None:
+    """The fixtures above are not all plain v2 batches: legacy messages (the Python decoder's, mixed in),
+    compressed batches of every codec, transactions, headers, null keys and values."""
+    kinds: set[str] = set()
+    for logdir, name in PARTITIONS:
+        plog = LogDirs([logdir]).partition(name)
+        try:
+            for _, header, _, _ in plog.selected_batches(plog.log_start_offset(), control="show"):
+                kinds.add(f"magic {header.magic}")
+                kinds.add(header.compression)
+                kinds.update(["transactional"] if header.is_transactional else [])
+                kinds.update(["control"] if header.is_control else [])
+        except CorruptLogError:
+            continue
+    assert {"magic 0", "magic 1", "magic 2", "none", "gzip", "snappy", "lz4", "zstd", "transactional",
+            "control"} <= kinds, kinds
+
+
+def test_the_source_takes_the_compiled_path_and_its_rows_are_the_tasks(tmp_path: Path) -> None:
+    """`read_split`'s pieces go through the compiled builder (a whole split equals the Record path's)."""
+    opts = parse_options({"path": ",".join(LOGDIRS), "includeHeaders": "true", "maxSplitBytes": "4096"})
+    calls = 0
+    original = arrow_columns.compiled_arrow_batches
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        return original(*args, **kwargs)
+
+    arrow_columns.compiled_arrow_batches = counting  # type: ignore[assignment]
+    try:
+        for split in plan_splits(opts):
+            planned = PlannedPartitions()
+            for piece in split.pieces:
+                plog = planned.open(piece)
+                got = list(piece_batches(plog, piece, opts, SCHEMAS[True]))
+                lists = plog.record_lists(piece.start_offset, isolation=opts.isolation, end_offset=piece.end_offset)
+                expected = list(arrow_batches(piece.topic, piece.partition, lists, SCHEMAS[True], True))
+                assert_same_batches(got, expected)
+    finally:
+        arrow_columns.compiled_arrow_batches = original  # type: ignore[assignment]
+    assert calls > 0
+
+
+# ---- random batches -------------------------------------------------------------------------------
+
+class _Segment:
+    """What ColumnBuilder.add reads of a segment, for a batch outside any log dir."""
+
+    base_offset = 0
+
+    @staticmethod
+    def records_of(header: BatchHeader, body: memoryview) -> list[Record]:
+        return default_batch.decode_records(body, header)
+
+
+def _one_batch(batch: bytes, first: int, end: int | None, rows: int = ROWS_PER_BATCH
+               ) -> tuple[list[pa.RecordBatch], list[pa.RecordBatch], bool]:
+    """The compiled builder's batches of one Kafka batch, the Record path's, and whether the compiled walk
+    took it (or declined it to the decoder)."""
+    header = parse_batch_header(batch, 0, 0)
+    records = [r for r in default_batch.decode_records(batch, header)
+               if r.offset >= first and (end is None or r.offset < end)]
+    schema = SCHEMAS[True]
+    expected = list(arrow_batches("t", 3, [records] if records else [], schema, True, rows))
+    builder = arrow_columns.ColumnBuilder(schema.field("headers").type)
+    took = builder._compiled(_Segment(), header, memoryview(batch), first, end)  # type: ignore[arg-type]
+    if not took:
+        builder.add(_Segment(), header, memoryview(batch), first, end)  # type: ignore[arg-type]
+    got = list(arrow_columns._batches("t", 3, builder, schema, schema.field("timestamp").type, True, None)) \
+        if builder.rows else []
+    return got, expected, took
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=v2_batches(), bounds=st.tuples(st.integers(0, 40), st.integers(0, 40)), open_end=st.booleans())
+def test_random_batches_give_the_record_paths_rows(batch: bytes, bounds: tuple[int, int], open_end: bool) -> None:
+    base = int.from_bytes(batch[:8], "big")
+    first = base + bounds[0]
+    got, expected, took = _one_batch(batch, first, None if open_end else first + bounds[1])
+    assert took  # (every batch the builder makes is one the compiled walk reads)
+    assert_same_batches(got, expected)
+
+
+def _with_crc(batch: bytearray) -> bytes:
+    batch[17:21] = crc32c.crc32c(bytes(batch[21:])).to_bytes(4, "big")
+    return bytes(batch)
+
+
+def _plain_batch(headers: list[tuple[str, bytes | None]]) -> bytearray:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 30)
+    builder.append(0, timestamp=5, key=None, value=b"v0", headers=[])
+    builder.append(1, timestamp=6, key=b"", value=None, headers=headers)
+    builder.append(2, timestamp=7, key=b"k2", value=b"", headers=[("h", b"x")])
+    return bytearray(builder.build())
+
+
+def test_a_header_key_that_is_not_utf8_is_the_decoders_replacement_characters() -> None:
+    batch = _plain_batch([("A\x7f", b"x"), ("B", None)])
+    at = bytes(batch).index(b"A\x7f")
+    batch[at:at + 2] = b"\xff\xfe"
+    got, expected, took = _one_batch(_with_crc(batch), 0, None)
+    assert not took  # declined: the decoder's str, appended as a Record
+    assert_same_batches(got, expected)
+    assert got[0].column("headers")[1].as_py()[0]["key"] == "\ufffd\ufffd"
+
+
+def test_a_malformed_records_section_is_declined_or_read_as_the_decoder_reads_it() -> None:
+    """Bytes changed inside the CRC (the CRC then made to match): the walk declines, and the decoder raises
+    or decodes; never a row the decoder does not give."""
+    batch = _plain_batch([("trace", b"ab")])
+    rnd = random.Random(11)
+    declined = taken = 0
+    for _ in range(1500):
+        damaged = bytearray(batch)
+        for _ in range(rnd.randrange(1, 4)):
+            damaged[rnd.randrange(61, len(damaged))] = rnd.randrange(256)
+        data = _with_crc(damaged)
+        try:
+            got, expected, took = _one_batch(data, 0, None)
+        except CorruptBatchError as e:  # the decoder's error: the compiled walk declined it too
+            header = parse_batch_header(data, 0, 0)
+            builder = arrow_columns.ColumnBuilder(SCHEMAS[True].field("headers").type)
+            assert not builder._compiled(_Segment(), header, memoryview(data), 0, None), e  # type: ignore[arg-type]
+            assert builder.rows == 0
+            declined += 1
+            continue
+        taken += took
+        assert_same_batches(got, expected)
+    assert declined > 100 and taken > 100, (declined, taken)
+
+
+# ---- damaged log dirs: the same error ---------------------------------------------------------------
+
+def _damaged_copy(tmp_path: Path, fix_crc: bool) -> tuple[PartitionLog, int]:
+    """A copy of payments-0 with a byte of a record changed in its second batch (the CRC made to match when
+    `fix_crc`: the records walk meets the damage; else the CRC check does); and that batch's position."""
+    source = next(Path(d) / "payments-0" for d in LOGDIRS if (Path(d) / "payments-0").is_dir())
+    copy = tmp_path / "logdir"
+    copy.mkdir()
+    shutil.copytree(source, copy / "payments-0")
+    segment = sorted((copy / "payments-0").glob("*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    first_size = 12 + int.from_bytes(data[8:12], "big")
+    at = first_size
+    header = parse_batch_header(bytes(data), at, at)
+    assert header.magic == 2 and header.compression == "none" and header.record_count > 1
+    data[at + 61] = 0x7F  # the first record's length: past the batch's end
+    if fix_crc:
+        end = at + header.size
+        data[at + 17:at + 21] = crc32c.crc32c(bytes(data[at + 21:end])).to_bytes(4, "big")
+    segment.write_bytes(bytes(data))
+    return LogDirs([str(copy)]).partition("payments-0"), header.base_offset
+
+
+@pytest.mark.parametrize("fix_crc", [False, True], ids=["crc", "records"])
+def test_a_damaged_batch_raises_the_record_paths_error(tmp_path: Path, fix_crc: bool) -> None:
+    plog, damaged_at = _damaged_copy(tmp_path, fix_crc)
+    start = plog.log_start_offset()
+    with pytest.raises(CorruptLogError) as expected:
+        python_batches(plog, start, None, "read_uncommitted", True, 1)
+    with pytest.raises(CorruptLogError) as got:
+        compiled_batches(plog, start, None, "read_uncommitted", True, 1)
+    assert str(got.value) == str(expected.value)
+    assert ("CRC" in str(got.value)) != fix_crc
+    # Rows before the damage come first, as on the Record path: a batch of 1 row is yielded per record.
+    rows = []
+    with pytest.raises(CorruptLogError):
+        for b in compiled_arrow_batches(plog.topic, plog.partition, plog, start, None, "read_uncommitted",
+                                        SCHEMAS[False], False, 1):
+            rows += b.column("offset").to_pylist()
+    assert rows == list(range(start, damaged_at))
+
+
+def test_records_of_another_type_are_refused() -> None:
+    from kfs._native import spark as native
+
+    assert native.arrow_builder is not None and native.arrow_append_records is not None
+    builder = native.arrow_builder()
+    with pytest.raises(TypeError):
+        native.arrow_append_records(builder, [object()])
+    good = Record(1, 2, "CreateTime", b"k", None, [("h", None)])
+    assert native.arrow_append_records(builder, [good]) == 1
+    with pytest.raises(KeyError):
+        native.arrow_append_records(builder, [good, Record(2, 2, "Sometime", None, None, [])])
+    assert native.arrow_append_records(builder, [good]) == 2  # (the failed call left the builder as it was)
