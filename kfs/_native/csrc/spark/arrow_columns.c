@@ -49,6 +49,7 @@ typedef struct {
 typedef struct {
     rawbuf b[N_BUFFERS];
     column_counts n;
+    size_t hint[N_BUFFERS]; /* each buffer's size when last taken: the next rows' first allocation */
     int started; /* the offsets buffers hold their leading 0 */
     int busy;    /* a call is appending (without the GIL) */
 } arrow_columns;
@@ -127,6 +128,12 @@ start_columns(arrow_columns *c)
 {
     if (c->started)
         return RENDER_OK;
+    /* Allocated at the size the last rows took (and an eighth more), not grown from 64 KiB by doubling
+     * and copying for every batch of rows. (Measured under load: within noise of the walk's ~50 ns a
+     * record; kept since it costs nothing.) */
+    for (int i = 0; i < N_BUFFERS; i++)
+        if (c->hint[i] && rb_reserve(&c->b[i], c->hint[i] + c->hint[i] / 8) < 0)
+            return RENDER_NO_MEMORY;
     const int offsets[] = {B_KEY_OFFSETS, B_VALUE_OFFSETS, B_HEADER_ENDS, B_HKEY_OFFSETS, B_HVALUE_OFFSETS};
     for (size_t i = 0; i < sizeof(offsets) / sizeof(offsets[0]); i++)
         if (put_i32(&c->b[offsets[i]], 0) < 0)
@@ -555,6 +562,7 @@ kfs_arrow_take(PyObject *module, PyObject *capsule)
     }
     for (int i = 0; i < N_BUFFERS; i++) {
         o->buf[i] = c->b[i].buf; /* the owner's now */
+        c->hint[i] = c->b[i].len;
         c->b[i] = (rawbuf){NULL, 0, 0, 0};
     }
     c->n = (column_counts){0, 0, 0, 0, 0};
