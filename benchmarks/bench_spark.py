@@ -13,7 +13,8 @@ their base offsets patched (a v2 batch's CRC does not cover the base offset), in
 
 Then times, on the same data:
 - one process: `plog.records` from the log start to the end (the decoder alone);
-- one process: the tasks' work without Spark (`read_split`: decoding plus Arrow batches);
+- one process: the tasks' work without Spark (`read_split`: decoding plus Arrow batches, their columns
+  built in C by kfs.spark.arrow_columns, or from Records with `--record-path`);
 - Spark `local[1]` and `local[2]`: `format("kfs").load(dir)` written to Spark's `noop` sink, so the
   figure is reading, not writing. Best of `--repeat` runs after a warm-up (Python workers started),
   over `--rounds` sessions per master, alternating.
@@ -146,7 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-spark", action="store_true")
     p.add_argument("--pure-python", action="store_true",
                    help="decode without kfs's compiled loops (sets KFS_PURE_PYTHON=1 for every process)")
+    p.add_argument("--record-path", action="store_true",
+                   help="build the Arrow batches from Record objects, not in C (sets KFS_SPARK_RECORD_PATH=1)")
     args = p.parse_args(argv)
+    if args.record_path:
+        os.environ["KFS_SPARK_RECORD_PATH"] = "1"  # before kfs.spark is imported; Spark's workers inherit it
     if args.pure_python:
         os.environ["KFS_PURE_PYTHON"] = "1"  # before kfs.record is imported; Spark's workers inherit it
 
@@ -157,9 +162,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {path} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     size = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
     from kfs._native import record as native_record
+    from kfs.spark import arrow_columns
 
     decoder = "compiled" if native_record.decode_v2_records is not None else "pure Python"
-    print(f"log dir {path}: {size / 2**20:.0f} MiB, cores {os.cpu_count()}, decoder {decoder}")
+    columns = "built in C" if arrow_columns.AVAILABLE else "from Records"
+    print(f"log dir {path}: {size / 2**20:.0f} MiB, cores {os.cpu_count()}, decoder {decoder}, "
+          f"Arrow columns {columns}")
 
     count, seconds = bench_single_process(path)
     single = count / seconds

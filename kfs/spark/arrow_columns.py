@@ -20,6 +20,7 @@ Kafka's internal topics are made from Records).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
@@ -31,7 +32,9 @@ from kfs.record import BatchHeader, crc_is_valid, default_batch
 from kfs.record.compression import MAX_BATCH_RECORDS
 from kfs.storage import LogSegment, PartitionLog, batch_records
 
-AVAILABLE = native.arrow_builder is not None
+# KFS_SPARK_RECORD_PATH=1 keeps the Record path with the extension built (to compare the two in Spark, as
+# benchmarks/bench_spark.py --record-path does, or to rule this path out); KFS_PURE_PYTHON=1 does too.
+AVAILABLE = native.arrow_builder is not None and not os.environ.get("KFS_SPARK_RECORD_PATH")
 _NO_END = (1 << 63) - 1  # to arrow_append_v2: no end
 _EMPTY = pa.py_buffer(b"")
 # Spark's headers type (kfs.spark.source.HEADERS_TYPE as Arrow), for a schema without the column: the
