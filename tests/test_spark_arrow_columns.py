@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import random
 import shutil
-from collections.abc import Iterator
+import struct
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ from conftest import LOGDIRS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
+from test_plain_runs import _rebased, plain_batches
 
 from kfs.record import default_batch, parse_batch_header
 from kfs.record.types import BatchHeader, CorruptBatchError, Record
@@ -33,7 +36,7 @@ from kfs.spark.options import parse_options
 from kfs.spark.plan import plan_splits
 from kfs.spark.source import ROWS_PER_BATCH, arrow_batches, kafka_schema, piece_batches
 from kfs.spark.tasks import PlannedPartitions
-from kfs.storage import CorruptLogError, LogDirs, PartitionLog
+from kfs.storage import CorruptLogError, KfsError, LogDirs, PartitionLog
 
 pytestmark = pytest.mark.skipif(not arrow_columns.AVAILABLE, reason="extension not built")
 
@@ -324,3 +327,72 @@ def test_decoded_columns_from_the_arrays_equal_those_from_records(logdir: str, o
         checked += 1
     if checked == 0:
         pytest.skip("no decoder here has array_columns yet (kfs.spark.typed)")
+
+
+# ---- random segments: the run walker (arrow_append_run) and the batch-at-a-time path ------------------
+
+def _outcome(read: Callable[[], list[pa.RecordBatch]]) -> tuple[list[pa.RecordBatch], str | None]:
+    """A read's batches up to its error, and the error (type and message)."""
+    batches: list[pa.RecordBatch] = []
+    try:
+        for b in read():  # type: ignore[attr-defined]
+            batches.append(b)
+    except KfsError as e:
+        return batches, f"{type(e).__name__}: {e}"
+    return batches, None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=st.lists(st.one_of(plain_batches(), plain_batches(), v2_batches()), min_size=1, max_size=8),
+       data=st.data())
+def test_random_segments_give_the_record_paths_batches_and_errors(batches: list[bytes], data: st.DataObject) -> None:
+    """Random segments of random batches (uncompressed, lz4 frames, every codec, gaps, LogAppendTime), maybe
+    with a base offset edited and one byte of damage anywhere, in one segment or two named near their
+    first base offsets (as tests/test_plain_runs.py makes them): the same rows, Arrow batch for Arrow
+    batch, and the same error after them, from random start and end offsets."""
+    rebased = _rebased(batches, data.draw(st.lists(st.integers(0, 3), min_size=len(batches),
+                                                   max_size=len(batches))))
+    if data.draw(st.booleans()):
+        i = data.draw(st.integers(0, len(rebased) - 1))
+        base, batch = rebased[i]
+        base = max(0, base + data.draw(st.integers(-3, 2)))
+        rebased[i] = (base, struct.pack(">q", base) + batch[8:])
+    split = data.draw(st.integers(1, len(rebased))) if len(rebased) > 1 else len(rebased)
+    segments = [rebased[:split], rebased[split:]] if split < len(rebased) else [rebased]
+    names: list[int] = []
+    for part in segments:
+        low = names[-1] + 1 if names else 0
+        names.append(max(low, part[0][0] + data.draw(st.sampled_from([0, 0, 0, -2, -1, 1]))))
+    files = [bytearray(b"".join(batch for _, batch in part)) for part in segments]
+    if data.draw(st.integers(0, 3)) == 0:
+        damaged = files[data.draw(st.integers(0, len(files) - 1))]
+        at = data.draw(st.integers(0, len(damaged) - 1))
+        if data.draw(st.booleans()):
+            damaged[at] ^= data.draw(st.integers(1, 255))
+        else:
+            del damaged[at:]
+    with tempfile.TemporaryDirectory() as tmp:
+        pdir = Path(tmp) / "walk-0"
+        pdir.mkdir()
+        for name, log in zip(names, files, strict=True):
+            (pdir / f"{name:020d}.log").write_bytes(bytes(log))
+        last_base, last_batch = segments[-1][-1]
+        if len(segments[-1]) > 1 and data.draw(st.booleans()):  # the log end found from an index entry
+            header = parse_batch_header(last_batch, 0, 0)
+            last = last_base + header.last_offset - header.base_offset
+            position = sum(len(batch) for _, batch in segments[-1][:-1])
+            if 0 <= last - names[-1] < 2**31:
+                (pdir / f"{names[-1]:020d}.index").write_bytes(struct.pack(">ii", last - names[-1], position))
+        plog = LogDirs([tmp]).partition("walk-0")
+        try:
+            log_end = max(plog.log_end_offset(), 1)
+        except KfsError:
+            return
+        start = data.draw(st.integers(0, log_end))
+        end = data.draw(st.one_of(st.none(), st.integers(start, log_end + 2)))
+        isolation = data.draw(st.sampled_from(["read_uncommitted", "read_committed"]))
+        rows = data.draw(st.sampled_from([1, 3, ROWS_PER_BATCH]))
+        expected, expected_error = _outcome(lambda: python_batches(plog, start, end, isolation, True, rows))
+        got, error = _outcome(lambda: compiled_batches(plog, start, end, isolation, True, rows))
+        assert error == expected_error
+        assert_same_batches(got, expected)

@@ -4,7 +4,9 @@
   Spark's Kafka schema (key, value, offset, timestamp, timestampType, headers) built in Arrow's layout
   in C buffers, a v2 records section at a time without a Record per record, and handed to Arrow
   without a copy (kfs/spark/arrow_columns.py; the Python path, kfs.spark.source.arrow_batches, stays
-  the reference and the fallback).
+  the reference and the fallback);
+- `arrow_append_run`: many plain batches of a segment window appended in one call, with the segment
+  walk's checks (as views' walk_v2_run renders them), no Python between batches.
 """
 
 from __future__ import annotations
@@ -13,5 +15,6 @@ from kfs._native import BUILT, extension
 
 arrow_builder = extension.arrow_builder if BUILT else None
 arrow_append_v2 = extension.arrow_append_v2 if BUILT else None
+arrow_append_run = extension.arrow_append_run if BUILT else None
 arrow_append_records = extension.arrow_append_records if BUILT else None
 arrow_take = extension.arrow_take if BUILT else None

@@ -7,7 +7,9 @@ range, control batches hidden and checked, aborted transactions under read_commi
 the segment walk), and each plain v2 batch (CRC valid, decompressed where it must be, as the fused
 JSON renderer takes it: kfs.views.batch_lines) has its records section walked by
 `arrow_append_v2` (kfs/_native/csrc/spark/arrow_columns.c) straight into Arrow's buffers, which are
-wrapped without a copy. Every other batch (legacy messages, a damaged one, a header key that is not
+wrapped without a copy. Runs of plain batches (uncompressed or lz4) are taken many at a time from the
+segment walk's window by `arrow_append_run` (`run_taker`), with the checks the views' compiled walker
+makes (kfs.views.plain_runs): no Python between them. Every other batch (legacy messages, a damaged one, a header key that is not
 UTF-8) is decoded by the Python decoder, which raises what is wrong with it (the same
 CorruptLogError as the Python path) or gives its Records, appended to the same builder in order.
 The rows, and where one Arrow batch ends and the next begins, are the Python path's:
@@ -28,9 +30,10 @@ import numpy as np
 import pyarrow as pa
 
 from kfs._native import spark as native
-from kfs.record import BatchHeader, crc_is_valid, default_batch
+from kfs.record import BatchHeader, PlainRun, crc_is_valid, default_batch
 from kfs.record.compression import MAX_BATCH_RECORDS
 from kfs.storage import LogSegment, PartitionLog, batch_records
+from kfs.storage.partition_reads import SelectedTaker
 
 # KFS_SPARK_RECORD_PATH=1 keeps the Record path with the extension built (to compare the two in Spark, as
 # benchmarks/bench_spark.py --record-path does, or to rule this path out); KFS_PURE_PYTHON=1 does too.
@@ -139,6 +142,33 @@ class ColumnBuilder:
         return numbers, keys, values, headers
 
 
+def _clamped(n: int) -> int:
+    return max(min(n, _NO_END), -_NO_END)
+
+
+def run_taker(builder: ColumnBuilder, end: int | None, read_committed: bool, rows: int) -> SelectedTaker:
+    """A taker (PartitionLog.selected_batches' `take`) appending each window's run of plain batches to
+    `builder` in one compiled call (arrow_append_run, the checks of kfs.views.plain_runs' walker): the
+    run stands in the batch stream as one PlainRun whose `taken` says whether the piece ends with it."""
+    stop = _NO_END if end is None else _clamped(end)
+    append_run = native.arrow_append_run
+    assert append_run is not None
+
+    def take(first: int, segment: LogSegment, window: memoryview, position: int, previous_last: int | None,
+             below: int) -> PlainRun | None:
+        if segment.base_offset > _NO_END or not (previous_last is None or -_NO_END <= previous_last <= _NO_END):
+            return None  # (numbers a hostile file may hold past int64: the Python walk's)
+        got = append_run(builder._builder, window, segment.base_offset, previous_last, _clamped(below),
+                         _clamped(first), stop, read_committed, rows - builder._pending_rows())
+        if got is None:
+            return None
+        used, base_offset, last_offset, walked, now = got
+        builder.rows = builder._pending_rows() + now
+        return PlainRun.of(position, used, base_offset, last_offset, 0, end is not None and walked >= end)
+
+    return take
+
+
 def compiled_arrow_batches(topic: str, partition: int, plog: PartitionLog, start: int, end: int | None,
                            isolation: str, schema: pa.Schema, include_headers: bool, rows: int,
                            decoder: ArrayDecoder | None = None) -> Iterator[pa.RecordBatch]:
@@ -148,8 +178,9 @@ def compiled_arrow_batches(topic: str, partition: int, plog: PartitionLog, start
     ts_type = schema.field("timestamp").type
     headers_type = schema.field("headers").type if include_headers else HEADERS_ARROW_TYPE
     builder = ColumnBuilder(headers_type)
-    for segment, header, body, first in plog.selected_batches(start, isolation=isolation, end_offset=end):
-        done = builder.add(segment, header, body, first, end)
+    take = run_taker(builder, end, isolation == "read_committed", rows)
+    for segment, header, body, first in plog.selected_batches(start, isolation=isolation, end_offset=end, take=take):
+        done = header.taken if type(header) is PlainRun else builder.add(segment, header, body, first, end)
         if builder.rows >= rows:
             yield from _batches(topic, partition, builder, schema, ts_type, include_headers, decoder)
         if done:

@@ -29,6 +29,7 @@
  * RuntimeError). */
 
 #include "../record/records_walk.h"
+#include "../storage/batch_limits.h"
 
 #define BUILDER_CAPSULE "kfs.arrow_columns.builder"
 #define OWNER_CAPSULE "kfs.arrow_columns.buffers"
@@ -344,6 +345,176 @@ kfs_arrow_append_v2(PyObject *module, PyObject *args)
     result = Py_BuildValue("(LL)", (long long)c->n.rows, (long long)s.last_walked);
 
 done:
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* ---- many plain batches of a segment in one call -------------------------------------------- */
+
+/* A batch at a time cost ~6 us of Python (the segment walk's generators, the header parse, the CRC call:
+ * kfs/views/plain_runs.py): more than the rows of a 20-record batch. arrow_append_run walks a window of a
+ * segment from a batch boundary itself, as views/walk_v2_run.c does for the JSON lines, with the same
+ * checks (storage/batch_limits.h), taking batch after batch while each is plain: whole in the window, magic
+ * 2, uncompressed or lz4, not a control batch (nor transactional under read_committed), its offsets where
+ * the segment walk wants them and below `max_last`, its CRC valid, its records walked. The first that is
+ * anything else ends the run, for the Python walk to raise what is wrong with it or decode it. The run
+ * also ends after the batch whose last record is at or past `stop` (the piece ends there, as
+ * record_stream.record_lists_from does) and after the batch that brings the builder to `rows` rows (where
+ * the Python path closes an Arrow batch). */
+
+typedef struct {
+    int64_t segment_base, max_last, first, stop, rows;
+    int64_t previous_last;
+    int has_previous, read_committed;
+} run_params;
+
+typedef struct {
+    Py_ssize_t used;    /* bytes of the window taken (whole batches) */
+    int64_t first_base; /* the first taken batch's base offset */
+    int64_t last;       /* the last taken batch's last offset */
+    int64_t walked;     /* the offset of the last record walked in it (INT64_MIN: none walked) */
+    int64_t batches;    /* batches taken */
+} run_result;
+
+static inline void
+take_batch(run_result *res, int64_t base, int64_t last, Py_ssize_t end, int64_t walked)
+{
+    if (res->batches == 0)
+        res->first_base = base;
+    res->last = last;
+    res->walked = walked;
+    res->batches++;
+    res->used = end;
+}
+
+static int
+append_run(arrow_columns *c, const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *scratch,
+           run_result *res)
+{
+    Py_ssize_t p = 0;
+    int64_t previous = rp->previous_last;
+    int has_previous = rp->has_previous;
+    while (n - p >= 61) {
+        const uint8_t *b = w + p;
+        const int64_t base = (int64_t)kfs_load_be64(b);
+        const int64_t size = v2_batch_size(b);
+        if (size < 0 || size > n - p || size > KFS_MAX_BATCH_ON_DISK)
+            break;
+        const uint16_t attributes = (uint16_t)((b[21] << 8) | b[22]);
+        if (!v2_codec_walkable(attributes) || (attributes & 0x20) || ((attributes & 0x10) && rp->read_committed))
+            break; /* compressed but not lz4, a control batch, a transaction to check: the Python walk's */
+        int64_t last;
+        if (v2_last_offset(b, base, &last) < 0)
+            break;
+        if (!v2_offsets_placed(base, last, rp->segment_base, has_previous, previous) || last >= rp->max_last
+            || base >= rp->stop)
+            break;
+        if (last < rp->first) { /* before the piece: passed over unread, as selected_batches does */
+            previous = last;
+            has_previous = 1;
+            p += (Py_ssize_t)size;
+            take_batch(res, base, last, p, INT64_MIN);
+            continue;
+        }
+        const int32_t count = (int32_t)kfs_load_be32(b + 57);
+        if (count <= 0 || count > KFS_MAX_BATCH_RECORDS)
+            break;
+        if (!v2_crc_holds(b, size))
+            break;
+        const int append_time = (attributes & 0x08) != 0;
+        const int64_t base_ts = (int64_t)kfs_load_be64(b + 27), max_ts = (int64_t)kfs_load_be64(b + 35);
+        const uint8_t *section;
+        Py_ssize_t section_len;
+        const int got = v2_records_section(b, size, attributes, scratch, &section, &section_len);
+        if (got == RENDER_NO_MEMORY)
+            return RENDER_NO_MEMORY;
+        if (got != RENDER_OK)
+            break;
+        const builder_mark before = mark_of(c);
+        section_rows s = {c, rp->first, rp->stop, append_time ? 1 : 0, INT64_MIN};
+        records_walk rw = records_walk_start(section, section_len, base, base_ts, append_time, max_ts, last);
+        const int rc = walk_records(&rw, count, emit_row, &s);
+        if (rc != RENDER_OK) /* declined, or full: the batch is the one-batch path's, whole */
+            rewind_to(c, &before);
+        if (rc == RENDER_NO_MEMORY)
+            return RENDER_NO_MEMORY;
+        if (rc != RENDER_OK)
+            break;
+        previous = last;
+        has_previous = 1;
+        p += (Py_ssize_t)size;
+        take_batch(res, base, last, p, s.last_walked);
+        if ((s.last_walked >= rp->stop && rp->stop != INT64_MAX) || c->n.rows >= rp->rows)
+            break;
+    }
+    return RENDER_OK;
+}
+
+KFS_DOC(kfs_arrow_append_run_doc,
+"arrow_append_run(builder, window, segment_base, previous_last, max_last, first_offset, end_offset,\n"
+"                 read_committed, rows) -> (used, first_base, last, last_walked, rows) | None\n"
+"\n"
+"The plain batches at the start of `window` (bytes of a segment file from a batch boundary, no further\n"
+"than the walk's limit) appended as rows, batch after batch, until one is not plain (see append_run),\n"
+"the last record walked is at or past end_offset (2**63 - 1: no end), or the builder holds `rows` rows:\n"
+"`used` bytes of the window taken, the first's base offset, the last's last offset, the offset of the\n"
+"last record walked in it (-2**63: none, it was before first_offset and passed over), the builder's\n"
+"rows now. previous_last:\n"
+"the last offset of the batch before the window's first (None: none). None when no batch was taken\n"
+"(the Python walk takes the first), or this machine has no CRC-32C instruction. Runs without the GIL.");
+
+PyObject *
+kfs_arrow_append_run(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *capsule, *previous_obj;
+    Py_buffer buf;
+    long long segment_base, max_last, first, stop, rows;
+    int read_committed;
+    if (!PyArg_ParseTuple(args, "Oy*LOLLLpL:arrow_append_run", &capsule, &buf, &segment_base, &previous_obj,
+                          &max_last, &first, &stop, &read_committed, &rows))
+        return NULL;
+    PyObject *result = NULL;
+    rawbuf scratch = {NULL, 0, 0, 0};
+    run_params rp = {segment_base, max_last, first, stop, rows, 0, previous_obj != Py_None, read_committed};
+    arrow_columns *c = builder_of(capsule);
+    if (c == NULL)
+        goto done;
+    if (rp.has_previous) {
+        rp.previous_last = PyLong_AsLongLong(previous_obj);
+        if (rp.previous_last == -1 && PyErr_Occurred())
+            goto done;
+    }
+    kfs_load_lz4();
+    if (!kfs_have_hw_crc32c()) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (start_columns(c) != RENDER_OK) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const builder_mark whole = mark_of(c);
+    run_result res = {0, 0, 0, INT64_MIN, 0};
+    int rc;
+    c->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = append_run(c, (const uint8_t *)buf.buf, buf.len, &rp, &scratch, &res);
+    Py_END_ALLOW_THREADS
+    c->busy = 0;
+    if (rc == RENDER_NO_MEMORY) {
+        rewind_to(c, &whole);
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (res.batches == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    result = Py_BuildValue("(nLLLL)", res.used, (long long)res.first_base, (long long)res.last,
+                           (long long)res.walked, (long long)c->n.rows);
+done:
+    PyMem_RawFree(scratch.buf);
     PyBuffer_Release(&buf);
     return result;
 }
