@@ -68,6 +68,17 @@ def _children(t: pa.DataType) -> list[pa.DataType]:
     return []
 
 
+def _nullable(t: pa.DataType) -> list[bool]:
+    """Whether each child column of `t` is nullable (its field's flag)."""
+    if pa.types.is_struct(t):
+        return [t.field(i).nullable for i in range(t.num_fields)]
+    if pa.types.is_list(t):
+        return [t.value_field.nullable]
+    if pa.types.is_map(t):
+        return [False, t.item_field.nullable]
+    return []
+
+
 def _named(schema: Any, named: dict[str, Any]) -> Any:
     return named[schema] if isinstance(schema, str) and schema in named else schema
 
@@ -118,6 +129,7 @@ class _Compiler:
         self.words: list[int] = [0] * _HEADER_WORDS
         self.pool = bytearray()
         self.cols: list[tuple[str, int, int]] = []  # (kind, first child, child count)
+        self.nullable: list[bool] = []
         self.types: list[pa.DataType] = []
         self.children: list[tuple[int, ...]] = []
 
@@ -125,6 +137,7 @@ class _Compiler:
         """Column ids for `t` and its children (each column's children numbered consecutively)."""
         at = len(self.cols)
         self.cols.append((_column_kind(t), 0, 0))
+        self.nullable.append(True)
         self.types.append(t)
         self.children.append(())
         self._fill(at)
@@ -133,8 +146,9 @@ class _Compiler:
     def _fill(self, at: int) -> None:
         kids = _children(self.types[at])
         first = len(self.cols)
-        for k in kids:
+        for k, nullable in zip(kids, _nullable(self.types[at]), strict=True):
             self.cols.append((_column_kind(k), 0, 0))
+            self.nullable.append(nullable)
             self.types.append(k)
             self.children.append(())
         self.cols[at] = (self.cols[at][0], first if kids else 0, len(kids))
@@ -213,6 +227,10 @@ class _Compiler:
         kinds = {_kind(_named(b, self.named)) for b in rest}
         single = len(rest) == 1 or (len(rest) == 2 and kinds in ({"int", "long"}, {"float", "double"}))
         column, first, count = self.cols[col]
+        if single and len(rest) == 2 and any(self._logical(b) in _MILLIS for b in rest):
+            # The per-row path converts a folded union's value by the first branch of its Python type
+            # (an int for either of [int, long]): by the other branch's converter when that one is taken.
+            raise _Unsupported("a folded union with a millisecond timestamp")
         if single:
             at = self.emit([OPS["union_one"], col, len(branches)] + [-1] * len(branches))
             for i, b in enumerate(branches):
@@ -221,6 +239,11 @@ class _Compiler:
             return at
         if column != "struct" or count != len(rest):
             raise _Unsupported("a union's members")
+        pythons = [self._python_type(b) for b in rest]
+        if len(set(pythons)) != len(pythons):
+            # The per-row path finds the branch a value took by its Python type (an unnamed one: int for
+            # both int and long): it puts it in the first such member, which this decoder would not.
+            raise _Unsupported("a union of two branches of one Python type")
         at = self.emit([OPS["union_members"], col, len(branches)] + [-1, -1] * len(branches))
         member = 0
         for i, b in enumerate(branches):
@@ -230,10 +253,27 @@ class _Compiler:
                 member += 1
         return at
 
+    def _logical(self, branch: Any) -> Any:
+        target = _named(branch, self.named)
+        return target.get("logicalType") if isinstance(target, dict) else None
+
+    def _python_type(self, branch: Any) -> str:
+        """How kfs.spark.avro_types._union_converter tells a branch's values: a named type by its name,
+        another by the Python type fastavro reads it as."""
+        target = _named(branch, self.named)
+        while isinstance(target, dict) and isinstance(target.get("type"), (dict, list)):
+            target = _named(target["type"], self.named)
+        if isinstance(target, dict) and isinstance(target.get("name"), str):
+            return "named " + target["name"]
+        kind = _kind(target)
+        if kind == "bytes" and isinstance(target, dict) and target.get("logicalType") == "decimal":
+            return "bytes"  # (a Decimal, which the converter files with bytes)
+        return {"long": "int", "double": "float"}.get(kind, kind)
+
     def program(self, root: int) -> bytes:
         table = len(self.words)
-        for kind, first, count in self.cols:
-            self.words += [COLUMNS[kind], first, count]
+        for (kind, first, count), nullable in zip(self.cols, self.nullable, strict=True):
+            self.words += [COLUMNS[kind], first, count, int(nullable)]
         self.words[:_HEADER_WORDS] = [root, len(self.words), len(self.cols), table]
         return struct.pack(f"<{len(self.words)}i", *self.words) + bytes(self.pool)
 
@@ -247,6 +287,6 @@ def compile_arrow_program(schema: Any, named: dict[str, Any], target: pa.DataTyp
         root = compiler.node(schema, col)
     except (_Unsupported, KeyError, TypeError, ValueError, RecursionError):
         return None
-    if len(compiler.words) + 3 * len(compiler.cols) >= _MAX_WORDS:
+    if len(compiler.words) + 4 * len(compiler.cols) >= _MAX_WORDS:
         return None
     return ArrowProgram(compiler.program(root), tuple(compiler.types), tuple(compiler.children))

@@ -155,7 +155,23 @@ def avro_converter(schema: Any, named: dict[str, Any]) -> Convert:
         return _union_converter(schema if isinstance(schema, list) else schema["type"], named)
     if isinstance(schema, dict) and schema.get("logicalType") in ("timestamp-millis", "local-timestamp-millis"):
         return _millis_to_micros  # (read as ints: READ_LOGICAL_TYPES; Arrow takes µs, and days for a date)
+    if isinstance(schema, dict) and schema.get("logicalType") == "decimal":
+        return _decimal_converter(schema["precision"], schema.get("scale", 0))
     return identity
+
+
+def _decimal_converter(precision: int, scale: int) -> Convert:
+    """A decimal as fastavro reads it, refused (AvroDatumError) when its unscaled number has more digits
+    than the precision: fastavro rounds it to the precision (a value the datum does not hold), Spark's
+    AvroDeserializer fails on it, and pa.array would fail the whole batch."""
+    limit = decimal.Decimal(10) ** precision
+
+    def check(x: decimal.Decimal) -> decimal.Decimal:
+        if abs(x.scaleb(scale)) >= limit:
+            raise AvroDatumError(f"a decimal of more than the {precision} digits of its precision")
+        return x
+
+    return check
 
 
 def _millis_to_micros(x: int) -> int:

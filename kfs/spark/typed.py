@@ -16,14 +16,18 @@ planned with, even when `_schemas` grows during the query.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.types import DataType, StringType, StructField
 
+from kfs._native.registry import avro_arrow_decode, avro_arrow_program
 from kfs.registry.avro import AvroDatumError, AvroSchemaError
+from kfs.registry.avro_arrow_program import ArrowProgram, compile_arrow_program
 from kfs.registry.decode import PayloadError, Registry
 from kfs.registry.lines import KEY_HEADER, VALUE_HEADER, framed
 from kfs.registry.protobuf import ProtobufPayloadError, message_indexes
@@ -32,7 +36,7 @@ from kfs.spark.avro_types import Convert, TypingError, avro_converter, avro_type
 from kfs.spark.json_shaped import json_shaped, json_type, parse_lines, to_spark
 from kfs.spark.protobuf_types import protobuf_converter, protobuf_type
 
-__all__ = ["PARTS", "PartDecoder", "PartPlan", "RowDecoder", "TypingError", "avro_type", "decoded_fields",
+__all__ = ["PARTS", "NullRows", "PartDecoder", "PartPlan", "RowDecoder", "TypingError", "avro_type", "decoded_fields",
            "part_plan", "plan_from_field", "protobuf_type", "row_decoder", "wants_decoded_columns"]
 
 PARTS = ("key", "value")
@@ -128,11 +132,16 @@ class PartDecoder:
         self.fast_render: Any = None
         self.fast_schema: tuple[Any, dict[str, Any]] | None = None  # (reader schema, named types)
         self._json_renderers: dict[bytes, Any] = {}  # JSON text mode: 4-byte id -> Avro renderer, or False
+        # kfs/_native/csrc/registry/avro_arrow.c's path: the reader schema as parsed for typing, and its
+        # programs by the column's Arrow type (None: the schema has none)
+        self._typing: ParsedAvro | None = None
+        self._arrow: dict[pa.DataType, tuple[object, ArrowProgram] | None] = {}
         if plan.kind == "AVRO" and plan.schema_id is not None:
             reader = registry.state.by_id[plan.schema_id]
             references = registry._reference_texts(reader)
             self._reader = parse_avro(reader.schema, references, READ_LOGICAL_TYPES)  # what fastavro reads with
             typing = parse_avro(reader.schema, references)  # the same with the logical types Spark maps
+            self._typing = typing
             self._convert = avro_converter(typing.schema, typing.named)
             top = typing.named.get(typing.schema, typing.schema) if isinstance(typing.schema, str) else typing.schema
             compiled = registry.compiled(plan.schema_id)
@@ -178,6 +187,19 @@ class PartDecoder:
             return None, self._error(data, header, e)
         except Exception as e:
             return None, self._error(data, header, ValueError(f"{type(e).__name__}: {e}"))
+
+    def arrow_program(self, data_type: pa.DataType) -> tuple[object, ArrowProgram] | None:
+        """The compiled decoder's program for a column of `data_type` (checked by the C module), or None
+        (not built, not an Avro reader schema, a schema the decoder has no layout for)."""
+        if data_type in self._arrow:
+            return self._arrow[data_type]
+        found = None
+        if self._typing is not None and avro_arrow_program is not None and self.plan.schema_id:
+            compiled = compile_arrow_program(self._typing.schema, self._typing.named, data_type)
+            if compiled is not None:
+                found = (avro_arrow_program(compiled.program), compiled)
+        self._arrow[data_type] = found
+        return found
 
     def _json_renderer(self, framing: bytes) -> Any:
         """The renderer of the Avro schema a 4-byte id names, or False (not Avro, not known, id 0)."""
@@ -227,7 +249,10 @@ class PartDecoder:
         except AvroDatumError as e:
             raise AvroDatumError(f"{name}: {e}") from None
         assert self._convert is not None
-        return self._convert(value)
+        try:
+            return self._convert(value)
+        except AvroDatumError as e:  # (a decimal wider than its precision)
+            raise AvroDatumError(f"{name}: {e}") from None
 
     def _resolver(self, schema_id: int) -> AvroResolver | str:
         assert self._reader is not None
@@ -246,12 +271,38 @@ class PartDecoder:
 
 
 class RowDecoder:
-    """The four decoded columns of a batch of records; this one: all null (a topic nothing decodes)."""
+    """The four decoded columns of a batch of records; this one: all null (a topic nothing decodes).
+
+    A decoder that can also fill them from Arrow arrays has `array_columns` (NullRows, FramedRows):
+    kfs.spark.source builds the undecoded columns in C for those, and hands them the arrays; one
+    without it (InternalRows: its decoder reads whole Records) gets the Records."""
 
     def columns(self, records: Sequence[Any], types: Sequence[pa.DataType]) -> list[pa.Array]:
         """`key_decoded`, `value_decoded` (of `types`), `key_decode_error`, `value_decode_error`."""
-        n = len(records)
-        return [pa.nulls(n, types[0]), pa.nulls(n, types[1]), pa.nulls(n, pa.string()), pa.nulls(n, pa.string())]
+        return _nulls(len(records), types)
+
+
+def _nulls(n: int, types: Sequence[pa.DataType]) -> list[pa.Array]:
+    return [pa.nulls(n, types[0]), pa.nulls(n, types[1]), pa.nulls(n, pa.string()), pa.nulls(n, pa.string())]
+
+
+class NullRows(RowDecoder):
+    """All null, from Arrow arrays too."""
+
+    def array_columns(self, keys: pa.Array, values: pa.Array, headers: pa.ListArray | None,
+                      types: Sequence[pa.DataType]) -> list[pa.Array]:
+        """`columns` of a batch given as Arrow arrays: keys and values binary (null for null), headers
+        list<struct<key: string, value: binary>> a row (None: none at all)."""
+        return _nulls(len(values), types)
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A row of `array_columns`' arrays as the per-row path reads a record."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
 
 
 class FramedRows(RowDecoder):
@@ -261,6 +312,44 @@ class FramedRows(RowDecoder):
         self.parts = [PartDecoder(registry, plan, topic) for plan in plans]
 
     def columns(self, records: Sequence[Any], types: Sequence[pa.DataType]) -> list[pa.Array]:
+        if avro_arrow_decode is None:  # (no compiled decoder: the per-row paths over the Records)
+            return self._record_columns(records, types)
+        keys = pa.array([r.key for r in records], pa.binary())
+        values = pa.array([r.value for r in records], pa.binary())
+        skip = bytes(1 if r.headers else 0 for r in records) if any(r.headers for r in records) else None
+        return self._columns(keys, values, skip, lambda i: list(records[i].headers), types)
+
+    def array_columns(self, keys: pa.Array, values: pa.Array, headers: pa.ListArray | None,
+                      types: Sequence[pa.DataType]) -> list[pa.Array]:
+        if avro_arrow_decode is None:
+            rows = [_Row(k, v, _headers_of(headers, i))
+                    for i, (k, v) in enumerate(zip(keys.to_pylist(), values.to_pylist(), strict=True))]
+            return self._record_columns(rows, types)
+        return self._columns(keys, values, _header_rows(headers, len(values)), lambda i: _headers_of(headers, i),
+                             types)
+
+    def _columns(self, keys: pa.Array, values: pa.Array, skip: bytes | None,
+                 headers_of: Callable[[int], list[tuple[str, bytes | None]]],
+                 types: Sequence[pa.DataType]) -> list[pa.Array]:
+        """The four columns from binary arrays: by the compiled decoder where the part has a program, the
+        per-row paths for the rows it declines and for parts without one (only over the rows that may
+        be framed)."""
+        decoded: list[pa.Array] = []
+        errors: list[pa.Array] = []
+        for decoder, data, data_type in zip(self.parts, (keys, values), types, strict=True):
+            if pa.types.is_large_binary(data.type):
+                data = data.cast(pa.binary())
+            fast = None
+            if decoder.arrow_program(data_type) is not None:
+                fast = _arrow_column(decoder, data, skip, headers_of, data_type)
+            if fast is None:
+                fast = _sparse_column(decoder, data, skip, headers_of, data_type)
+            decoded.append(fast[0])
+            errors.append(fast[1])
+        return decoded + errors
+
+    def _record_columns(self, records: Sequence[Any], types: Sequence[pa.DataType]) -> list[pa.Array]:
+        """The four columns by the per-row paths, record by record."""
         decoded: list[pa.Array] = []
         errors: list[pa.Array] = []
         for decoder, data_type in zip(self.parts, types, strict=True):
@@ -270,6 +359,100 @@ class FramedRows(RowDecoder):
             decoded.append(fast[0])
             errors.append(fast[1])
         return decoded + errors
+
+
+def _sparse_column(decoder: PartDecoder, data: pa.Array, skip: bytes | None,
+                   headers_of: Callable[[int], list[tuple[str, bytes | None]]],
+                   data_type: pa.DataType) -> tuple[pa.Array, pa.Array]:
+    """A part's column and its errors by the per-row paths, over the rows that may be framed only: a null
+    value, or one that neither starts with byte 0 or 1 (kfs.registry.lines.framed) nor has headers (which
+    may frame it), decodes to (None, None) (PartDecoder.decode)."""
+    n = len(data)
+    candidates = _maybe_framed(data, skip)
+    rows = [_Row(None, v, headers_of(i)) if decoder.plan.part == "value" else _Row(v, None, headers_of(i))
+            for i, v in zip(candidates.tolist(), data.take(pa.array(candidates)).to_pylist(), strict=True)]
+    fast = _fast_column(decoder, rows, data_type) if decoder.fast_prefix is not None and rows else None
+    if fast is None:
+        fast = _column(decoder, rows, data_type)
+    if len(rows) == n:
+        return fast
+    indices = np.full(n, len(rows), dtype=np.int64)  # (the null after the candidates' values)
+    indices[candidates] = np.arange(len(rows))
+    take = pa.array(indices)
+    return (pa.concat_arrays([fast[0], pa.nulls(1, data_type)]).take(take),
+            pa.concat_arrays([fast[1], pa.nulls(1, pa.string())]).take(take))
+
+
+def _maybe_framed(data: pa.Array, skip: bytes | None) -> np.ndarray:
+    """The indexes of the rows of a binary array whose value is not null and starts with byte 0 or 1, or
+    whose byte in `skip` (rows with headers) is 1."""
+    n = len(data)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    _, offsets, body = data.buffers()
+    starts = np.frombuffer(offsets, dtype=np.int32)[data.offset:data.offset + n + 1] if offsets is not None \
+        else np.zeros(n + 1, dtype=np.int32)
+    lengths = np.diff(starts)
+    raw = np.frombuffer(body, dtype=np.uint8) if body is not None and body.size else np.zeros(1, dtype=np.uint8)
+    first = raw[np.minimum(starts[:-1], len(raw) - 1)]
+    maybe = (lengths > 0) & (first <= 1)
+    if skip is not None:
+        maybe |= np.frombuffer(skip, dtype=np.uint8).astype(bool)
+    if data.null_count:
+        maybe &= data.is_valid().to_numpy(zero_copy_only=False)
+    return np.flatnonzero(maybe)
+
+
+def _header_rows(headers: pa.ListArray | None, n: int) -> bytes | None:
+    """A byte a row, 1 where the row has headers (its framing may be a header's), or None: no row has."""
+    if headers is None or headers.null_count == len(headers) or len(headers.values) == 0:
+        return None
+    lengths = pc.fill_null(pc.list_value_length(headers), 0)
+    return np.asarray(pc.greater(lengths, 0).to_numpy(zero_copy_only=False), dtype=np.uint8).tobytes()
+
+
+def _headers_of(headers: pa.ListArray | None, i: int) -> list[tuple[str, bytes | None]]:
+    if headers is None:
+        return []
+    row = headers[i].as_py()
+    return [(h["key"], h["value"]) for h in row] if row else []
+
+
+def _arrow_column(decoder: PartDecoder, data: pa.Array, skip: bytes | None,
+                  headers_of: Callable[[int], list[tuple[str, bytes | None]]],
+                  data_type: pa.DataType) -> tuple[pa.Array, pa.Array] | None:
+    """A part's column and its errors by the compiled decoder (kfs/_native/csrc/registry/avro_arrow.c);
+    the rows it declines by the per-row path (`decoder.decode`), put in their places by `take`.
+    None where the values are not a binary array the decoder reads."""
+    found = decoder.arrow_program(data_type)
+    assert found is not None and avro_arrow_decode is not None and decoder.plan.schema_id is not None
+    program, compiled = found
+    if pa.types.is_large_binary(data.type):
+        data = data.cast(pa.binary())
+    if not pa.types.is_binary(data.type):
+        return None
+    n = len(data)
+    validity, offsets, body = data.buffers()
+    prefix = b"\0" + decoder.plan.schema_id.to_bytes(4, "big")
+    status, columns = avro_arrow_decode(program, prefix, n, validity, offsets if offsets is not None else b"\0" * 4,
+                                        body if body is not None else b"", data.offset, skip)
+    array = compiled.build(columns)
+    declined = np.flatnonzero(np.frombuffer(status, dtype=np.uint8))
+    if not len(declined):
+        return array, pa.nulls(n, pa.string())
+    why: list[str | None] = [None] * n
+    slow: list[object] = []
+    indices = np.arange(n, dtype=np.int64)
+    for i in declined.tolist():
+        value, error = decoder.decode(data[i].as_py(), headers_of(i))
+        why[i] = error
+        if value is not None:  # (else the decoder's null placeholder stays)
+            indices[i] = n + len(slow)
+            slow.append(value)
+    errors = pa.array(why, pa.string())
+    if not slow:
+        return array, errors
+    return pa.concat_arrays([array, pa.array(slow, data_type)]).take(pa.array(indices)), errors
 
 
 def _column(decoder: PartDecoder, records: Sequence[Any], data_type: pa.DataType) -> tuple[pa.Array, pa.Array]:
@@ -357,7 +540,7 @@ def row_decoder(registry: Registry | None, plans: Sequence[PartPlan], topic: str
     if registry is None:
         if any(plan.schema_id is not None for plan in plans):
             raise PayloadError("the schema registry the query was planned with is no longer there")
-        return RowDecoder()
+        return NullRows()
     return FramedRows(registry, plans, topic)
 
 

@@ -28,7 +28,7 @@ typedef struct {
     abuf vals;  /* fixed-width values, a bool bitmap, or int32 offsets */
     abuf data;  /* string/binary bytes */
     int64_t n;
-    int32_t kind, first, nchild;
+    int32_t kind, first, nchild, nullable;
 } column;
 
 typedef struct {
@@ -126,11 +126,13 @@ put_offset(astate *s, column *c, int64_t end)
     return put_bytes(s, &c->vals, &o, 4);
 }
 
+/* A null in column ci; in a column that is not nullable (a struct field under a null struct: pa.array
+ * fills those so), its empty value instead: 0, "", [], {}, a struct of such. */
 static int
 append_null(astate *s, int32_t ci)
 {
     column *c = s->cols + ci;
-    if (put_bit(s, &c->valid, c->n, 0) < 0)
+    if (put_bit(s, &c->valid, c->n, !c->nullable) < 0)
         return DECLINE;
     static const uint8_t zeros[16];
     switch (c->kind) {
@@ -218,6 +220,20 @@ read_length(astate *s, Py_ssize_t *n)
         return DECLINE;
     *n = (Py_ssize_t)v;
     return OK;
+}
+
+/* valid_utf8 (Python's strict decoder), eight ASCII bytes at a time where it can. */
+static inline int
+utf8_ok(const uint8_t *t, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t word;
+        memcpy(&word, t + i, 8);
+        if (word & 0x8080808080808080ULL)
+            break;
+    }
+    return valid_utf8(t + i, n - i);
 }
 
 static inline int
@@ -316,7 +332,7 @@ decode_blocks(astate *s, column *c, int32_t child, int is_map, int depth)
         for (int64_t i = 0; i < count; i++) {
             if (is_map) {
                 Py_ssize_t n;
-                if (read_length(s, &n) < 0 || !valid_utf8(s->p, n))
+                if (read_length(s, &n) < 0 || !utf8_ok(s->p, n))
                     goto done;
                 if (nkeys == keys_cap) {
                     span *grown = PyMem_Malloc(sizeof(span) * (size_t)keys_cap * 2);
@@ -418,7 +434,7 @@ decode(astate *s, int32_t node, int depth)
         s->p += n;
         if (w[0] == AOP_DEC_BYTES)
             return put_decimal(s, c, t, n, w[2]);
-        if (w[0] == AOP_STRING && !valid_utf8(t, n))
+        if (w[0] == AOP_STRING && !utf8_ok(t, n))
             return DECLINE;
         return put_binary(s, c, t, n);
     }
@@ -489,7 +505,7 @@ aprogram_free(PyObject *capsule)
 static const int32_t *
 col_entry(const aprogram *P, int32_t c)
 {
-    return P->w + P->w[3] + 3 * c;
+    return P->w + P->w[3] + 4 * c;
 }
 
 /* Whether a column's children lie within the table and each kind is one of avro_arrow.h's, with the
@@ -500,7 +516,7 @@ check_columns(const aprogram *P)
     for (int32_t c = 0; c < P->ncols; c++) {
         const int32_t *e = col_entry(P, c);
         const int32_t kind = e[0], first = e[1], n = e[2];
-        if (kind < ACOL_BOOL || kind > ACOL_MAP || n < 0 || first < 0 || first > P->ncols - n ||
+        if ((e[3] != 0 && e[3] != 1) || kind < ACOL_BOOL || kind > ACOL_MAP || n < 0 || first < 0 || first > P->ncols - n ||
             (n > 0 && first <= c))
             return 0;
         if ((kind == ACOL_LIST && n != 1) || (kind == ACOL_MAP && (n != 2 || col_entry(P, first)[0] != ACOL_BIN)) ||
@@ -628,7 +644,7 @@ kfs_avro_arrow_program(PyObject *module, PyObject *arg)
     P->pool = mem + 4 * (Py_ssize_t)nw;
     P->pool_len = size - 4 * (Py_ssize_t)nw;
     memcpy(mem + 4 * (Py_ssize_t)nw, b + 4 * (Py_ssize_t)nw, (size_t)P->pool_len);
-    if (P->ncols < 1 || w[3] < 4 || w[3] > nw || P->ncols > (nw - w[3]) / 3 || !check_columns(P) ||
+    if (P->ncols < 1 || w[3] < 4 || w[3] > nw || P->ncols > (nw - w[3]) / 4 || !check_columns(P) ||
         !check_node(P, P->root, 0) || w[P->root + 1] != 0) {
         PyMem_Free(mem);
         PyMem_Free(P);
@@ -731,6 +747,7 @@ kfs_avro_arrow_decode(PyObject *module, PyObject *args)
         cols[k].kind = e[0];
         cols[k].first = e[1];
         cols[k].nchild = e[2];
+        cols[k].nullable = k == 0 || e[3]; /* (the column itself: a null row is null) */
         if ((e[0] == ACOL_BIN || e[0] == ACOL_LIST || e[0] == ACOL_MAP) && put_offset(&s, cols + k, 0) < 0)
             break;
     }

@@ -6,8 +6,8 @@
  *
  * The program is a bytes object of little-endian int32 words. Header: word 0 the root node's word index,
  * word 1 the word count, word 2 the number of columns, word 3 the word index of the column table. The
- * column table holds, per column, (kind, first child column, child count): a column's children are
- * numbered consecutively. A node is (op, column, ...):
+ * column table holds, per column, (kind, first child column, child count, nullable): a column's children
+ * are numbered consecutively; a column that is not nullable holds its empty value where its parent is null. A node is (op, column, ...):
  *   OP_BOOL .. OP_BYTES       nothing more
  *   OP_FIXED, OP_DEC_BYTES    a size (fixed) or the precision (decimal in bytes)
  *   OP_DEC_FIXED              size, precision

@@ -1,0 +1,96 @@
+"""CPU per typed value of the Spark source's `value_decoded` column (issue 26), by each path that can
+fill it, on the Spark benchmark's schema and values (benchmarks/spark_data.py: `n` long, `user` string,
+`amount` long, `note` string of 160 chars, registry-framed):
+
+- per-row: fastavro's reader, the converter, pa.array (kfs.spark.typed._column: the reference);
+- json-shaped: the compiled JSON renderer and Arrow's JSON reader (kfs.spark.typed._fast_column, the
+  default before the compiled Arrow decoder);
+- c-arrow: the compiled Arrow decoder (kfs/_native/csrc/registry/avro_arrow.c) from the values as an
+  Arrow binary array (`array_columns`, as kfs.spark.source hands it the C-built undecoded columns);
+- c-arrow from Records: the same from a list of Records (`columns`: the values gathered into an
+  array first).
+
+CPU seconds of this process (time.process_time), best of `--rounds`, so that other work on the machine
+moves the figures less than wall time would; the load average is printed with them.
+
+    python -m benchmarks.bench_spark_typed [--records N] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+
+def _registry() -> Any:
+    from benchmarks.spark_data import ORDER, SCHEMA_ID, SUBJECT
+    from kfs.registry.decode import Registry
+    from kfs.registry.state import RegistryState
+
+    state = RegistryState()
+    key = {"keytype": "SCHEMA", "subject": SUBJECT, "version": 1, "magic": 1}
+    value = {"subject": SUBJECT, "version": 1, "id": SCHEMA_ID, "schema": json.dumps(ORDER)}
+    state.apply(json.dumps(key).encode(), json.dumps(value).encode())
+    return Registry(state)
+
+
+def _best(rounds: int, run: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.process_time()
+        run()
+        best = min(best, time.process_time() - started)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    from benchmarks.spark_data import TOPIC, framed, order
+    from kfs.spark.typed import FramedRows, _column, _fast_column, _Row, decoded_fields, plan_from_field
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args(argv)
+
+    registry = _registry()
+    fields = decoded_fields(registry, [TOPIC])
+    data_type = to_arrow_schema(StructType(fields), timezone="UTC").field("value_decoded").type
+    rows = FramedRows(registry, [plan_from_field(f) for f in fields[:2]], TOPIC)
+    decoder = rows.parts[1]
+    records = [_Row(None, framed(order(n)), []) for n in range(args.records)]
+    keys = pa.nulls(len(records), pa.binary())
+    values = pa.array([r.value for r in records], pa.binary())
+    headers = pa.nulls(len(records), pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
+    types = [pa.string(), data_type]
+    reference = _column(decoder, records, data_type)[0]
+    assert rows.array_columns(keys, values, headers, types)[1].equals(reference)
+    assert rows.columns(records, types)[1].equals(reference)
+    fast = _fast_column(decoder, records, data_type)
+    assert fast is not None and fast[0].equals(reference)
+
+    paths: list[tuple[str, Callable[[], object]]] = [
+        ("per-row (fastavro, pa.array)", lambda: _column(decoder, records, data_type)),
+        ("json-shaped (C renderer, Arrow's JSON reader)", lambda: _fast_column(decoder, records, data_type)),
+        ("c-arrow (array_columns)", lambda: rows.array_columns(keys, values, headers, types)),
+        ("c-arrow from Records (columns)", lambda: rows.columns(records, types)),
+    ]
+    print(f"{args.records:,} values of {data_type}; CPU ns per value, best of {args.rounds}; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    for name, run in paths:
+        seconds = _best(args.rounds, run)
+        print(f"  {name:48s} {seconds / args.records * 1e9:8.0f} ns")
+    print(f"  (load average after: {os.getloadavg()[0]:.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,297 @@
+"""Typed Avro columns built by the compiled decoder (kfs/_native/csrc/registry/avro_arrow.c) equal the
+per-row path's (fastavro, the converter, pa.array: kfs.spark.typed._column), value for value and error
+for error:
+
+- on the registry fixtures (tests/fixtures/schema-registry: nested records, unions, a map, a decimal,
+  a fixed, a timestamp; tests/fixtures/schema-evolution: older versions resolved), by `columns` and by
+  `array_columns` (Arrow arrays, as kfs.spark.source hands them);
+- over random schemas, random datums and byte mutations of them (the JSON renderer's generators,
+  tests/test_registry_avro_native.py, with Spark's logical types and folded unions added), with null,
+  unframed, header-framed and older-version rows among them;
+- a datum the per-row path reads in its own way is declined to it (a map key given twice, a decimal
+  wider than its precision).
+"""
+
+from __future__ import annotations
+
+import decimal
+import io
+import json
+import math
+import os
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from fastavro import parse_schema, schemaless_writer
+from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("pyspark")
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StringType, StructType
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_registry_avro_native import Schemas, Values, mutate
+
+from kfs._native.registry import avro_arrow_decode
+from kfs.registry import load_registry
+from kfs.registry.decode import Registry
+from kfs.registry.state import RegistryState
+from kfs.spark.typed import FramedRows, _column, _Row, decoded_fields, plan_from_field
+from kfs.storage import LogDirs
+
+pytestmark = pytest.mark.skipif(avro_arrow_decode is None, reason="the compiled extension is not built")
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LOGDIRS = [str(FIXTURES / "schema-registry" / "logdir"), str(FIXTURES / "schema-evolution" / "logdir")]
+
+
+def plain(value: Any) -> Any:
+    """A to_pylist value comparable with ==: NaN as a marker (NaN != NaN)."""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def numbers(t: pa.DataType) -> pa.DataType:
+    """`t` with timestamps and dates as their integers (as_py refuses those past datetime's years)."""
+    if pa.types.is_timestamp(t):
+        return pa.int64()
+    if pa.types.is_date32(t):
+        return pa.int32()
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(numbers(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(numbers(t.value_type)))
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field, t.item_field.with_type(numbers(t.item_type)))
+    return t
+
+
+def assert_same(got: list[pa.Array], want: list[pa.Array]) -> None:
+    for g, w in zip(got, want, strict=True):
+        g.validate(full=True)
+        assert g.type == w.type
+        if not g.equals(w):  # (NaN is not equal to itself: compared as plain values)
+            assert plain(g.cast(numbers(g.type)).to_pylist()) == plain(w.cast(numbers(w.type)).to_pylist())
+
+
+def reference(rows: FramedRows, records: list[Any], types: list[pa.DataType]) -> list[pa.Array]:
+    """The per-row path's four columns (every record by PartDecoder.decode)."""
+    parts = [_column(d, records, t) for d, t in zip(rows.parts, types, strict=True)]
+    return [parts[0][0], parts[1][0], parts[0][1], parts[1][1]]
+
+
+def typed_rows(registry: Registry, topic: str) -> tuple[FramedRows, list[pa.DataType]]:
+    fields = decoded_fields(registry, [topic])
+    schema = to_arrow_schema(StructType(fields), timezone="UTC")
+    types = [schema.field("key_decoded").type, schema.field("value_decoded").type]
+    return FramedRows(registry, [plan_from_field(f) for f in fields[:2]], topic), types
+
+
+def arrays(records: list[Any]) -> tuple[pa.Array, pa.Array, pa.ListArray]:
+    """keys, values and headers as kfs.spark.source hands them to array_columns."""
+    header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+    return (pa.array([r.key for r in records], pa.binary()), pa.array([r.value for r in records], pa.binary()),
+            pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records], pa.list_(header)))
+
+
+def fixture_partitions() -> list[tuple[str, str]]:
+    return [(logdir, name) for logdir in LOGDIRS for name in sorted(os.listdir(logdir))
+            if "-" in name and not name.startswith("_") and "checkpoint" not in name]
+
+
+@pytest.mark.parametrize(("logdir", "partition"), fixture_partitions())
+def test_fixture_columns_equal_the_per_row_path(logdir: str, partition: str) -> None:
+    registry = load_registry([logdir])
+    assert registry is not None
+    rows, types = typed_rows(registry, partition.rsplit("-", 1)[0])
+    records = [r for rs in LogDirs([logdir]).partition(partition).record_lists() for r in rs]
+    want = reference(rows, records, types)
+    assert_same(rows.columns(records, types), want)
+    assert_same(rows.array_columns(*arrays(records), types), want)
+    # (and from a slice: an array whose offset is not 0)
+    padded = [_Row(None, b"\0\0\0\0\1junk", [])] * 3 + records
+    keys, values, headers = arrays(padded)
+    assert_same(rows.array_columns(keys[3:], values[3:], headers[3:], types), want)
+
+
+def test_the_fixtures_typed_values_are_decoded_in_c() -> None:
+    """The orders topic (a decimal, a map, unions, a fixed, a timestamp) and the evolution fixture's
+    latest-version records are the compiled decoder's, not declined."""
+    for logdir, partition, decoded in [(LOGDIRS[0], "orders-0", [0, 0, 0]),
+                                       (LOGDIRS[1], "readings-0", [1, 1, 1, 1, 1, 0, 0, 1])]:
+        registry = load_registry([logdir])
+        assert registry is not None
+        rows, types = typed_rows(registry, partition.rsplit("-", 1)[0])
+        decoder = rows.parts[1]
+        found = decoder.arrow_program(types[1])
+        assert found is not None and decoder.plan.schema_id is not None
+        records = [r for rs in LogDirs([logdir]).partition(partition).record_lists() for r in rs]
+        values = pa.array([r.value for r in records], pa.binary())
+        validity, offsets, data = values.buffers()
+        status, _ = avro_arrow_decode(found[0], b"\0" + decoder.plan.schema_id.to_bytes(4, "big"), len(values),
+                                      validity, offsets, data, 0, None)
+        assert list(status) == decoded
+
+
+# ---- random schemas and datums ----------------------------------------------------------------------
+
+class SparkSchemas(Schemas):
+    """The JSON renderer's random schemas, with the logical types and unions Spark maps its own way."""
+
+    def schema(self, depth: int, in_union: bool = False) -> Any:
+        rnd = self.rnd
+        if rnd.random() < 0.15:
+            return rnd.choice([
+                {"type": "bytes", "logicalType": "decimal", "precision": rnd.choice([1, 4, 9, 18, 38]),
+                 "scale": rnd.choice([0, 1, 2])},
+                {"type": "fixed", "name": self.name()[0], "size": 8, "logicalType": "decimal", "precision": 12,
+                 "scale": 3},
+                {"type": "long", "logicalType": rnd.choice(["timestamp-micros", "local-timestamp-millis",
+                                                            "local-timestamp-micros"])},
+                {"type": "int", "logicalType": "time-millis"},
+                {"type": "string", "logicalType": "uuid"},
+                *([] if in_union else [["null", "int", "long"], ["float", "double"], ["long", "int", "null"],
+                                       ["null", "double", "float"]]),
+            ])
+        return super().schema(depth, in_union)
+
+
+class SparkValues(Values):
+    def value(self, schema: Any, depth: int) -> Any:
+        target = self.named.get(schema, schema) if isinstance(schema, str) else schema
+        if isinstance(target, dict) and target.get("logicalType") == "decimal":
+            digits = self.rnd.randint(0, target["precision"])
+            unscaled = self.rnd.choice([0, 1, -1, self.rnd.randint(-(10 ** digits) + 1, 10 ** digits - 1)])
+            return decimal.Decimal(unscaled).scaleb(-target.get("scale", 0))
+        if isinstance(target, dict) and target.get("logicalType") == "uuid":
+            return "12345678-1234-5678-1234-567812345678"
+        return super().value(schema, depth)
+
+
+def _state(schemas: list[tuple[int, Any]]) -> RegistryState:
+    """A registry whose subject `t-value` has `schemas` as versions 1, 2, ... ((id, schema): the last is
+    the reader)."""
+    state = RegistryState()
+    for version, (schema_id, schema) in enumerate(schemas, start=1):
+        key = {"keytype": "SCHEMA", "subject": "t-value", "version": version, "magic": 1}
+        value = {"subject": "t-value", "version": version, "id": schema_id, "schema": json.dumps(schema)}
+        state.apply(json.dumps(key).encode(), json.dumps(value).encode())
+    return state
+
+
+def _write(parsed: Any, value: Any) -> bytes | None:
+    out = io.BytesIO()
+    try:
+        schemaless_writer(out, parsed, value)
+    except Exception:
+        return None  # (a value fastavro's writer takes for another branch)
+    return out.getvalue()
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.randoms(use_true_random=False))
+def test_compiled_columns_equal_the_per_row_path(rnd: random.Random) -> None:
+    reader = SparkSchemas(rnd).schema(0)
+    older = {"type": "record", "name": "Old", "fields": [{"name": "x", "type": "long"}]}
+    try:
+        named: dict[str, Any] = {}
+        parsed = parse_schema(json.loads(json.dumps(reader)), named_schemas=named)
+    except Exception:
+        reject()
+    registry = Registry(_state([(3, older), (7, reader)]))
+    fields = decoded_fields(registry, ["t"])
+    if isinstance(fields[1].dataType, StringType):
+        reject()  # (a schema Spark does not type: recursive, null: JSON text, not this path's)
+    rows, types = typed_rows(registry, "t")
+    records: list[_Row] = []
+    values = SparkValues(rnd, named)
+    datums: list[bytes] = []
+    for _ in range(6):
+        datum = _write(parsed, values.value(parsed, 0))
+        if datum is None:
+            continue
+        datums.append(datum)
+        framed = b"\0\0\0\0\7" + datum
+        records.append(_Row(None, framed, []))
+        records += [_Row(None, b"\0\0\0\0\7" + mutate(rnd, datum), []) for _ in range(3)]
+        records.append(_Row(None, framed, [("x", b"1")]))  # (headers: the per-row path's)
+    old = _write(parse_schema(older), {"x": rnd.randint(-5, 5)})
+    records += [_Row(None, None, []), _Row(None, b"not framed", []), _Row(None, b"\0\0\0\0\3" + (old or b""), []),
+                _Row(None, b"\0\0\0\0\7", [])]
+    rnd.shuffle(records)
+    try:
+        want = reference(rows, records, types)
+    except (OverflowError, pa.ArrowInvalid) as e:  # (a value Arrow's type cannot hold fails the batch there)
+        with pytest.raises(type(e)):
+            rows.columns(records, types)
+        with pytest.raises(type(e)):
+            rows.array_columns(*arrays(records), types)
+        return
+    assert_same(rows.columns(records, types), want)
+    assert_same(rows.array_columns(*arrays(records), types), want)
+    found = rows.parts[1].arrow_program(types[1])
+    if found is None:  # (a union the per-row path tells the branches of by Python type: see _python_type)
+        return
+    written = [r.value for r in records if r.value is not None and r.value[:5] == b"\0\0\0\0\7" and not r.headers
+               and _column(rows.parts[1], [r], types[1])[1][0].as_py() is None]
+    data = pa.array(written, pa.binary())
+    validity, offsets, body = data.buffers()
+    status, _ = avro_arrow_decode(found[0], b"\0\0\0\0\7", len(data), validity, offsets, body or b"", 0, None)
+    unmutated = {b"\0\0\0\0\7" + d for d in datums}
+    # (a datum fastavro wrote, which the per-row path reads, is the compiled decoder's)
+    assert [s for d, s in zip(written, status, strict=True) if d in unmutated] == [0] * len(
+        [d for d in written if d in unmutated]), reader
+
+
+def test_declined_datums_keep_the_per_row_paths_values() -> None:
+    """A map key given twice (a dict keeps the last value at the first place) and a decimal wider than
+    its precision (fastavro rounds it) are declined, and the column still equals the per-row path's."""
+    reader = {"type": "record", "name": "R", "fields": [
+        {"name": "m", "type": {"type": "map", "values": "int"}},
+        {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 2, "scale": 0}}]}
+    registry = Registry(_state([(7, reader)]))
+    rows, types = typed_rows(registry, "t")
+    twice = b"\0\0\0\0\7" + b"\x04\x02k\x02\x02k\x04\x00" + b"\x02\x05"
+    ok = b"\0\0\0\0\7" + b"\x02\x02k\x02\x00" + b"\x02\x05"
+    wide = b"\0\0\0\0\7" + b"\x00" + b"\x04\x03\xe8"  # 1000: four digits in a precision of 2
+    records = [_Row(None, d, []) for d in (ok, twice, wide)]
+    decoder = rows.parts[1]
+    found = decoder.arrow_program(types[1])
+    assert found is not None
+    values = pa.array([r.value for r in records], pa.binary())
+    validity, offsets, body = values.buffers()
+    status, _ = avro_arrow_decode(found[0], b"\0\0\0\0\7", 3, validity, offsets, body, 0, None)
+    assert list(status) == [0, 1, 1]
+    columns = rows.columns(records, types)
+    assert_same(columns, reference(rows, records, types))
+    assert columns[1].to_pylist() == [{"m": [("k", 1)], "d": decimal.Decimal(5)},
+                                      {"m": [("k", 2)], "d": decimal.Decimal(5)}, None]
+    # (fastavro rounds 1000 to 1.0E+3 in a precision of 2, which pa.array refused for the whole batch)
+    assert columns[3].to_pylist() == [None, None, "schema id 7: a decimal of more than the 2 digits of its precision"]
+
+
+def test_bad_programs_and_buffers_are_refused() -> None:
+    from kfs._native.registry import avro_arrow_program
+
+    assert avro_arrow_program is not None
+    for program in [b"", b"\0" * 16, b"\x04\0\0\0\x05\0\0\0\x01\0\0\0\x05\0\0\0" + b"\x01\0\0\0" * 4]:
+        with pytest.raises(ValueError):
+            avro_arrow_program(program)
+    registry = Registry(_state([(7, {"type": "record", "name": "R", "fields": [{"name": "s", "type": "string"}]})]))
+    rows, types = typed_rows(registry, "t")
+    found = rows.parts[1].arrow_program(types[1])
+    assert found is not None
+    with pytest.raises(ValueError):  # offsets shorter than the count says
+        avro_arrow_decode(found[0], b"\0\0\0\0\7", 5, None, b"\0" * 8, b"", 0, None)
+    with pytest.raises(ValueError):  # an offset past the data
+        avro_arrow_decode(found[0], b"\0\0\0\0\7", 1, None, b"\0\0\0\0\x40\0\0\0", b"\0" * 8, 0, None)
