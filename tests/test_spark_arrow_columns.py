@@ -396,3 +396,49 @@ def test_random_segments_give_the_record_paths_batches_and_errors(batches: list[
         got, error = _outcome(lambda: compiled_batches(plog, start, end, isolation, True, rows))
         assert error == expected_error
         assert_same_batches(got, expected)
+
+
+def test_the_compiled_walk_runs_without_the_gil() -> None:
+    """A Python thread runs while one long call appends a run of batches' rows: it could not if the call
+    held the GIL (a Spark worker's other threads, and two readers in one process, go on meanwhile)."""
+    import threading
+    import time
+
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    from kfs._native import spark as native
+
+    assert native.arrow_builder is not None and native.arrow_append_run is not None
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 30)
+    for i in range(10000):
+        builder.append(i, timestamp=1, key=b"key-%d" % i, value=b"v" * 20, headers=[("trace-id", b"ab12")])
+    batch = bytes(builder.build())
+    window = b"".join(struct.pack(">q", 10000 * k) + batch[8:] for k in range(30))  # (the base is outside the CRC)
+    seen: list[float] = []
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            seen.append(time.perf_counter())
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    inside: list[float] = []
+    try:
+        for _ in range(10):
+            columns = native.arrow_builder()
+            time.sleep(0.001)
+            seen.clear()
+            start, cpu = time.perf_counter(), time.thread_time()
+            out = native.arrow_append_run(columns, window, 0, None, 1 << 40, 0, (1 << 63) - 1, False, 1 << 40)
+            worked = time.thread_time() - cpu
+            # Holding the GIL, the call would let the spinner run only once it returned (after `worked`
+            # seconds at least), for a switch interval or more: only the first half of its work counts.
+            inside = [t for t in seen if start + 0.002 < t < start + worked / 2]
+            if inside and worked > 0.01:
+                break
+    finally:
+        stop.set()
+        thread.join()
+    assert out == (len(window), 0, 299999, 299999, 300000)
+    assert inside, "no Python bytecode ran while the compiled walk worked: it held the GIL"
