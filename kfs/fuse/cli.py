@@ -13,7 +13,8 @@ as bytes), `schemas=PATH` and `schemas_topic=NAME` (the schema registry's schema
 $XDG_CACHE_HOME/kfs/decoded), `size_scan=no` (map sizes on demand only, no background scan),
 `nonempty` (mount over a non-empty directory), `readahead=KIB` (the kernel's readahead window for
 the mount, raised to 1024 by default where the daemon may: kfs.fuse.readahead; 0 leaves the
-kernel's), `debug`; others go to libfuse.
+kernel's), `native_read=no` (every READ of a decoded file in Python, not from the lines rendered
+ahead in C: kfs.fuse.native_read), `debug`; others go to libfuse.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def add_mount_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", dest="options", action="append", default=[], metavar="OPTS",
                         help="comma-separated: allow_other, isolation=read_committed, control=show, decode=raw, "
                              "schemas=PATH, schemas_topic=NAME, log=PATH, verbose, size_cache=DIR|none, size_scan=no, "
-                             "readahead=KIB, nonempty, or any libfuse option")
+                             "readahead=KIB, native_read=no, nonempty, or any libfuse option")
     parser.add_argument("-f", "--foreground", action="store_true", help="stay in the foreground")
     parser.add_argument("--isolation", choices=("read_uncommitted", "read_committed"))
     parser.add_argument("--control", choices=("hide", "show"))

@@ -63,6 +63,12 @@ def available() -> bool:
     return native.small_files_install is not None and binding.HAS_READ_BUF and mfusepy_major() == MFUSEPY_MAJOR
 
 
+def serving(tree: object) -> bool:
+    """Whether libfuse's table holds the C callbacks for `tree`'s mount (its read_buf also answers
+    decoded files' windows: kfs.fuse.native_read)."""
+    return _owner[0] is tree
+
+
 def keep(tree: object, path: str, data: bytes, rendered: float) -> None:
     """A small file `tree` rendered at `rendered` (time.monotonic()), for the C path when it is the
     tree of the mount that has it."""

@@ -43,7 +43,7 @@ IGNORED_OPTIONS = frozenset({
 #: kfs's own options; everything else is handed to libfuse as `-o key[=value]`.
 KFS_OPTIONS = frozenset({"isolation", "control", "decode", "log", "size_cache", "size_scan", "verbose", "debug",
                          "foreground", "readahead", "schemas", "schemas_topic",
-                         "nonempty"})
+                         "nonempty", "native_read"})
 #: libfuse options that would keep a file's cached pages across opens whatever changed under it.
 REFUSED_CACHE_OPTIONS = ("kernel_cache", "auto_cache")
 
@@ -73,6 +73,8 @@ def check_options(options: dict[str, Any]) -> None:
     decode = options.get("decode", "auto")
     if decode not in DECODE_MODES:
         raise MountError(f"decode must be auto or raw, not {decode}.")
+    if str(options.get("native_read", "yes")) not in ("yes", "no", "True"):
+        raise MountError(f"native_read must be yes or no, not {options['native_read']}.")
     scan = str(options.get("size_scan", "yes"))
     if scan not in ("yes", "no", "True"):
         raise MountError(f"size_scan must be yes or no, not {scan}.")
@@ -220,7 +222,7 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
     if options.get("verbose"):
         logging.getLogger("kfs.requests").setLevel(logging.INFO)
     try:
-        from kfs.fuse import binding, fast_small
+        from kfs.fuse import binding, fast_small, native_read
         from kfs.fuse.malloc import bound_heap
         from kfs.fuse.operations import CACHE_DEFAULTS, KfsOperations
         from kfs.fuse.replicas_tree import mount_tree
@@ -272,6 +274,9 @@ def serve(logdirs: list[str], mountpoint: str, options: dict[str, Any], status_f
     fast: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if fast_small.available() and not options.get("verbose"):  # (-v logs every request: all of them in Python)
         fast = fast_small.installed(tree, SMALL_TTL, operations.all_direct_io)
+        if native_read.available() and str(options.get("native_read", "yes")) != "no":
+            operations.native_reads = native_read.NativeReads(tree.foreground.touch,
+                                                              lambda: fast_small.serving(tree))
     try:
         with fast:
             binding.FUSE(operations, mountpoint, foreground=True, ro=True, raw_fi=True, **fuse_options)

@@ -21,6 +21,7 @@ from typing import Any
 
 from kfs.fuse import binding
 from kfs.fuse.handles import Attr, DecodedHandle, Handle, TreeError
+from kfs.fuse.native_read import NativeReads
 from kfs.fuse.size_scan import start_size_scan
 from kfs.fuse.tree import KfsTree
 from kfs.storage.open_files import OPEN_FILES
@@ -139,6 +140,8 @@ class KfsOperations(binding.Operations):
         self._handles: dict[int, Handle] = {}
         self._next_fh = itertools.count(1)
         self._lock = threading.Lock()
+        # Set by the mount when libfuse's read_buf is small_files.c's: decoded files' READs from windows.
+        self.native_reads: NativeReads | None = None
 
     # ---- attributes and directories -------------------------------------------------------------
 
@@ -243,14 +246,20 @@ class KfsOperations(binding.Operations):
                 raise TreeError(errno.EIO, path, exc) from exc
             if piece is not None:
                 self._zerocopy.reply_fd(bufpp, *piece)
-            else:
-                self._zerocopy.reply_pieces(bufpp, self._read_pieces(path, size, offset, fi))
+                return 0
+            pieces = self._read_pieces(path, size, offset, fi)
+            self._zerocopy.reply_pieces(bufpp, pieces)
+            reads = self.native_reads
+            if reads is not None and reads.wanted(handle):  # (its next READs from C: kfs.fuse.native_read)
+                reads.served_by_python(fi.fh, handle, offset, pieces)
             return 0
 
     def release(self, path: str, fi: Any) -> int:
         _keep_thread_state()
         with self._lock:
             handle = self._handles.pop(fi.fh, None)
+        if self.native_reads is not None:
+            self.native_reads.close(fi.fh)
         if handle is not None:
             handle.release()
         return 0
@@ -289,6 +298,9 @@ class KfsOperations(binding.Operations):
             self._scan_stop.set()
         with self._lock:
             handles, self._handles = list(self._handles.values()), {}
+        if self.native_reads is not None:
+            self.native_reads.close_all()
+            log.info("decoded READs answered in C: %s", self.native_reads.summary())
         for handle in handles:
             handle.release()
         if not self.tree.cache.flush(CACHE_FLUSH_SECONDS):

@@ -17,7 +17,8 @@
  *             escaping every renderer shares), renderers.h
  *   cli/      render_v2_dump.c: the record lines of `kfs dump --deep-iteration --print-data-log`
  *   fuse/     gather.c (a read reply in malloc'd memory without the GIL), small_files.c (OPEN, READ
- *             and RELEASE of small rendered files, in libfuse's table)
+ *             and RELEASE of small rendered files, in libfuse's table), read_windows.c (READs of a
+ *             decoded file answered from lines rendered ahead, no GIL)
  *   registry/ avro_json.c: Avro datums to JSON text by a program compiled from the schema
  *             (kfs/registry/avro_program.py), the Python path's answers without its objects
  *   registry/ avro_arrow.c: Avro values into the Arrow buffers of Spark's typed column
@@ -125,6 +126,13 @@ static PyMethodDef speedups_methods[] = {
     {"small_files_put", kfs_small_files_put, METH_VARARGS, kfs_small_files_put_doc},
     {"small_files_clear", kfs_small_files_clear, METH_NOARGS, kfs_small_files_clear_doc},
     {"small_files_install", kfs_small_files_install, METH_VARARGS, kfs_small_files_install_doc},
+    {"read_windows_open", kfs_read_windows_open, METH_VARARGS, kfs_read_windows_open_doc},
+    {"read_windows_publish", kfs_read_windows_publish, METH_VARARGS, kfs_read_windows_publish_doc},
+    {"read_windows_note", kfs_read_windows_note, METH_VARARGS, kfs_read_windows_note_doc},
+    {"read_windows_await", kfs_read_windows_await, METH_O, kfs_read_windows_await_doc},
+    {"read_windows_stall", kfs_read_windows_stall, METH_VARARGS, kfs_read_windows_stall_doc},
+    {"read_windows_close", kfs_read_windows_close, METH_O, kfs_read_windows_close_doc},
+    {"read_windows_stats", kfs_read_windows_stats, METH_NOARGS, kfs_read_windows_stats_doc},
     {"walk_v2_run", (PyCFunction)(void (*)(void))kfs_walk_v2_run, METH_VARARGS | METH_KEYWORDS, kfs_walk_v2_run_doc},
     {"avro_program", kfs_avro_program, METH_O, kfs_avro_program_doc},
     {"render_avro", (PyCFunction)(void (*)(void))kfs_render_avro, METH_FASTCALL, kfs_render_avro_doc},

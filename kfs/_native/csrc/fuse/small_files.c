@@ -138,8 +138,21 @@ static int
 small_read_buf(const char *path, small_fuse_bufvec **bufp, size_t size, int64_t off, void *fi)
 {
     const uint64_t fh = *fh_of(fi);
-    if (!(fh & HANDLE_TAG))
-        return python_read_buf(path, bufp, size, off, fi);
+    if (!(fh & HANDLE_TAG)) {
+        char *window_mem = NULL; /* (a page-cached decoded file read on: read_windows.c, else Python) */
+        if (!kfs_read_windows_serve(fh, size, off, &window_mem))
+            return python_read_buf(path, bufp, size, off, fi);
+        small_fuse_bufvec *v = calloc(1, sizeof(*v));
+        if (v == NULL) {
+            free(window_mem);
+            return -ENOMEM;
+        }
+        v->count = 1;
+        v->buf[0].size = size;
+        v->buf[0].mem = window_mem;
+        *bufp = v;
+        return 0;
+    }
     const small_handle *h = (const small_handle *)(uintptr_t)(fh & ~HANDLE_TAG);
     size_t n = 0;
     if (off >= 0 && (uint64_t)off < h->len)
