@@ -442,3 +442,29 @@ def test_the_compiled_walk_runs_without_the_gil() -> None:
         thread.join()
     assert out == (len(window), 0, 299999, 299999, 300000)
     assert inside, "no Python bytecode ran while the compiled walk worked: it held the GIL"
+
+
+def test_a_workers_first_read_freezes_its_heap_once() -> None:
+    """PySpark's daemon collects garbage fully after every task of a reused worker: what the worker held
+    before its first read is frozen out of those collections (kfs.spark.source.freeze_worker_heap), once.
+    (In a child process: freezing this one would keep the test session's garbage cycles.)"""
+    import subprocess
+    import sys
+
+    script = f"""
+import gc
+from kfs.spark.options import parse_options
+from kfs.spark.plan import plan_splits
+from kfs.spark.source import KafkaLogReader, kafka_schema
+from pyspark.sql.datasource import InputPartition
+opts = parse_options({{"path": {LOGDIRS[1]!r}, "maxSplitBytes": "4096"}})
+reader = KafkaLogReader(opts, kafka_schema(False))
+assert gc.get_freeze_count() == 0
+counts = []
+for split in plan_splits(opts):
+    sum(b.num_rows for b in reader.read(InputPartition(split)))
+    counts.append(gc.get_freeze_count())
+print(counts[0] > 1000, len(counts) > 1 and len(set(counts)) == 1)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True"], out.stdout + out.stderr
