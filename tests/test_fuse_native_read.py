@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -233,3 +234,31 @@ def test_a_damaged_view_is_still_the_python_paths(tmp_path: Path, native: str) -
             done = subprocess.run(["cat", str(mnt / "orders-0" / "messages.jsonl")], capture_output=True, timeout=60)
             assert done.returncode != 0 and b"Input/output error" in done.stderr
             assert done.stdout == decoded.stdout
+
+
+def test_a_window_holds_its_pieces_until_dropped_forgotten_or_closed() -> None:
+    """The Python side of a window, in process: pieces are kept only where the window ends, a seek
+    (a Python READ elsewhere) or the idle closer drops them, and closing releases every one (each piece's
+    reference back to what it was: no leak, no piece freed while the window holds it)."""
+    from kfs._native import fuse as native
+
+    assert native.read_windows_open is not None and native.read_windows_publish is not None
+    assert native.read_windows_note is not None and native.read_windows_forget is not None
+    assert native.read_windows_close is not None
+    fh = (1 << 62) + 12345  # (no mount's handle)
+    pieces = [bytes(range(200)) * 50, b"x" * 7]
+    held = [sys.getrefcount(p) for p in pieces]
+    assert native.read_windows_open(fh, 100)
+    assert not native.read_windows_open(fh, 0)  # (one window a handle)
+    assert not native.read_windows_publish(fh, 99, [b"y"])  # not where it ends
+    assert native.read_windows_publish(fh, 100, [memoryview(p) for p in pieces])
+    assert [sys.getrefcount(p) for p in pieces] == [n + 1 for n in held]  # (each through its view)
+    assert native.read_windows_forget(fh) == 10_007
+    assert [sys.getrefcount(p) for p in pieces] == held
+    assert native.read_windows_publish(fh, 10_107, pieces)
+    native.read_windows_note(fh, 5 * MIB, [b"z" * 10])  # a seek: the window moves, its pieces go
+    assert [sys.getrefcount(p) for p in pieces] == held
+    assert native.read_windows_publish(fh, 5 * MIB + 10, pieces)
+    assert native.read_windows_close(fh) == 0  # (no READ answered: no mount)
+    assert [sys.getrefcount(p) for p in pieces] == held
+    assert native.read_windows_close(fh) == 0 and not native.read_windows_publish(fh, 0, pieces)

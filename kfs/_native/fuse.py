@@ -23,4 +23,5 @@ read_windows_note = extension.read_windows_note if BUILT else None
 read_windows_await = extension.read_windows_await if BUILT else None
 read_windows_stall = extension.read_windows_stall if BUILT else None
 read_windows_close = extension.read_windows_close if BUILT else None
+read_windows_forget = extension.read_windows_forget if BUILT else None
 read_windows_stats = extension.read_windows_stats if BUILT else None

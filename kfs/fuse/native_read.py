@@ -87,6 +87,14 @@ class NativeReads:
         assert native.read_windows_close is not None
         self.served += native.read_windows_close(fh)
 
+    def forget(self, fh: int) -> int:
+        """Drop the lines `fh`'s window holds (a file open but idle); returns how many bytes."""
+        with self._lock:
+            if fh not in self._open:
+                return 0
+        assert native.read_windows_forget is not None
+        return native.read_windows_forget(fh)
+
     def summary(self) -> str:
         """What the windows did (the daemon logs it at unmount; tests read it there)."""
         assert native.read_windows_stats is not None

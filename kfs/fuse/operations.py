@@ -289,9 +289,15 @@ class KfsOperations(binding.Operations):
     def _forget_idle_lines(self, idle_seconds: float) -> int:
         """Drop the lines the cursors of decoded files open but unread for `idle_seconds` keep."""
         with self._lock:
-            handles = list(self._handles.values())
-        return sum(handle.cursor.forget_kept(idle_seconds) for handle in handles
-                   if isinstance(handle, DecodedHandle) and handle.cursor is not None)
+            handles = list(self._handles.items())
+        dropped = 0
+        for fh, handle in handles:
+            if isinstance(handle, DecodedHandle) and handle.cursor is not None:
+                kept = handle.cursor.forget_kept(idle_seconds)  # (> 0: idle, its renderer too)
+                if kept and self.native_reads is not None:
+                    kept += self.native_reads.forget(fh)  # (the window's lines are mostly the same bytes)
+                dropped += kept
+        return dropped
 
     def destroy(self, path: str) -> None:
         if self._scan_stop is not None:

@@ -132,6 +132,7 @@ static PyMethodDef speedups_methods[] = {
     {"read_windows_await", kfs_read_windows_await, METH_O, kfs_read_windows_await_doc},
     {"read_windows_stall", kfs_read_windows_stall, METH_VARARGS, kfs_read_windows_stall_doc},
     {"read_windows_close", kfs_read_windows_close, METH_O, kfs_read_windows_close_doc},
+    {"read_windows_forget", kfs_read_windows_forget, METH_O, kfs_read_windows_forget_doc},
     {"read_windows_stats", kfs_read_windows_stats, METH_NOARGS, kfs_read_windows_stats_doc},
     {"walk_v2_run", (PyCFunction)(void (*)(void))kfs_walk_v2_run, METH_VARARGS | METH_KEYWORDS, kfs_walk_v2_run_doc},
     {"avro_program", kfs_avro_program, METH_O, kfs_avro_program_doc},

@@ -188,13 +188,14 @@ KFS_HIDDEN PyObject *kfs_small_files_install(PyObject *module, PyObject *args);
 KFS_HIDDEN int kfs_read_windows_serve(uint64_t fh, size_t size, int64_t off, char **mem);
 KFS_HIDDEN extern const char kfs_read_windows_open_doc[], kfs_read_windows_publish_doc[], kfs_read_windows_note_doc[],
     kfs_read_windows_await_doc[], kfs_read_windows_stall_doc[], kfs_read_windows_close_doc[],
-    kfs_read_windows_stats_doc[];
+    kfs_read_windows_stats_doc[], kfs_read_windows_forget_doc[];
 KFS_HIDDEN PyObject *kfs_read_windows_open(PyObject *module, PyObject *args);
 KFS_HIDDEN PyObject *kfs_read_windows_publish(PyObject *module, PyObject *args);
 KFS_HIDDEN PyObject *kfs_read_windows_note(PyObject *module, PyObject *args);
 KFS_HIDDEN PyObject *kfs_read_windows_await(PyObject *module, PyObject *arg);
 KFS_HIDDEN PyObject *kfs_read_windows_stall(PyObject *module, PyObject *args);
 KFS_HIDDEN PyObject *kfs_read_windows_close(PyObject *module, PyObject *arg);
+KFS_HIDDEN PyObject *kfs_read_windows_forget(PyObject *module, PyObject *arg);
 KFS_HIDDEN PyObject *kfs_read_windows_stats(PyObject *module, PyObject *unused);
 /* index_search.c */
 KFS_HIDDEN extern const char kfs_index_slot_doc[];

@@ -33,7 +33,7 @@
 
 #define MAX_WINDOWS 64
 #define MIB ((int64_t)1 << 20)
-#define AHEAD (2 * MIB)         /* rendered past the furthest request's end */
+#define AHEAD (4 * MIB)         /* rendered past the furthest request's end */
 #define FORWARD_SLACK (8 * MIB) /* a request this far past the window's end waits for the renderer (the kernel
                                  * has ~2 requests of 1 MiB out; a seek goes further) */
 #define BEHIND (2 * MIB)        /* kept behind the furthest request, for requests that come late */
@@ -405,15 +405,15 @@ kfs_read_windows_open(PyObject *Py_UNUSED(module), PyObject *args)
     pthread_condattr_destroy(&attr);
     w->fh = fh;
     w->start = w->end = w->target = w->furthest = position;
-    int placed = 0, free_slot = -1;
+    int placed = 0, free_slot = -1, taken = 0;
     pthread_mutex_lock(&table_lock);
     for (int i = 0; i < MAX_WINDOWS; i++) {
         if (table[i] == NULL && free_slot < 0)
             free_slot = i;
         if (table[i] != NULL && table[i]->fh == fh)
-            free_slot = -2;
+            taken = 1;
     }
-    if (free_slot >= 0) {
+    if (free_slot >= 0 && !taken) {
         table[free_slot] = w;
         placed = 1;
     }
@@ -585,6 +585,33 @@ kfs_read_windows_stall(PyObject *Py_UNUSED(module), PyObject *args)
     put_back_locked(w);
     pthread_mutex_unlock(&w->mu);
     Py_RETURN_NONE;
+}
+
+KFS_DOC(kfs_read_windows_forget_doc,
+"read_windows_forget(fh) -> int\n"
+"\n"
+"Drop the lines fh's window holds (a file left open unread: the mount's idle closer), keeping where it\n"
+"ends; READs behind it go to Python. Returns how many bytes it held.");
+
+PyObject *
+kfs_read_windows_forget(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    uint64_t fh;
+    if (parse_fh(arg, &fh) < 0)
+        return NULL;
+    window *w = acquire(fh);
+    if (w == NULL)
+        return PyLong_FromLong(0);
+    lock_with_gil(w);
+    while (w->copying)
+        wait_with_gil(w);
+    const int64_t held = w->end - w->start;
+    drop_chunks_before(w, INT64_MAX);
+    w->furthest = w->end;
+    pthread_cond_broadcast(&w->changed);
+    put_back_locked(w);
+    pthread_mutex_unlock(&w->mu);
+    return PyLong_FromLongLong((long long)held);
 }
 
 KFS_DOC(kfs_read_windows_close_doc,
