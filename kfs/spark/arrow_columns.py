@@ -9,10 +9,10 @@ JSON renderer takes it: kfs.views.batch_lines) has its records section walked by
 `arrow_append_v2` (kfs/_native/csrc/spark/arrow_columns.c) straight into Arrow's buffers, which are
 wrapped without a copy. Runs of plain batches (uncompressed or lz4) are taken many at a time from the
 segment walk's window by `arrow_append_run` (`run_taker`), with the checks the views' compiled walker
-makes (kfs.views.plain_runs): no Python between them. Every other batch (legacy messages, a damaged one, a header key that is not
-UTF-8) is decoded by the Python decoder, which raises what is wrong with it (the same
-CorruptLogError as the Python path) or gives its Records, appended to the same builder in order.
-The rows, and where one Arrow batch ends and the next begins, are the Python path's:
+makes (kfs.views.plain_runs): no Python between them. Every other batch (legacy messages, a damaged
+one, a header key that is not UTF-8) is decoded by the Python decoder, which raises what is wrong
+with it (the same CorruptLogError as the Python path) or gives its Records, appended to the same
+builder in order. The rows, and where one Arrow batch ends and the next begins, are the Python path's:
 tests/test_spark_arrow_columns.py holds the two to equal batches.
 
 `onCorrupt=skip` (a corrupt batch skipped, the walk resynchronised: kfs.storage.record_stream) keeps
@@ -49,7 +49,7 @@ HEADERS_ARROW_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.
 class ArrayDecoder(Protocol):
     """The decoded columns' filler (kfs.spark.typed's decoders that have `array_columns`)."""
 
-    def array_columns(self, keys: pa.Array, values: pa.Array, headers: pa.ListArray,
+    def array_columns(self, keys: pa.Array, values: pa.Array, headers: pa.ListArray | None,
                       types: Sequence[pa.DataType]) -> list[pa.Array]: ...
 
 
@@ -204,7 +204,8 @@ def _batches(topic: str, partition: int, builder: ColumnBuilder, schema: pa.Sche
         ]
         if include_headers:
             columns.append(headers)
-        if decoder is not None:
-            columns.extend(decoder.array_columns(keys, values, headers, (schema.field("key_decoded").type,
-                                                                         schema.field("value_decoded").type)))
+        if decoder is not None:  # (headers None: no row has any, which most batches are)
+            columns.extend(decoder.array_columns(keys, values, headers if len(headers.values) else None,
+                                                 (schema.field("key_decoded").type,
+                                                  schema.field("value_decoded").type)))
         yield pa.RecordBatch.from_arrays(columns, schema=schema)
