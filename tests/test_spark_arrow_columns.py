@@ -468,3 +468,36 @@ print(counts[0] > 1000, len(counts) > 1 and len(set(counts)) == 1)
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True"], out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("limit", [300, 20000])
+def test_a_column_at_its_data_limit_is_taken_as_a_batch_of_its_own(monkeypatch: pytest.MonkeyPatch,
+                                                                   limit: int) -> None:
+    """A builder whose binary column would pass its data limit (Arrow's int32 offsets: 2 GiB) hands the
+    rows so far over as a batch of their own and goes on: the same rows, in more batches. Here the limit
+    is lowered to a few batches' worth, on every fixture partition of the Kafka-written log dirs."""
+    monkeypatch.setattr(arrow_columns, "DATA_LIMIT", limit)
+    split_any = overflowed = False
+    for logdir in LOGDIRS:
+        for name in LogDirs([logdir]).partition_names():
+            plog = LogDirs([logdir]).partition(name)
+            start = plog.log_start_offset()
+            try:
+                expected = python_batches(plog, start, None, "read_uncommitted", True, ROWS_PER_BATCH)
+            except CorruptLogError:
+                continue
+            try:
+                got = compiled_batches(plog, start, None, "read_uncommitted", True, ROWS_PER_BATCH)
+            except OverflowError:  # one Kafka batch past the lowered limit: said, never cut
+                overflowed = True
+                continue
+            split_any |= len(got) > len(expected)
+            if not expected:
+                assert not got
+                continue
+            table = pa.Table.from_batches(got, schema=expected[0].schema)
+            assert table.equals(pa.Table.from_batches(expected)), name
+            for b in got:
+                b.validate(full=True)
+                assert all(len(b.column(c).buffers()[2] or b"") <= limit for c in ("key", "value"))
+    assert split_any and overflowed == (limit < 2000)

@@ -39,6 +39,9 @@ from kfs.storage.partition_reads import SelectedTaker
 # benchmarks/bench_spark.py --record-path does, or to rule this path out); KFS_PURE_PYTHON=1 does too.
 AVAILABLE = native.arrow_builder is not None and not os.environ.get("KFS_SPARK_RECORD_PATH")
 _NO_END = (1 << 63) - 1  # to arrow_append_v2: no end
+# The most bytes of one binary column's data in a builder (Arrow's int32 offsets): past it the rows so far
+# are taken as an Arrow batch of their own (`ColumnBuilder.take` gives more than one). Lowered by a test.
+DATA_LIMIT = (1 << 31) - 1
 _EMPTY = pa.py_buffer(b"")
 # Spark's headers type (kfs.spark.source.HEADERS_TYPE as Arrow), for a schema without the column: the
 # decoded columns' decoder is handed the headers whether Spark shows them or not.
@@ -58,7 +61,7 @@ class ColumnBuilder:
 
     def __init__(self, headers_type: pa.DataType) -> None:
         assert native.arrow_builder is not None
-        self._builder = native.arrow_builder()
+        self._builder = native.arrow_builder(DATA_LIMIT)
         self._headers_type = headers_type
         self._pending: list[tuple[Any, ...]] = []  # rows taken when the builder was full, for `take`
         self._done = False

@@ -220,7 +220,7 @@ KFS_HIDDEN PyObject *kfs_avro_arrow_decode(PyObject *module, PyObject *args);
 /* arrow_columns.c */
 KFS_HIDDEN extern const char kfs_arrow_builder_doc[], kfs_arrow_append_v2_doc[], kfs_arrow_append_records_doc[],
     kfs_arrow_take_doc[];
-KFS_HIDDEN PyObject *kfs_arrow_builder(PyObject *module, PyObject *unused);
+KFS_HIDDEN PyObject *kfs_arrow_builder(PyObject *module, PyObject *args);
 KFS_HIDDEN PyObject *kfs_arrow_append_v2(PyObject *module, PyObject *args);
 KFS_HIDDEN extern const char kfs_arrow_append_run_doc[];
 KFS_HIDDEN PyObject *kfs_arrow_append_run(PyObject *module, PyObject *args);

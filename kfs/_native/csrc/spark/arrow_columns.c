@@ -50,6 +50,7 @@ typedef struct {
 typedef struct {
     rawbuf b[N_BUFFERS];
     column_counts n;
+    int64_t limit; /* the most bytes of one binary column's data: int32 offsets (lower in tests) */
     size_t hint[N_BUFFERS]; /* each buffer's size when last taken: the next rows' first allocation */
     int started; /* the offsets buffers hold their leading 0 */
     int busy;    /* a call is appending (without the GIL) */
@@ -146,9 +147,10 @@ start_columns(arrow_columns *c)
 /* Item `index` of a binary or string column: n bytes at p, or null (n < 0). `valid` NULL: the column
  * has no nulls (header keys). */
 static inline int
-put_binary(rawbuf *valid, rawbuf *offsets, rawbuf *data, int64_t index, const void *p, int64_t n, int64_t *nulls)
+put_binary(rawbuf *valid, rawbuf *offsets, rawbuf *data, int64_t index, const void *p, int64_t n, int64_t *nulls,
+           int64_t limit)
 {
-    if (n > (int64_t)INT32_MAX - (int64_t)data->len)
+    if (n > limit - (int64_t)data->len)
         return APPEND_FULL;
     if (valid != NULL && put_bit(valid, index, n >= 0) < 0)
         return RENDER_NO_MEMORY;
@@ -173,9 +175,9 @@ put_row(arrow_columns *c, int64_t offset, int64_t timestamp, int32_t timestamp_t
 {
     const int64_t i = c->n.rows;
     CHECK(put_binary(&c->b[B_KEY_VALID], &c->b[B_KEY_OFFSETS], &c->b[B_KEY_DATA], i, key, key_len,
-                     &c->n.key_nulls));
+                     &c->n.key_nulls, c->limit));
     CHECK(put_binary(&c->b[B_VALUE_VALID], &c->b[B_VALUE_OFFSETS], &c->b[B_VALUE_DATA], i, value, value_len,
-                     &c->n.value_nulls));
+                     &c->n.value_nulls, c->limit));
     CHECK(put_i64(&c->b[B_OFFSET], offset));
     CHECK(put_i64(&c->b[B_TIMESTAMP], (int64_t)((uint64_t)timestamp * 1000u))); /* ms -> us */
     CHECK(put_i32(&c->b[B_TIMESTAMP_TYPE], timestamp_type));
@@ -187,9 +189,10 @@ put_header(arrow_columns *c, const void *key, int64_t key_len, const void *value
 {
     if (c->n.headers >= INT32_MAX - 1)
         return APPEND_FULL;
-    CHECK(put_binary(NULL, &c->b[B_HKEY_OFFSETS], &c->b[B_HKEY_DATA], c->n.headers, key, key_len, NULL));
+    CHECK(put_binary(NULL, &c->b[B_HKEY_OFFSETS], &c->b[B_HKEY_DATA], c->n.headers, key, key_len, NULL,
+                     c->limit));
     CHECK(put_binary(&c->b[B_HVALUE_VALID], &c->b[B_HVALUE_OFFSETS], &c->b[B_HVALUE_DATA], c->n.headers, value,
-                     value_len, &c->n.hvalue_nulls));
+                     value_len, &c->n.hvalue_nulls, c->limit));
     c->n.headers++;
     return RENDER_OK;
 }
@@ -250,8 +253,8 @@ static PyObject *
 declined(arrow_columns *c, int rc)
 {
     if (rc == APPEND_FULL) {
-        if (c->n.rows == 0) { /* (cannot happen: a batch is at most 64 MiB decompressed, kfs's limit) */
-            PyErr_SetString(PyExc_OverflowError, "one Kafka batch holds more than an Arrow column's 2 GiB");
+        if (c->n.rows == 0) { /* (cannot happen at 2 GiB: a batch is at most 64 MiB decompressed, kfs's limit) */
+            PyErr_SetString(PyExc_OverflowError, "one Kafka batch holds more than an Arrow column's data limit");
             return NULL;
         }
         Py_RETURN_FALSE;
@@ -260,10 +263,12 @@ declined(arrow_columns *c, int rc)
 }
 
 KFS_DOC(kfs_arrow_builder_doc,
-"arrow_builder() -> builder\n"
+"arrow_builder(data_limit=2**31 - 1) -> builder\n"
 "\n"
 "An empty builder of the Spark source's undecoded Arrow columns (key, value, offset, timestamp,\n"
-"timestampType, headers), for arrow_append_v2, arrow_append_records and arrow_take.");
+"timestampType, headers), for arrow_append_v2, arrow_append_run, arrow_append_records and arrow_take.\n"
+"data_limit: the most bytes one binary column's data may hold before an append answers False (Arrow's\n"
+"int32 offsets; lower only to test what happens at it).");
 
 static void
 free_builder(PyObject *capsule)
@@ -279,13 +284,20 @@ free_builder(PyObject *capsule)
 }
 
 PyObject *
-kfs_arrow_builder(PyObject *module, PyObject *unused)
+kfs_arrow_builder(PyObject *module, PyObject *args)
 {
     (void)module;
-    (void)unused;
+    long long limit = INT32_MAX;
+    if (!PyArg_ParseTuple(args, "|L:arrow_builder", &limit))
+        return NULL;
+    if (limit < 0 || limit > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "arrow_builder: data_limit must be in [0, 2**31 - 1]");
+        return NULL;
+    }
     arrow_columns *c = PyMem_RawCalloc(1, sizeof(*c));
     if (c == NULL)
         return PyErr_NoMemory();
+    c->limit = limit;
     PyObject *capsule = PyCapsule_New(c, BUILDER_CAPSULE, free_builder);
     if (capsule == NULL)
         PyMem_RawFree(c);
