@@ -501,3 +501,8 @@ def test_a_column_at_its_data_limit_is_taken_as_a_batch_of_its_own(monkeypatch: 
                 b.validate(full=True)
                 assert all(len(b.column(c).buffers()[2] or b"") <= limit for c in ("key", "value"))
     assert split_any and overflowed == (limit < 2000)
+
+
+def test_the_headers_type_without_the_column_is_sparks() -> None:
+    """A decoder is handed headers of Spark's type whether the schema shows the column or not."""
+    assert SCHEMAS[True].field("headers").type == arrow_columns.HEADERS_ARROW_TYPE

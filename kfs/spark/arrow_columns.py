@@ -101,8 +101,8 @@ class ColumnBuilder:
         return True
 
     def _append(self, append: Any, *args: Any) -> Any:
-        """`append(builder, *args)`, once more after taking the rows when the builder is full (an Arrow
-        offset would pass int32); the taken rows wait in `_full` for `take`."""
+        """`append(builder, *args)`, once more after taking the rows when the builder is full (a binary
+        column would pass DATA_LIMIT); the taken rows wait in `_pending` for `take`."""
         out = append(self._builder, *args)
         if out is False:
             self._pending.append(self._take_buffers())
@@ -120,7 +120,7 @@ class ColumnBuilder:
 
     def take(self) -> list[tuple[list[pa.Array], pa.Array, pa.Array, pa.ListArray]]:
         """The rows so far as (offset, timestamp µs, timestampType) arrays and the key, value and
-        headers arrays, one tuple per chunk (more than one only when a column passed 2 GiB); the
+        headers arrays, one tuple per chunk (more than one only when a column reached DATA_LIMIT); the
         builder is left empty."""
         chunks = [*self._pending, self._take_buffers()]
         self._pending = []
