@@ -1,7 +1,7 @@
 """Two readers through one daemon, against one reader and against two daemons: where a mount's
 parallelism goes.
 
-    python -m benchmarks.bench_readers [--rounds 5] [--work DIR] [-o max_threads=2]
+    python -m benchmarks.bench_readers [--rounds 5] [--work DIR] [-o max_threads=2] [-o native_read=no]
 
 On the mixed set of `benchmarks.bench_kafka` (written by Kafka's classes on first use, kept in
 `--work`), each round mounts afresh and stats the files first (their sizes counted: only the reads
@@ -15,6 +15,7 @@ get on this machine's cores, min(cores, cores / c1) times one reader's throughpu
 target: two readers through one mount at >= 90% of it, with one reader's CPU per byte not grown). On
 a shared machine every figure moves with the others' load: each round says how busy the machine's
 cores were with other work while it ran (from /proc/stat, less the bench's own CPU seconds).
+`-o native_read=no` measures the mount with every decoded READ in Python (kfs.fuse.native_read off).
 """
 
 from __future__ import annotations
