@@ -213,7 +213,7 @@ chunk_at(const window *w, int64_t pos)
 int
 kfs_read_windows_serve(uint64_t fh, size_t size, int64_t off, char **mem)
 {
-    if (off <= 0 || size == 0 || size > (size_t)(64 * MIB))
+    if (off <= 0 || size == 0 || size > (size_t)(64 * MIB) || off > INT64_MAX - (int64_t)size)
         return 0; /* (a read from 0 starts the file over: the cursor decides what it is now) */
     window *w = acquire(fh);
     if (w == NULL)
