@@ -6,7 +6,8 @@ Python, which costs more than the request does (a minimal mfusepy file system: ~
 a C one here). `kfs/_native/csrc/fuse/small_files.c` answers those three for a file the tree rendered
 within its reuse time (`tree.SMALL_TTL`, the rule of `KfsTree._fresh_small`) from a copy the tree
 handed it (`keep`), and passes every other request to mfusepy's callbacks, kept as they were: it is
-a cache in front of the Python path, whose miss is the Python path.
+a cache in front of the Python path, whose miss is the Python path. Its read_buf also answers the
+READs of page-cached decoded files from their windows (kfs.fuse.native_read, read_windows.c) first.
 
 `installed()` puts the C callbacks in the operations table mfusepy gives `fuse_main_real`, by
 wrapping that function for the one call `FUSE()` makes. Not used with `kfs mount -v` (the C path

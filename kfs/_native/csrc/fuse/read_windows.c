@@ -267,11 +267,16 @@ kfs_read_windows_serve(uint64_t fh, size_t size, int64_t off, char **mem)
                 nspans = 0;
         }
     }
-    if (!nspans)
+    if (!nspans) {
         __atomic_fetch_add(&total_misses, 1, __ATOMIC_RELAXED);
+        put_back_locked(w);
+        pthread_mutex_unlock(&w->mu);
+        free(spans);
+        return 0;
+    }
     pthread_mutex_unlock(&w->mu);
     char *out = NULL;
-    if (nspans) {
+    {
         out = malloc(size);
         if (out != NULL) {
             size_t done = 0;
@@ -285,10 +290,6 @@ kfs_read_windows_serve(uint64_t fh, size_t size, int64_t off, char **mem)
             pthread_cond_broadcast(&w->changed);
         if (out != NULL)
             w->hits++;
-        put_back_locked(w);
-        pthread_mutex_unlock(&w->mu);
-    } else {
-        pthread_mutex_lock(&w->mu);
         put_back_locked(w);
         pthread_mutex_unlock(&w->mu);
     }
