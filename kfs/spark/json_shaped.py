@@ -60,7 +60,9 @@ def json_shaped(schema: Any, named: dict[str, Any], seen: frozenset[str] = froze
         return True
     if kind in ("record", "error"):
         name = schema["name"]
-        return name not in seen and all(json_shaped(f["type"], named, seen | {name}) for f in schema["fields"])
+        # (a record of no fields: StructArray.from_arrays of no children is empty, whatever the batch)
+        return name not in seen and bool(schema["fields"]) and all(
+            json_shaped(f["type"], named, seen | {name}) for f in schema["fields"])
     if kind == "array":
         return json_shaped(schema["items"], named, seen)
     if kind == "union":

@@ -379,7 +379,7 @@ def _sparse_column(decoder: PartDecoder, data: pa.Array, skip: bytes | None,
     indices = np.full(n, len(rows), dtype=np.int64)  # (the null after the candidates' values)
     indices[candidates] = np.arange(len(rows))
     take = pa.array(indices)
-    return (pa.concat_arrays([fast[0], pa.nulls(1, data_type)]).take(take),
+    return (pa.concat_arrays([fast[0], pa.array([None], data_type)]).take(take),
             pa.concat_arrays([fast[1], pa.nulls(1, pa.string())]).take(take))
 
 

@@ -81,6 +81,8 @@ grow(astate *s, abuf *b, size_t need)
 static inline int
 put_bytes(astate *s, abuf *b, const void *v, size_t n)
 {
+    if (n == 0) /* (an empty string into a buffer not yet allocated: memcpy takes no NULL) */
+        return OK;
     if (grow(s, b, n) < 0)
         return DECLINE;
     memcpy(b->p + b->len, v, n);
