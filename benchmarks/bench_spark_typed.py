@@ -1,4 +1,4 @@
-"""CPU per typed value of the Spark source's `value_decoded` column (issue 26), by each path that can
+"""CPU per decoded value of the Spark source's `value_decoded` column (issue 26), by each path that can
 fill it, on the Spark benchmark's schema and values (benchmarks/spark_data.py: `n` long, `user` string,
 `amount` long, `note` string of 160 chars, registry-framed):
 
@@ -8,7 +8,9 @@ fill it, on the Spark benchmark's schema and values (benchmarks/spark_data.py: `
 - c-arrow: the compiled Arrow decoder (kfs/_native/csrc/registry/avro_arrow.c) from the values as an
   Arrow binary array (`array_columns`, as kfs.spark.source hands it the C-built undecoded columns);
 - c-arrow from Records: the same from a list of Records (`columns`: the values gathered into an
-  array first).
+  array first);
+- JSON text (a read of several topics: `value_decoded` is the decoded JSON text) per row, and by the
+  compiled renderer into the string column in one call (avro_text_column).
 
 CPU seconds of this process (time.process_time), best of `--rounds`, so that other work on the machine
 moves the figures less than wall time would; the load average is printed with them.
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql.types import StructType
 
     from benchmarks.spark_data import TOPIC, framed, order
-    from kfs.spark.typed import FramedRows, _column, _fast_column, _Row, decoded_fields, plan_from_field
+    from kfs.spark.typed import FramedRows, PartPlan, _column, _fast_column, _Row, decoded_fields, plan_from_field
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=200_000)
@@ -77,11 +79,17 @@ def main(argv: list[str] | None = None) -> int:
     fast = _fast_column(decoder, records, data_type)
     assert fast is not None and fast[0].equals(reference)
 
+    text = FramedRows(registry, [PartPlan("key"), PartPlan("value")], TOPIC)  # (a read of several topics)
+    text_types = [pa.string(), pa.string()]
+    assert text.array_columns(keys, values, headers, text_types)[1].equals(
+        text._record_columns(records, text_types)[1])
     paths: list[tuple[str, Callable[[], object]]] = [
         ("per-row (fastavro, pa.array)", lambda: _column(decoder, records, data_type)),
         ("json-shaped (C renderer, Arrow's JSON reader)", lambda: _fast_column(decoder, records, data_type)),
         ("c-arrow (array_columns)", lambda: rows.array_columns(keys, values, headers, types)),
         ("c-arrow from Records (columns)", lambda: rows.columns(records, types)),
+        ("JSON text, per row (Records)", lambda: text._record_columns(records, text_types)),
+        ("JSON text, c-arrow (array_columns)", lambda: text.array_columns(keys, values, headers, text_types)),
     ]
     print(f"{args.records:,} values of {data_type}; CPU ns per value, best of {args.rounds}; "
           f"load average {os.getloadavg()[0]:.2f}")

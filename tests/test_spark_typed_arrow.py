@@ -42,7 +42,7 @@ from kfs._native.registry import avro_arrow_decode
 from kfs.registry import load_registry
 from kfs.registry.decode import Registry
 from kfs.registry.state import RegistryState
-from kfs.spark.typed import FramedRows, _column, _Row, decoded_fields, plan_from_field
+from kfs.spark.typed import FramedRows, PartPlan, _column, _Row, decoded_fields, plan_from_field
 from kfs.storage import LogDirs
 
 pytestmark = pytest.mark.skipif(avro_arrow_decode is None, reason="the compiled extension is not built")
@@ -124,6 +124,22 @@ def test_fixture_columns_equal_the_per_row_path(logdir: str, partition: str) -> 
     padded = [_Row(None, b"\0\0\0\0\1junk", [])] * 3 + records
     keys, values, headers = arrays(padded)
     assert_same(rows.array_columns(keys[3:], values[3:], headers[3:], types), want)
+
+
+@pytest.mark.parametrize(("logdir", "partition"), fixture_partitions())
+def test_fixture_json_text_columns_equal_the_per_row_path(logdir: str, partition: str) -> None:
+    """A read of several topics: the decoded JSON text, rendered into the string column in one call."""
+    registry = load_registry([logdir])
+    assert registry is not None
+    rows, types = json_rows(registry, partition.rsplit("-", 1)[0])
+    records = [r for rs in LogDirs([logdir]).partition(partition).record_lists() for r in rs]
+    want = reference(rows, records, types)
+    assert_same(rows.columns(records, types), want)
+    assert_same(rows.array_columns(*arrays(records), types), want)
+
+
+def json_rows(registry: Registry, topic: str) -> tuple[FramedRows, list[pa.DataType]]:
+    return FramedRows(registry, [PartPlan("key"), PartPlan("value")], topic), [pa.string(), pa.string()]
 
 
 def test_the_fixtures_typed_values_are_decoded_in_c() -> None:
@@ -231,6 +247,8 @@ def test_compiled_columns_equal_the_per_row_path(rnd: random.Random) -> None:
     records += [_Row(None, None, []), _Row(None, b"not framed", []), _Row(None, b"\0\0\0\0\3" + (old or b""), []),
                 _Row(None, b"\0\0\0\0\7", [])]
     rnd.shuffle(records)
+    text_rows, text_types = json_rows(registry, "t")  # (the same values as JSON text: a read of several topics)
+    assert_same(text_rows.array_columns(*arrays(records), text_types), reference(text_rows, records, text_types))
     try:
         want = reference(rows, records, types)
     except (OverflowError, pa.ArrowInvalid):  # (a value Arrow's type cannot hold fails the batch there: a

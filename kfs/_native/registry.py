@@ -7,7 +7,9 @@ _speedups.pyi, or None unbuilt.
 - `avro_arrow_program`: a program of kfs/registry/avro_arrow_program.py, checked and kept for
   `avro_arrow_decode`;
 - `avro_arrow_decode`: a batch of registry-framed values (an Arrow binary array's buffers) into the
-  buffers of Spark's typed column, each row the per-row path's value or declined to it.
+  buffers of Spark's typed column, each row the per-row path's value or declined to it;
+- `avro_text_column`: a batch of framed Avro values into an Arrow string column of their JSON text
+  (`render_avro`'s), each row rendered or declined to the per-row path.
 """
 
 from __future__ import annotations
@@ -18,3 +20,4 @@ avro_program = extension.avro_program if BUILT else None
 render_avro = extension.render_avro if BUILT else None
 avro_arrow_program = extension.avro_arrow_program if BUILT else None
 avro_arrow_decode = extension.avro_arrow_decode if BUILT else None
+avro_text_column = extension.avro_text_column if BUILT else None

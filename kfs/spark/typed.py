@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import DataType, StringType, StructField
 
-from kfs._native.registry import avro_arrow_decode, avro_arrow_program
+from kfs._native.registry import avro_arrow_decode, avro_arrow_program, avro_text_column
 from kfs.registry.avro import AvroDatumError, AvroSchemaError
 from kfs.registry.avro_arrow_program import ArrowProgram, compile_arrow_program
 from kfs.registry.decode import PayloadError, Registry
@@ -132,6 +132,7 @@ class PartDecoder:
         self.fast_render: Any = None
         self.fast_schema: tuple[Any, dict[str, Any]] | None = None  # (reader schema, named types)
         self._json_renderers: dict[bytes, Any] = {}  # JSON text mode: 4-byte id -> Avro renderer, or False
+        self._json_programs: dict[bytes, object] = {}  # and 5-byte prefix -> its compiled renderer's program
         # kfs/_native/csrc/registry/avro_arrow.c's path: the reader schema as parsed for typing, and its
         # programs by the column's Arrow type (None: the schema has none)
         self._typing: ParsedAvro | None = None
@@ -208,8 +209,20 @@ class PartDecoder:
             compiled = self.registry.compiled(int.from_bytes(framing, "big"))
             if compiled.kind == "AVRO" and compiled.error is None:
                 render = compiled.renderer.render
+                program = getattr(compiled.renderer, "program", None)
+                if program is not None:
+                    self._json_programs[b"\0" + framing] = program
         self._json_renderers[framing] = render
         return render
+
+    def text_programs(self, data: pa.Array) -> list[tuple[bytes, object]]:
+        """(prefix, program) of the compiled renderers of the Avro schemas whose ids frame `data`'s values
+        (JSON text mode; at most 64 ids)."""
+        ids = _framing_ids(data)
+        for framing in ids[:64]:
+            if framing not in self._json_renderers:
+                self._json_renderer(framing)
+        return [(b"\0" + f, self._json_programs[b"\0" + f]) for f in ids[:64] if b"\0" + f in self._json_programs]
 
     def _error(self, data: bytes, header: bytes | None, error: Exception) -> str:
         """The sentence `kfs cat` gives when it fails on this payload too, else why typing failed."""
@@ -342,6 +355,8 @@ class FramedRows(RowDecoder):
             fast = None
             if decoder.arrow_program(data_type) is not None:
                 fast = _arrow_column(decoder, data, skip, headers_of, data_type)
+            elif decoder.plan.kind == "JSON" and pa.types.is_string(data_type):
+                fast = _text_column(decoder, data, skip, headers_of)
             if fast is None:
                 fast = _sparse_column(decoder, data, skip, headers_of, data_type)
             decoded.append(fast[0])
@@ -381,6 +396,59 @@ def _sparse_column(decoder: PartDecoder, data: pa.Array, skip: bytes | None,
     take = pa.array(indices)
     return (pa.concat_arrays([fast[0], pa.array([None], data_type)]).take(take),
             pa.concat_arrays([fast[1], pa.nulls(1, pa.string())]).take(take))
+
+
+def _framing_ids(data: pa.Array) -> list[bytes]:
+    """The distinct 4-byte ids after byte 0 that start `data`'s values (of 5 bytes or more)."""
+    n = len(data)
+    _, offsets, body = data.buffers()
+    if n == 0 or offsets is None or body is None or body.size == 0:
+        return []
+    starts = np.frombuffer(offsets, dtype=np.int32)[data.offset:data.offset + n + 1]
+    raw = np.frombuffer(body, dtype=np.uint8)
+    framed = (np.diff(starts) >= 5) & (raw[np.minimum(starts[:-1], len(raw) - 1)] == 0)
+    if data.null_count:
+        framed &= data.is_valid().to_numpy(zero_copy_only=False)
+    at = starts[:-1][framed]
+    if not len(at):
+        return []
+    ids = (raw[at + 1].astype(np.uint32) << 24) | (raw[at + 2].astype(np.uint32) << 16) \
+        | (raw[at + 3].astype(np.uint32) << 8) | raw[at + 4].astype(np.uint32)
+    distinct = ids[:1] if (ids == ids[0]).all() else np.unique(ids)  # (one id: the common case, no sort)
+    return [int(i).to_bytes(4, "big") for i in distinct if i != 0]
+
+
+def _text_column(decoder: PartDecoder, data: pa.Array, skip: bytes | None,
+                 headers_of: Callable[[int], list[tuple[str, bytes | None]]]) -> tuple[pa.Array, pa.Array] | None:
+    """A JSON-text part's column and its errors: framed Avro values rendered by the compiled renderer into
+    the string column in one call (kfs/_native/csrc/registry/avro_arrow.c: avro_text_column), the rows
+    it declines by the per-row path; None without a program for any of the batch's ids."""
+    programs = decoder.text_programs(data)
+    if not programs or avro_text_column is None:
+        return None
+    n = len(data)
+    validity, offsets, body = data.buffers()
+    status, text_offsets, text = avro_text_column(programs, n, validity, offsets if offsets is not None else b"\0" * 4,
+                                                  body if body is not None else b"", data.offset, skip)
+    array = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(text_offsets), pa.py_buffer(text)])
+    declined = np.flatnonzero(np.frombuffer(status, dtype=np.uint8))
+    if not len(declined):
+        return array, pa.nulls(n, pa.string())
+    maybe = np.zeros(n, dtype=bool)
+    maybe[_maybe_framed(data, skip)] = True
+    why: list[str | None] = [None] * n
+    slow: list[str] = []
+    indices = np.arange(n, dtype=np.int64)
+    for i in declined.tolist():
+        value, error = decoder.decode(data[i].as_py(), headers_of(i)) if maybe[i] else (None, None)
+        why[i] = error
+        if value is None:
+            indices[i] = n
+        else:
+            indices[i] = n + 1 + len(slow)
+            slow.append(value)
+    combined = pa.concat_arrays([array, pa.nulls(1, pa.string()), pa.array(slow, pa.string())])
+    return combined.take(pa.array(indices)), pa.array(why, pa.string())
 
 
 def _maybe_framed(data: pa.Array, skip: bytes | None) -> np.ndarray:

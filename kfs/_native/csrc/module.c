@@ -139,6 +139,7 @@ static PyMethodDef speedups_methods[] = {
     {"render_avro", (PyCFunction)(void (*)(void))kfs_render_avro, METH_FASTCALL, kfs_render_avro_doc},
     {"avro_arrow_program", kfs_avro_arrow_program, METH_O, kfs_avro_arrow_program_doc},
     {"avro_arrow_decode", kfs_avro_arrow_decode, METH_VARARGS, kfs_avro_arrow_decode_doc},
+    {"avro_text_column", kfs_avro_text_column, METH_VARARGS, kfs_avro_text_column_doc},
     {"arrow_builder", kfs_arrow_builder, METH_VARARGS, kfs_arrow_builder_doc},
     {"arrow_append_v2", kfs_arrow_append_v2, METH_VARARGS, kfs_arrow_append_v2_doc},
     {"arrow_append_run", kfs_arrow_append_run, METH_VARARGS, kfs_arrow_append_run_doc},

@@ -14,6 +14,7 @@
 
 #include "avro_arrow.h"
 #include "../record/utf8.h"
+#include "avro_json.h"
 
 #define MAX_ITEMS (1 << 20)
 #define MAX_DEPTH 200
@@ -818,6 +819,113 @@ out:
     }
     Py_XDECREF(status);
     PyBuffer_Release(&prefix);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&data);
+    if (validity.buf != NULL)
+        PyBuffer_Release(&validity);
+    if (skip.buf != NULL)
+        PyBuffer_Release(&skip);
+    return result;
+}
+
+/* ---- JSON-text columns ------------------------------------------------------------------------ */
+
+KFS_DOC(kfs_avro_text_column_doc,
+"avro_text_column(programs, count, validity, offsets, data, offset, skip) -> (status, offsets, data)\n"
+"\n"
+"The JSON text of each framed Avro value of an Arrow binary array (its buffers as avro_arrow_decode\n"
+"takes them) as an Arrow string column's int32 offsets and UTF-8 data, by the compiled renderer\n"
+"(avro_json.c): `programs` is a list of (prefix, program of avro_program), the prefix byte 0 and a\n"
+"schema id. `status` holds a byte per row: 0 rendered, 1 declined (an empty placeholder: the per-row\n"
+"path answers it: a null value, another id, headers, a datum the renderer declines).");
+
+PyObject *
+kfs_avro_text_column(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *programs, *validity_obj, *skip_obj;
+    Py_buffer offsets, data;
+    Py_ssize_t count, offset;
+    if (!PyArg_ParseTuple(args, "O!nOy*y*nO:avro_text_column", &PyList_Type, &programs, &count, &validity_obj,
+                          &offsets, &data, &offset, &skip_obj))
+        return NULL;
+    PyObject *result = NULL, *status = NULL;
+    Py_buffer validity = {0}, skip = {0};
+    astate s = {0};
+    abuf out_offsets = {0}, out_data = {0};
+    const Py_ssize_t nprograms = PyList_GET_SIZE(programs);
+    if (validity_obj != Py_None && PyObject_GetBuffer(validity_obj, &validity, PyBUF_SIMPLE) < 0)
+        goto out;
+    if (skip_obj != Py_None && PyObject_GetBuffer(skip_obj, &skip, PyBUF_SIMPLE) < 0)
+        goto out;
+    if (count < 0 || offset < 0 || count > PY_SSIZE_T_MAX / 8 - offset ||
+        offsets.len / 4 < offset + count + (count > 0) ||
+        (validity.buf != NULL && validity.len * 8 < offset + count) || (skip.buf != NULL && skip.len < count) ||
+        nprograms > 64) {
+        PyErr_SetString(PyExc_ValueError, "avro_text_column: the buffers are shorter than the array");
+        goto out;
+    }
+    for (Py_ssize_t k = 0; k < nprograms; k++) {
+        PyObject *item = PyList_GET_ITEM(programs, k);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(item, 0)) ||
+            PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 0)) != 5) {
+            PyErr_SetString(PyExc_TypeError, "avro_text_column: programs is a list of (5-byte prefix, program)");
+            goto out;
+        }
+    }
+    status = PyBytes_FromStringAndSize(NULL, count);
+    if (status == NULL)
+        goto out;
+    uint8_t *st = (uint8_t *)PyBytes_AS_STRING(status);
+    const uint8_t *vbits = validity.buf, *skips = skip.buf, *bytes = data.buf, *offs = offsets.buf;
+    int32_t zero = 0;
+    if (put_bytes(&s, &out_offsets, &zero, 4) < 0)
+        goto nomem;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const Py_ssize_t r = offset + i;
+        st[i] = 1;
+        if ((vbits == NULL || (vbits[r >> 3] >> (r & 7) & 1)) && (skips == NULL || skips[i] == 0)) {
+            const int32_t start = (int32_t)kfs_load_le32(offs + 4 * r), end = (int32_t)kfs_load_le32(offs + 4 * r + 4);
+            if (start < 0 || end < start || end > data.len) {
+                PyErr_SetString(PyExc_ValueError, "avro_text_column: an offset outside the data");
+                goto out;
+            }
+            PyObject *program = NULL;
+            if (end - start >= 5)
+                for (Py_ssize_t k = 0; k < nprograms && program == NULL; k++) {
+                    PyObject *item = PyList_GET_ITEM(programs, k);
+                    if (memcmp(PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 0)), bytes + start, 5) == 0)
+                        program = PyTuple_GET_ITEM(item, 1);
+                }
+            if (program != NULL) {
+                const char *text;
+                size_t len;
+                int nonascii;
+                const int rc = kfs_avro_render(program, bytes + start + 5, end - start - 5, &text, &len, &nonascii);
+                if (rc < 0)
+                    goto out;
+                if (rc == 1 && put_bytes(&s, &out_data, text, len) == OK)
+                    st[i] = 0;
+                else if (s.nomem)
+                    goto nomem;
+            }
+        }
+        if (out_data.len > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "avro_text_column: the column exceeds Arrow's 32-bit offsets");
+            goto out;
+        }
+        const int32_t end_offset = (int32_t)out_data.len;
+        if (put_bytes(&s, &out_offsets, &end_offset, 4) < 0)
+            goto nomem;
+    }
+    result = Py_BuildValue("(ONN)", status, as_bytes(&out_offsets, out_offsets.len), as_bytes(&out_data, out_data.len));
+    goto out;
+nomem:
+    PyErr_NoMemory();
+out:
+    Py_XDECREF(status);
+    PyMem_Free(out_offsets.p);
+    PyMem_Free(out_data.p);
     PyBuffer_Release(&offsets);
     PyBuffer_Release(&data);
     if (validity.buf != NULL)

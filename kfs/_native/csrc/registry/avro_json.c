@@ -134,6 +134,20 @@ read_length(state *s, Py_ssize_t *n)
     return OK;
 }
 
+/* Whether 8 bytes are ASCII that a JSON string holds as they are: none below 0x20, none >= 0x80, no '"'
+ * or '\\' (the zero-byte tests of "Bit Twiddling Hacks", on the word and on it xor each quote). */
+static inline int
+plain8(const uint8_t *t)
+{
+    uint64_t x;
+    memcpy(&x, t, 8);
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+#define HAS_ZERO(v) (((v) - ones) & ~(v) & highs)
+    const uint64_t below = (x - ones * 0x20) & ~x & highs; /* a byte < 0x20 (for bytes < 0x80) */
+    return !((x & highs) | below | HAS_ZERO(x ^ (ones * '"')) | HAS_ZERO(x ^ (ones * '\\')));
+#undef HAS_ZERO
+}
+
 /* A UTF-8 string (checked as Python's strict decoder checks it) as json.encoder.encode_basestring writes
  * it with ensure_ascii=False. */
 static int
@@ -144,6 +158,12 @@ put_string(state *s, const uint8_t *t, Py_ssize_t n)
     char *d = s->buf + s->len;
     *d++ = '"';
     for (Py_ssize_t i = 0; i < n;) {
+        if (i + 8 <= n && plain8(t + i)) {
+            memcpy(d, t + i, 8);
+            d += 8;
+            i += 8;
+            continue;
+        }
         const uint8_t c = t[i];
         if (c >= 0x80) {
             const Py_ssize_t k = utf8_sequence(t + i, n - i);
