@@ -318,3 +318,15 @@ def test_bad_programs_and_buffers_are_refused() -> None:
         avro_arrow_decode(found[0], b"\0\0\0\0\7", 5, None, b"\0" * 8, b"", 0, None)
     with pytest.raises(ValueError):  # an offset past the data
         avro_arrow_decode(found[0], b"\0\0\0\0\7", 1, None, b"\0\0\0\0\x40\0\0\0", b"\0" * 8, 0, None)
+
+
+def test_a_record_of_no_fields_keeps_its_rows() -> None:
+    """The JSON-shaped path made a record of no fields an empty array (StructArray.from_arrays of no
+    children), and the batch's take failed; such a record now takes the other paths, every row there."""
+    registry = Registry(_state([(7, {"type": "record", "name": "E", "fields": []})]))
+    rows, types = typed_rows(registry, "t")
+    records = [_Row(None, b"\0\0\0\0\7", []), _Row(None, None, []), _Row(None, b"\0\0\0\0\7x", [])]
+    per_row = [_column(d, records, t) for d, t in zip(rows.parts, types, strict=True)]
+    for columns in (rows._record_columns(records, types), rows.array_columns(*arrays(records), types)):
+        assert columns[1].to_pylist() == [{}, None, None] == per_row[1][0].to_pylist()
+        assert columns[3].to_pylist() == [None, None, "schema id 7: 1 bytes are left after the datum"]
