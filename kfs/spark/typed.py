@@ -216,13 +216,13 @@ class PartDecoder:
         return render
 
     def text_programs(self, data: pa.Array) -> list[tuple[bytes, object]]:
-        """(prefix, program) of the compiled renderers of the Avro schemas whose ids frame `data`'s values
-        (JSON text mode; at most 64 ids)."""
-        ids = _framing_ids(data)
-        for framing in ids[:64]:
-            if framing not in self._json_renderers:
-                self._json_renderer(framing)
-        return [(b"\0" + f, self._json_programs[b"\0" + f]) for f in ids[:64] if b"\0" + f in self._json_programs]
+        """(prefix, program) of the compiled renderers of the Avro schemas met so far and of the id framing
+        `data`'s first framed value (JSON text mode; at most 64): a value of an id not met yet is rendered
+        per row, which meets it for the next batch."""
+        framing = _first_framing(data)
+        if framing is not None and framing not in self._json_renderers:
+            self._json_renderer(framing)
+        return list(self._json_programs.items())[:64]
 
     def _error(self, data: bytes, header: bytes | None, error: Exception) -> str:
         """The sentence `kfs cat` gives when it fails on this payload too, else why typing failed."""
@@ -398,24 +398,12 @@ def _sparse_column(decoder: PartDecoder, data: pa.Array, skip: bytes | None,
             pa.concat_arrays([fast[1], pa.nulls(1, pa.string())]).take(take))
 
 
-def _framing_ids(data: pa.Array) -> list[bytes]:
-    """The distinct 4-byte ids after byte 0 that start `data`'s values (of 5 bytes or more)."""
-    n = len(data)
-    _, offsets, body = data.buffers()
-    if n == 0 or offsets is None or body is None or body.size == 0:
-        return []
-    starts = np.frombuffer(offsets, dtype=np.int32)[data.offset:data.offset + n + 1]
-    raw = np.frombuffer(body, dtype=np.uint8)
-    framed = (np.diff(starts) >= 5) & (raw[np.minimum(starts[:-1], len(raw) - 1)] == 0)
-    if data.null_count:
-        framed &= data.is_valid().to_numpy(zero_copy_only=False)
-    at = starts[:-1][framed]
-    if not len(at):
-        return []
-    ids = (raw[at + 1].astype(np.uint32) << 24) | (raw[at + 2].astype(np.uint32) << 16) \
-        | (raw[at + 3].astype(np.uint32) << 8) | raw[at + 4].astype(np.uint32)
-    distinct = ids[:1] if (ids == ids[0]).all() else np.unique(ids)  # (one id: the common case, no sort)
-    return [int(i).to_bytes(4, "big") for i in distinct if i != 0]
+def _first_framing(data: pa.Array) -> bytes | None:
+    """The 4-byte id after byte 0 of the first of `data`'s values that starts so (of 5 bytes or more)."""
+    for value in data[:64].to_pylist():  # (a batch's values are most often one id's: the first few say it)
+        if value is not None and len(value) >= 5 and value[0] == 0:
+            return bytes(value[1:5])
+    return None
 
 
 def _text_column(decoder: PartDecoder, data: pa.Array, skip: bytes | None,

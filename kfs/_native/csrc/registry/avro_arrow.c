@@ -73,8 +73,7 @@ grow(astate *s, abuf *b, size_t need)
         s->nomem = 1;
         return DECLINE;
     }
-    memset(p + b->cap, 0, cap - b->cap);
-    b->p = p;
+    b->p = p; /* (not zeroed: every byte is written before it is read; put_bit zeroes a bitmap's new bytes) */
     b->cap = cap;
     return OK;
 }
