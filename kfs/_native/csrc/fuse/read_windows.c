@@ -25,6 +25,10 @@
  * when no copy is under way, and a window is freed only when no READ thread holds it (`users`) —
  * close waits for both. The lock `mu` guards the window's fields; it is never held during a copy, and
  * a Python caller that must wait for it gives the GIL up first (a READ thread never takes the GIL).
+ * The renderer's own calls (await, publish, stall) do all their window work with the GIL given up,
+ * holding it only to export and release buffers: taken with the GIL held, the table's lock and `mu`
+ * (held by READ threads) and the broadcast stalled the other file's renderer, most of a renderer's GIL
+ * time in py-spy --gil --native of two readers (97 of 170 samples in publish).
  *
  * Demand: a READ the window covers, or that starts within FORWARD_SLACK past its end, sets the
  * renderer's target AHEAD past the request's end; one past the end waits for the renderer (as a
@@ -182,6 +186,31 @@ drop_chunks_before(window *w, int64_t before)
     }
     if (w->count == 0)
         w->first = 0;
+}
+
+/* drop_chunks_before for a caller without the GIL: the dropped chunks' buffers are moved into a
+ * malloc'd array (*out, *nout) for the caller to release once it holds the GIL again, after giving
+ * `mu` up. Drops nothing when no copy is under way or the array cannot be had (a later trim does). */
+static void
+detach_chunks_before(window *w, int64_t before, Py_buffer **out, size_t *nout)
+{
+    *out = NULL;
+    *nout = 0;
+    if (w->copying)
+        return;
+    size_t n = 0;
+    while (n < w->count && w->chunks[w->first + n].pos + (int64_t)w->chunks[w->first + n].view.len <= before)
+        n++;
+    if (n == 0 || (*out = malloc(n * sizeof(Py_buffer))) == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        (*out)[i] = w->chunks[w->first + i].view;
+    w->first += n;
+    w->count -= n;
+    w->start = w->count ? w->chunks[w->first].pos : w->end;
+    if (w->count == 0)
+        w->first = 0;
+    *nout = n;
 }
 
 static void
@@ -446,25 +475,40 @@ kfs_read_windows_publish(PyObject *Py_UNUSED(module), PyObject *args)
     Py_buffer *views = export_pieces(pieces, &n, &total);
     if (views == NULL)
         return NULL;
-    window *w = acquire(fh);
-    if (w == NULL) {
-        release_buffers(views, n);
-        PyMem_Free(views);
-        Py_RETURN_FALSE;
-    }
+    /* The window's side without the GIL: its table and `mu` may be held by READ threads a while (and
+     * a broadcast may wait for woken waiters), which with the GIL held stalled the other renderer
+     * (py-spy --gil --native: most of a renderer's GIL time was here). Buffers are exported above and
+     * released below, with the GIL. */
     int added = 0, failed = 0;
-    lock_with_gil(w);
-    if (!w->closed && position == w->end) {
-        if (append_locked(w, views, n, position) < 0)
-            failed = 1;
-        else {
-            added = 1;
-            pthread_cond_broadcast(&w->changed);
-            drop_chunks_before(w, trim_point(w));
-        }
+    Py_buffer *dropped = NULL;
+    size_t ndropped = 0;
+    size_t kept = 0; /* (empty pieces released here: append_locked would release them without the GIL) */
+    for (size_t i = 0; i < n; i++) {
+        if (views[i].len == 0)
+            PyBuffer_Release(&views[i]);
+        else
+            views[kept++] = views[i];
     }
-    put_back_locked(w);
-    pthread_mutex_unlock(&w->mu);
+    n = kept;
+    Py_BEGIN_ALLOW_THREADS
+    window *w = acquire(fh);
+    if (w != NULL) {
+        pthread_mutex_lock(&w->mu);
+        if (!w->closed && position == w->end) {
+            if (append_locked(w, views, n, position) < 0)
+                failed = 1;
+            else {
+                added = 1;
+                pthread_cond_broadcast(&w->changed);
+                detach_chunks_before(w, trim_point(w), &dropped, &ndropped);
+            }
+        }
+        put_back_locked(w);
+        pthread_mutex_unlock(&w->mu);
+    }
+    Py_END_ALLOW_THREADS
+    release_buffers(dropped, ndropped);
+    free(dropped);
     if (!added)
         release_buffers(views, n);
     PyMem_Free(views);
@@ -546,17 +590,25 @@ kfs_read_windows_await(PyObject *Py_UNUSED(module), PyObject *arg)
     uint64_t fh;
     if (parse_fh(arg, &fh) < 0)
         return NULL;
+    /* Waits without the GIL, and wakes holding it only with an answer: the window is broadcast at every
+     * READ's copy, and a renderer woken each time took the GIL each time to look again. */
+    int found = 0, closed = 0;
+    int64_t end = 0, target = 0;
+    Py_BEGIN_ALLOW_THREADS
     window *w = acquire(fh);
-    if (w == NULL)
-        Py_RETURN_NONE;
-    lock_with_gil(w);
-    while (!w->closed && (w->stalled || w->end >= w->target))
-        wait_with_gil(w);
-    const int closed = w->closed;
-    const int64_t end = w->end, target = w->target;
-    put_back_locked(w);
-    pthread_mutex_unlock(&w->mu);
-    if (closed)
+    if (w != NULL) {
+        found = 1;
+        pthread_mutex_lock(&w->mu);
+        while (!w->closed && (w->stalled || w->end >= w->target))
+            pthread_cond_wait(&w->changed, &w->mu);
+        closed = w->closed;
+        end = w->end;
+        target = w->target;
+        put_back_locked(w);
+        pthread_mutex_unlock(&w->mu);
+    }
+    Py_END_ALLOW_THREADS
+    if (!found || closed)
         Py_RETURN_NONE;
     return Py_BuildValue("LL", (long long)end, (long long)target);
 }
@@ -575,16 +627,18 @@ kfs_read_windows_stall(PyObject *Py_UNUSED(module), PyObject *args)
     uint64_t fh;
     if (!PyArg_ParseTuple(args, "OL:read_windows_stall", &fh_obj, &position) || parse_fh(fh_obj, &fh) < 0)
         return NULL;
+    Py_BEGIN_ALLOW_THREADS /* (no Python object touched: as in publish) */
     window *w = acquire(fh);
-    if (w == NULL)
-        Py_RETURN_NONE;
-    lock_with_gil(w);
-    if (w->end == position) { /* (not a window moved meanwhile) */
-        w->stalled = 1;
-        pthread_cond_broadcast(&w->changed);
+    if (w != NULL) {
+        pthread_mutex_lock(&w->mu);
+        if (w->end == position) { /* (not a window moved meanwhile) */
+            w->stalled = 1;
+            pthread_cond_broadcast(&w->changed);
+        }
+        put_back_locked(w);
+        pthread_mutex_unlock(&w->mu);
     }
-    put_back_locked(w);
-    pthread_mutex_unlock(&w->mu);
+    Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 
