@@ -58,7 +58,9 @@ typedef struct {
     uint64_t fh;
     pthread_mutex_t mu;
     pthread_cond_t changed; /* broadcast on every change of the fields below */
-    int users;              /* threads holding the window (table lookups not yet put back) */
+    int users;              /* threads holding the window (table lookups not yet put back); atomic: counted
+                             * under the table's lock, not `mu` (a lookup never waits for one window's lock
+                             * holding the table's, which every file's READs share) */
     int nwaiting;           /* READs waiting for the renderer, and where each starts: never trimmed */
     int64_t waiting_at[MAX_WAITING];
     int copying;            /* READ threads copying out of chunks without `mu` */
@@ -86,9 +88,7 @@ acquire(uint64_t fh)
     for (int i = 0; i < MAX_WINDOWS; i++) {
         if (table[i] != NULL && table[i]->fh == fh) {
             w = table[i];
-            pthread_mutex_lock(&w->mu);
-            w->users++;
-            pthread_mutex_unlock(&w->mu);
+            __atomic_add_fetch(&w->users, 1, __ATOMIC_ACQ_REL);
             break;
         }
     }
@@ -99,7 +99,7 @@ acquire(uint64_t fh)
 static void
 put_back_locked(window *w)
 {
-    if (--w->users == 0 && w->closed)
+    if (__atomic_sub_fetch(&w->users, 1, __ATOMIC_ACQ_REL) == 0 && w->closed)
         pthread_cond_broadcast(&w->changed);
 }
 
@@ -696,7 +696,7 @@ kfs_read_windows_close(PyObject *Py_UNUSED(module), PyObject *arg)
     lock_with_gil(w);
     w->closed = 1;
     pthread_cond_broadcast(&w->changed);
-    while (w->users || w->copying)
+    while (__atomic_load_n(&w->users, __ATOMIC_ACQUIRE) || w->copying) /* (none comes now: out of the table) */
         wait_with_gil(w);
     pthread_mutex_unlock(&w->mu);
     const unsigned long long hits = w->hits;
