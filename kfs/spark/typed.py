@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import DataType, StringType, StructField
 
-from kfs._native.registry import avro_arrow_decode, avro_arrow_program, avro_text_column
 from kfs.registry.avro import AvroDatumError, AvroSchemaError
+from kfs.registry.avro_arrow import avro_arrow_decode, avro_arrow_program, avro_text_column
 from kfs.registry.avro_arrow_program import ArrowProgram, compile_arrow_program
 from kfs.registry.decode import PayloadError, Registry
 from kfs.registry.lines import KEY_HEADER, VALUE_HEADER, framed
