@@ -96,6 +96,26 @@ acquire(uint64_t fh)
     return w;
 }
 
+/* `acquire` for a caller holding the GIL that must not wait for the table's lock: 0 with *w (or NULL:
+ * no such window) when the lock was free, -1 when it was held (the caller gives the GIL up and calls
+ * `acquire`). */
+static int
+acquire_nowait(uint64_t fh, window **w)
+{
+    if (pthread_mutex_trylock(&table_lock) != 0)
+        return -1;
+    *w = NULL;
+    for (int i = 0; i < MAX_WINDOWS; i++) {
+        if (table[i] != NULL && table[i]->fh == fh) {
+            *w = table[i];
+            __atomic_add_fetch(&(*w)->users, 1, __ATOMIC_ACQ_REL);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&table_lock);
+    return 0;
+}
+
 static void
 put_back_locked(window *w)
 {
@@ -456,6 +476,21 @@ kfs_read_windows_open(PyObject *Py_UNUSED(module), PyObject *args)
     return PyBool_FromLong(placed);
 }
 
+/* publish's work on the window, `mu` held (the GIL or not: no Python object is touched). */
+static void
+publish_locked(window *w, Py_buffer *views, size_t n, int64_t position, int *added, int *failed,
+               Py_buffer **dropped, size_t *ndropped)
+{
+    if (w->closed || position != w->end)
+        return;
+    if (append_locked(w, views, n, position) < 0) {
+        *failed = 1;
+        return;
+    }
+    *added = 1;
+    detach_chunks_before(w, trim_point(w), dropped, ndropped);
+}
+
 KFS_DOC(kfs_read_windows_publish_doc,
 "read_windows_publish(fh, position, pieces) -> bool\n"
 "\n"
@@ -490,23 +525,43 @@ kfs_read_windows_publish(PyObject *Py_UNUSED(module), PyObject *args)
             views[kept++] = views[i];
     }
     n = kept;
-    Py_BEGIN_ALLOW_THREADS
-    window *w = acquire(fh);
-    if (w != NULL) {
-        pthread_mutex_lock(&w->mu);
-        if (!w->closed && position == w->end) {
-            if (append_locked(w, views, n, position) < 0)
-                failed = 1;
-            else {
-                added = 1;
-                pthread_cond_broadcast(&w->changed);
-                detach_chunks_before(w, trim_point(w), &dropped, &ndropped);
-            }
+    /* Uncontended (the table's lock and `mu` free), the window's work is done with the GIL held, as a
+     * GIL hand-off per step is not free for one reader; the wake of waiting READs never is: glibc's
+     * broadcast can wait for the waiters it woke before (py-spy --native: most of a renderer's GIL
+     * time), and only READs waiting need it (the renderer is the only other waiter, and it is here). */
+    window *w = NULL;
+    int wake = 0;
+    const int looked = acquire_nowait(fh, &w) == 0;
+    if (looked && (w == NULL || pthread_mutex_trylock(&w->mu) == 0)) {
+        if (w != NULL) {
+            publish_locked(w, views, n, position, &added, &failed, &dropped, &ndropped);
+            wake = added && w->nwaiting > 0;
+            if (!wake)
+                put_back_locked(w);
+            pthread_mutex_unlock(&w->mu);
         }
-        put_back_locked(w);
-        pthread_mutex_unlock(&w->mu);
+        if (wake) {
+            Py_BEGIN_ALLOW_THREADS
+            pthread_cond_broadcast(&w->changed);
+            pthread_mutex_lock(&w->mu);
+            put_back_locked(w);
+            pthread_mutex_unlock(&w->mu);
+            Py_END_ALLOW_THREADS
+        }
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        if (!looked)
+            w = acquire(fh);
+        if (w != NULL) {
+            pthread_mutex_lock(&w->mu);
+            publish_locked(w, views, n, position, &added, &failed, &dropped, &ndropped);
+            if (added && w->nwaiting > 0)
+                pthread_cond_broadcast(&w->changed);
+            put_back_locked(w);
+            pthread_mutex_unlock(&w->mu);
+        }
+        Py_END_ALLOW_THREADS
     }
-    Py_END_ALLOW_THREADS
     release_buffers(dropped, ndropped);
     free(dropped);
     if (!added)
@@ -592,22 +647,39 @@ kfs_read_windows_await(PyObject *Py_UNUSED(module), PyObject *arg)
         return NULL;
     /* Waits without the GIL, and wakes holding it only with an answer: the window is broadcast at every
      * READ's copy, and a renderer woken each time took the GIL each time to look again. */
-    int found = 0, closed = 0;
+    int found = 0, closed = 0, answered = 0;
     int64_t end = 0, target = 0;
-    Py_BEGIN_ALLOW_THREADS
-    window *w = acquire(fh);
-    if (w != NULL) {
-        found = 1;
-        pthread_mutex_lock(&w->mu);
-        while (!w->closed && (w->stalled || w->end >= w->target))
-            pthread_cond_wait(&w->changed, &w->mu);
-        closed = w->closed;
-        end = w->end;
-        target = w->target;
-        put_back_locked(w);
+    window *w = NULL;
+    const int looked = acquire_nowait(fh, &w) == 0; /* (asked already and the locks free: no hand-off) */
+    if (looked && w == NULL)
+        answered = 1;
+    else if (looked && pthread_mutex_trylock(&w->mu) == 0) {
+        if (w->closed || !(w->stalled || w->end >= w->target)) {
+            found = answered = 1;
+            closed = w->closed;
+            end = w->end;
+            target = w->target;
+            put_back_locked(w);
+        }
         pthread_mutex_unlock(&w->mu);
     }
-    Py_END_ALLOW_THREADS
+    if (!answered) {
+        Py_BEGIN_ALLOW_THREADS
+        if (!looked)
+            w = acquire(fh);
+        if (w != NULL) {
+            found = 1;
+            pthread_mutex_lock(&w->mu);
+            while (!w->closed && (w->stalled || w->end >= w->target))
+                pthread_cond_wait(&w->changed, &w->mu);
+            closed = w->closed;
+            end = w->end;
+            target = w->target;
+            put_back_locked(w);
+            pthread_mutex_unlock(&w->mu);
+        }
+        Py_END_ALLOW_THREADS
+    }
     if (!found || closed)
         Py_RETURN_NONE;
     return Py_BuildValue("LL", (long long)end, (long long)target);
