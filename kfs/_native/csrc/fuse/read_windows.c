@@ -25,10 +25,11 @@
  * when no copy is under way, and a window is freed only when no READ thread holds it (`users`) —
  * close waits for both. The lock `mu` guards the window's fields; it is never held during a copy, and
  * a Python caller that must wait for it gives the GIL up first (a READ thread never takes the GIL).
- * The renderer's own calls (await, publish, stall) do all their window work with the GIL given up,
- * holding it only to export and release buffers: taken with the GIL held, the table's lock and `mu`
- * (held by READ threads) and the broadcast stalled the other file's renderer, most of a renderer's GIL
- * time in py-spy --gil --native of two readers (97 of 170 samples in publish).
+ * The renderer's own calls (await, publish, stall) never wait with the GIL held: for the table's lock,
+ * `mu` (held by READ threads) or a broadcast (glibc's can wait for the waiters it woke before), which
+ * with the GIL held stalled the other file's renderer (py-spy --gil --native of two readers: 97 of the
+ * renderers' 170 samples in publish). await and publish keep the GIL when both locks are free (no
+ * hand-off per step), and publish wakes READs, without it, only when some wait.
  *
  * Demand: a READ the window covers, or that starts within FORWARD_SLACK past its end, sets the
  * renderer's target AHEAD past the request's end; one past the end waits for the renderer (as a
