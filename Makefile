@@ -34,6 +34,8 @@ bench: bench-deps
 	python3 -m benchmarks.bench_fuse
 	python3 -m benchmarks.bench_sizes
 	python3 -m benchmarks.bench_spark
+	python3 -m benchmarks.bench_spark_typed
+	python3 -m benchmarks.bench_readers
 	python3 -m benchmarks.bench_registry
 	python3 -m benchmarks.bench_native
 	python3 -m benchmarks.bench_replicas
