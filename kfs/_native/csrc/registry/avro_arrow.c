@@ -14,6 +14,7 @@
 
 #include "avro_arrow.h"
 #include "../record/utf8.h"
+#include "avro_binary.h"
 #include "avro_json.h"
 
 #define MAX_ITEMS (1 << 20)
@@ -52,7 +53,7 @@ typedef struct {
     int nomem;
 } astate;
 
-enum { OK = 0, DECLINE = -1 };
+enum { OK = AVRO_OK, DECLINE = AVRO_DECLINE };
 
 /* ---- buffers ---------------------------------------------------------------------------------- */
 
@@ -177,51 +178,23 @@ append_null(astate *s, int32_t ci)
 
 /* ---- the datum -------------------------------------------------------------------------------- */
 
-/* A zigzag varint as Java's BinaryDecoder takes it: at most 10 bytes, the tenth 0 or 1. */
+/* The datum's varints and lengths, read as Java reads them (avro_binary.h, shared with the other reader). */
 static inline int
 read_long(astate *s, int64_t *v)
 {
-    uint64_t n = 0;
-    for (int shift = 0;; shift += 7) {
-        if (s->p >= s->end)
-            return DECLINE;
-        const uint8_t b = *s->p++;
-        if (shift == 63 && b > 1)
-            return DECLINE;
-        n |= (uint64_t)(b & 0x7F) << shift;
-        if (!(b & 0x80))
-            break;
-    }
-    *v = (int64_t)((n >> 1) ^ (0 - (n & 1)));
-    return OK;
+    return avro_read_long(&s->p, s->end, v);
 }
 
-/* An int as Java's readInt takes it (at most 5 bytes, the bits past 32 dropped): what the per-row path
- * reads too (kfs.registry.avro._Skipper.java_int rewrites the datum to it). */
 static inline int
 read_int(astate *s, int32_t *v)
 {
-    uint32_t n = 0;
-    for (int shift = 0;; shift += 7) {
-        if (s->p >= s->end || shift > 28)
-            return DECLINE;
-        const uint8_t b = *s->p++;
-        n |= (uint32_t)(b & 0x7F) << shift;
-        if (!(b & 0x80))
-            break;
-    }
-    *v = (int32_t)((n >> 1) ^ (0U - (n & 1)));
-    return OK;
+    return avro_read_int(&s->p, s->end, v);
 }
 
 static inline int
 read_length(astate *s, Py_ssize_t *n)
 {
-    int64_t v;
-    if (read_long(s, &v) < 0 || v < 0 || v > s->end - s->p)
-        return DECLINE;
-    *n = (Py_ssize_t)v;
-    return OK;
+    return avro_read_length(&s->p, s->end, n);
 }
 
 /* valid_utf8 (Python's strict decoder), eight ASCII bytes at a time where it can. */
@@ -271,39 +244,6 @@ put_decimal(astate *s, column *c, const uint8_t *t, Py_ssize_t n, int32_t precis
     return put_bytes(s, &c->vals, out, 16);
 }
 
-typedef struct {
-    const uint8_t *p;
-    Py_ssize_t n;
-} span;
-
-static int
-span_order(const void *a, const void *b)
-{
-    const span *x = a, *y = b;
-    if (x->n != y->n)
-        return x->n < y->n ? -1 : 1;
-    return memcmp(x->p, y->p, (size_t)x->n);
-}
-
-static int
-has_duplicates(span *keys, Py_ssize_t n)
-{
-    if (n < 2)
-        return 0;
-    if (n <= 16) {
-        for (Py_ssize_t i = 1; i < n; i++)
-            for (Py_ssize_t j = 0; j < i; j++)
-                if (keys[i].n == keys[j].n && memcmp(keys[i].p, keys[j].p, (size_t)keys[i].n) == 0)
-                    return 1;
-        return 0;
-    }
-    qsort(keys, (size_t)n, sizeof(span), span_order);
-    for (Py_ssize_t i = 1; i < n; i++)
-        if (span_order(&keys[i - 1], &keys[i]) == 0)
-            return 1;
-    return 0;
-}
-
 static int decode(astate *s, int32_t node, int depth);
 
 /* The blocks of an array or map (a count; a negative count and the block's size in bytes; 0 ends):
@@ -311,8 +251,8 @@ static int decode(astate *s, int32_t node, int depth);
 static int
 decode_blocks(astate *s, column *c, int32_t child, int is_map, int depth)
 {
-    span local[16];
-    span *keys = local;
+    avro_span local[16];
+    avro_span *keys = local;
     Py_ssize_t nkeys = 0, keys_cap = 16;
     int rc = DECLINE;
     column *key_col = is_map ? s->cols + c->first : NULL;
@@ -337,12 +277,12 @@ decode_blocks(astate *s, column *c, int32_t child, int is_map, int depth)
                 if (read_length(s, &n) < 0 || !utf8_ok(s->p, n))
                     goto done;
                 if (nkeys == keys_cap) {
-                    span *grown = PyMem_Malloc(sizeof(span) * (size_t)keys_cap * 2);
+                    avro_span *grown = PyMem_Malloc(sizeof(avro_span) * (size_t)keys_cap * 2);
                     if (grown == NULL) {
                         s->nomem = 1;
                         goto done;
                     }
-                    memcpy(grown, keys, sizeof(span) * (size_t)nkeys);
+                    memcpy(grown, keys, sizeof(avro_span) * (size_t)nkeys);
                     if (keys != local)
                         PyMem_Free(keys);
                     keys = grown;
@@ -359,7 +299,7 @@ decode_blocks(astate *s, column *c, int32_t child, int is_map, int depth)
                 goto done;
         }
     }
-    if (is_map && has_duplicates(keys, nkeys))
+    if (is_map && avro_has_duplicates(keys, nkeys))
         goto done;
     rc = OK;
 done:

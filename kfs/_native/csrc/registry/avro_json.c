@@ -14,6 +14,7 @@
 
 #include "avro_json.h"
 #include "../record/utf8.h"
+#include "avro_binary.h"
 
 #define MAX_ITEMS (1 << 20)
 #define MAX_DEPTH 200
@@ -38,7 +39,7 @@ typedef struct {
     int nomem;
 } state;
 
-enum { OK = 0, DECLINE = -1 };
+enum { OK = AVRO_OK, DECLINE = AVRO_DECLINE };
 
 static const char *const escapes[0x20] = {
     "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
@@ -85,53 +86,23 @@ put(state *s, const char *t, size_t n)
 
 /* ---- the datum ------------------------------------------------------------------------------- */
 
-/* A zigzag varint as Java's BinaryDecoder takes it: at most 10 bytes, the tenth 0 or 1. */
+/* The datum's varints and lengths, read as Java reads them (avro_binary.h, shared with the other reader). */
 static inline int
 read_long(state *s, int64_t *v)
 {
-    uint64_t n = 0;
-    for (int shift = 0;; shift += 7) {
-        if (s->p >= s->end)
-            return DECLINE;
-        const uint8_t b = *s->p++;
-        if (shift == 63 && b > 1)
-            return DECLINE;
-        n |= (uint64_t)(b & 0x7F) << shift;
-        if (!(b & 0x80))
-            break;
-    }
-    *v = (int64_t)((n >> 1) ^ (0 - (n & 1)));
-    return OK;
+    return avro_read_long(&s->p, s->end, v);
 }
 
-/* An int (and a union or enum index) as Java's BinaryDecoder.readInt takes it: at most 5 bytes, of
- * which the fifth's bits past 32 are dropped (the zigzag of the low 32 bits); a longer one is refused
- * ("Invalid int encoding"). kfs.registry.avro._Skipper.java_int is its twin. */
 static inline int
 read_int(state *s, int32_t *v)
 {
-    uint32_t n = 0;
-    for (int shift = 0;; shift += 7) {
-        if (s->p >= s->end || shift > 28)
-            return DECLINE;
-        const uint8_t b = *s->p++;
-        n |= (uint32_t)(b & 0x7F) << shift; /* (at shift 28, the byte's bits past 32 are shifted out) */
-        if (!(b & 0x80))
-            break;
-    }
-    *v = (int32_t)((n >> 1) ^ (0U - (n & 1)));
-    return OK;
+    return avro_read_int(&s->p, s->end, v);
 }
 
-/* A length (of bytes, a string, a map key) that the datum holds; declined when negative or past its end. */
 static inline int
 read_length(state *s, Py_ssize_t *n)
 {
-    int64_t v;
-    if (read_long(s, &v) < 0 || v < 0 || v > s->end - s->p)
-        return DECLINE;
-    *n = (Py_ssize_t)v;
-    return OK;
+    return avro_read_length(&s->p, s->end, n);
 }
 
 /* Whether 8 bytes are ASCII that a JSON string holds as they are: none below 0x20, none >= 0x80, no '"'
@@ -280,48 +251,14 @@ put_float32(state *s, float f)
     return put_repr(s, x);
 }
 
-typedef struct {
-    const uint8_t *p;
-    Py_ssize_t n;
-} span;
-
-static int
-span_order(const void *a, const void *b)
-{
-    const span *x = a, *y = b;
-    if (x->n != y->n)
-        return x->n < y->n ? -1 : 1;
-    return memcmp(x->p, y->p, (size_t)x->n);
-}
-
-/* Whether any key is given twice (a Python dict keeps one of them). */
-static int
-has_duplicates(span *keys, Py_ssize_t n)
-{
-    if (n < 2)
-        return 0;
-    if (n <= 16) {
-        for (Py_ssize_t i = 1; i < n; i++)
-            for (Py_ssize_t j = 0; j < i; j++)
-                if (keys[i].n == keys[j].n && memcmp(keys[i].p, keys[j].p, (size_t)keys[i].n) == 0)
-                    return 1;
-        return 0;
-    }
-    qsort(keys, (size_t)n, sizeof(span), span_order);
-    for (Py_ssize_t i = 1; i < n; i++)
-        if (span_order(&keys[i - 1], &keys[i]) == 0)
-            return 1;
-    return 0;
-}
-
 static int render(const program *P, int32_t node, state *s, int depth);
 
 /* The blocks of an array or map: a count, a negative count followed by the block's size in bytes, 0 to end. */
 static int
 render_blocks(const program *P, int32_t child, int is_map, state *s, int depth)
 {
-    span local[16];
-    span *keys = local;
+    avro_span local[16];
+    avro_span *keys = local;
     Py_ssize_t nkeys = 0, keys_cap = 16;
     int64_t emitted = 0;
     int rc = DECLINE;
@@ -350,12 +287,12 @@ render_blocks(const program *P, int32_t child, int is_map, state *s, int depth)
                 if (read_length(s, &n) < 0)
                     goto done;
                 if (nkeys == keys_cap) {
-                    span *grown = PyMem_Malloc(sizeof(span) * (size_t)keys_cap * 2);
+                    avro_span *grown = PyMem_Malloc(sizeof(avro_span) * (size_t)keys_cap * 2);
                     if (grown == NULL) {
                         s->nomem = 1;
                         goto done;
                     }
-                    memcpy(grown, keys, sizeof(span) * (size_t)nkeys);
+                    memcpy(grown, keys, sizeof(avro_span) * (size_t)nkeys);
                     if (keys != local)
                         PyMem_Free(keys);
                     keys = grown;
@@ -375,7 +312,7 @@ render_blocks(const program *P, int32_t child, int is_map, state *s, int depth)
     if (is_map) {
         if (nkeys == 1 && keys[0].n == 10 && memcmp(keys[0].p, "kfs__float", 10) == 0)
             goto done;
-        if (has_duplicates(keys, nkeys))
+        if (avro_has_duplicates(keys, nkeys))
             goto done;
     }
     rc = is_map ? PUT_LIT(s, "}") : PUT_LIT(s, "]");
