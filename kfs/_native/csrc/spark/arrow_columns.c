@@ -406,42 +406,27 @@ append_run(arrow_columns *c, const uint8_t *w, Py_ssize_t n, const run_params *r
     Py_ssize_t p = 0;
     int64_t previous = rp->previous_last;
     int has_previous = rp->has_previous;
-    while (n - p >= 61) {
-        const uint8_t *b = w + p;
-        const int64_t base = (int64_t)kfs_load_be64(b);
-        const int64_t size = v2_batch_size(b);
-        if (size < 0 || size > n - p || size > KFS_MAX_BATCH_ON_DISK)
+    const v2_run_limits lim = {rp->segment_base, rp->max_last, rp->first, rp->stop, rp->read_committed};
+    for (;;) {
+        v2_plain_batch pb;
+        const int next = v2_run_next(w + p, n - p, &lim, has_previous, previous, scratch, &pb);
+        if (next == RENDER_NO_MEMORY)
+            return RENDER_NO_MEMORY;
+        if (next == V2_RUN_END)
             break;
-        const uint16_t attributes = (uint16_t)((b[21] << 8) | b[22]);
-        if (!v2_codec_walkable(attributes) || (attributes & 0x20) || ((attributes & 0x10) && rp->read_committed))
-            break; /* compressed but not lz4, a control batch, a transaction to check: the Python walk's */
-        int64_t last;
-        if (v2_last_offset(b, base, &last) < 0)
-            break;
-        if (!v2_offsets_placed(base, last, rp->segment_base, has_previous, previous) || last >= rp->max_last
-            || base >= rp->stop)
-            break;
-        if (last < rp->first) { /* before the piece: passed over unread, as selected_batches does */
+        const int64_t base = pb.base, last = pb.last, size = pb.size;
+        if (next == V2_RUN_PASS) { /* before the piece: passed over unread, as selected_batches does */
             previous = last;
             has_previous = 1;
             p += (Py_ssize_t)size;
             take_batch(res, base, last, p, INT64_MIN);
             continue;
         }
-        const int32_t count = (int32_t)kfs_load_be32(b + 57);
-        if (count <= 0 || count > KFS_MAX_BATCH_RECORDS)
-            break;
-        if (!v2_crc_holds(b, size))
-            break;
-        const int append_time = (attributes & 0x08) != 0;
-        const int64_t base_ts = (int64_t)kfs_load_be64(b + 27), max_ts = (int64_t)kfs_load_be64(b + 35);
-        const uint8_t *section;
-        Py_ssize_t section_len;
-        const int got = v2_records_section(b, size, attributes, scratch, &section, &section_len);
-        if (got == RENDER_NO_MEMORY)
-            return RENDER_NO_MEMORY;
-        if (got != RENDER_OK)
-            break;
+        const int32_t count = pb.count;
+        const int append_time = pb.append_time;
+        const int64_t base_ts = pb.base_ts, max_ts = pb.max_ts;
+        const uint8_t *section = pb.section;
+        const Py_ssize_t section_len = pb.section_len;
         const builder_mark before = mark_of(c);
         section_rows s = {c, rp->first, rp->stop, append_time ? 1 : 0, INT64_MIN};
         records_walk rw = records_walk_start(section, section_len, base, base_ts, append_time, max_ts, last);

@@ -80,4 +80,68 @@ v2_records_section(const uint8_t *b, int64_t size, uint16_t attributes, rawbuf *
     return RENDER_OK;
 }
 
+/* A run's limits (views/walk_v2_run.c's and spark/arrow_columns.c's runs of plain batches): the segment's
+ * base offset, the walk's bound on last offsets, the reader's range [first, stop), read_committed. */
+typedef struct {
+    int64_t segment_base, max_last, first, stop;
+    int read_committed;
+} v2_run_limits;
+
+/* The plain batch a run takes next, its records section read (in place, or lz4 into the scratch). */
+typedef struct {
+    int64_t base, last, size, base_ts, max_ts;
+    int32_t count;
+    int append_time;
+    const uint8_t *section;
+    Py_ssize_t section_len;
+} v2_plain_batch;
+
+enum { V2_RUN_TAKE = 0, V2_RUN_PASS = 1, V2_RUN_END = 2 };
+
+/* The batch at b (avail bytes of the window from it) as a run of plain batches sees it, after the batch
+ * before (has_previous, previous: its last offset): V2_RUN_TAKE with *out whole; V2_RUN_PASS when it
+ * ends before the range (passed over unread, as selected_batches does; base, last and size set);
+ * V2_RUN_END where the run ends (not whole in the window, not magic 2, compressed but not lz4, a control
+ * batch, a transaction to check under read_committed, offsets out of place or at max_last, its base at
+ * stop, a bad record count or CRC, a frame the compiled walks do not read: the Python walk's batch);
+ * RENDER_NO_MEMORY. The one copy of those checks, for both runs. */
+static inline int
+v2_run_next(const uint8_t *b, Py_ssize_t avail, const v2_run_limits *lim, int has_previous, int64_t previous,
+            rawbuf *scratch, v2_plain_batch *out)
+{
+    if (avail < 61)
+        return V2_RUN_END;
+    const int64_t base = (int64_t)kfs_load_be64(b);
+    const int64_t size = v2_batch_size(b);
+    if (size < 0 || size > avail || size > KFS_MAX_BATCH_ON_DISK)
+        return V2_RUN_END;
+    const uint16_t attributes = (uint16_t)((b[21] << 8) | b[22]);
+    if (!v2_codec_walkable(attributes) || (attributes & 0x20) || ((attributes & 0x10) && lim->read_committed))
+        return V2_RUN_END; /* compressed but not lz4, a control batch, a transaction to check: the Python walk's */
+    int64_t last;
+    if (v2_last_offset(b, base, &last) < 0)
+        return V2_RUN_END;
+    if (!v2_offsets_placed(base, last, lim->segment_base, has_previous, previous) || last >= lim->max_last
+        || base >= lim->stop)
+        return V2_RUN_END;
+    out->base = base;
+    out->last = last;
+    out->size = size;
+    if (last < lim->first)
+        return V2_RUN_PASS;
+    const int32_t count = (int32_t)kfs_load_be32(b + 57);
+    if (count <= 0 || count > KFS_MAX_BATCH_RECORDS)
+        return V2_RUN_END;
+    if (!v2_crc_holds(b, size))
+        return V2_RUN_END;
+    out->count = count;
+    out->append_time = (attributes & 0x08) != 0;
+    out->base_ts = (int64_t)kfs_load_be64(b + 27);
+    out->max_ts = (int64_t)kfs_load_be64(b + 35);
+    const int got = v2_records_section(b, size, attributes, scratch, &out->section, &out->section_len);
+    if (got == RENDER_NO_MEMORY)
+        return RENDER_NO_MEMORY;
+    return got == RENDER_OK ? V2_RUN_TAKE : V2_RUN_END;
+}
+
 #endif /* KFS_BATCH_LIMITS_H */
