@@ -19,6 +19,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from kfs.registry.resolution import non_null_branches as _non_null
+from kfs.registry.resolution import resolve_named as _named
+from kfs.registry.resolution import schema_kind as _kind
+
 # avro_arrow.h's column kinds and ops
 COLUMNS = {name: code for code, name in enumerate(
     ["bool", "i32", "i64", "f32", "f64", "bin", "dec", "struct", "list", "map"], start=1)}
@@ -77,23 +81,6 @@ def _nullable(t: pa.DataType) -> list[bool]:
     if pa.types.is_map(t):
         return [False, t.item_field.nullable]
     return []
-
-
-def _named(schema: Any, named: dict[str, Any]) -> Any:
-    return named[schema] if isinstance(schema, str) and schema in named else schema
-
-
-def _kind(schema: Any) -> str:
-    if isinstance(schema, list):
-        return "union"
-    if isinstance(schema, str):
-        return schema
-    kind = schema.get("type")
-    return kind if isinstance(kind, str) else "union" if isinstance(kind, list) else "?"
-
-
-def _non_null(branches: list[Any]) -> list[Any]:
-    return [b for b in branches if b != "null" and not (isinstance(b, dict) and b.get("type") == "null")]
 
 
 @dataclass(frozen=True)

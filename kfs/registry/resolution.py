@@ -146,3 +146,26 @@ class AvroResolver:
         if left:
             raise AvroDatumError(f"{left} bytes are left after the datum")
         return value
+
+
+# ---- a parsed schema's shape, as the Spark typing (kfs.spark.avro_types) and the compiled Arrow
+# decoder's program (kfs.registry.avro_arrow_program) both walk it -----------------------------------
+
+def resolve_named(schema: Any, named: dict[str, Any]) -> Any:
+    """A reference to a named type as the type itself (other schemas as they are)."""
+    return named[schema] if isinstance(schema, str) and schema in named else schema
+
+
+def schema_kind(schema: Any) -> str:
+    """The schema's Avro type: "union" for a list (or a type that is one), "?" for a malformed one."""
+    if isinstance(schema, list):
+        return "union"
+    if isinstance(schema, str):
+        return schema
+    kind = schema.get("type")
+    return kind if isinstance(kind, str) else "union" if isinstance(kind, list) else "?"
+
+
+def non_null_branches(branches: list[Any]) -> list[Any]:
+    """A union's branches but null."""
+    return [b for b in branches if b != "null" and not (isinstance(b, dict) and b.get("type") == "null")]

@@ -35,6 +35,9 @@ from pyspark.sql.types import (
 )
 
 from kfs.registry.avro import AvroDatumError
+from kfs.registry.resolution import non_null_branches as _non_null
+from kfs.registry.resolution import resolve_named as _named
+from kfs.registry.resolution import schema_kind as _kind
 
 
 class TypingError(ValueError):
@@ -42,23 +45,6 @@ class TypingError(ValueError):
 
 
 # ---- Avro -> Spark types (SchemaConverters.toSqlType) -----------------------------------------------
-
-def _named(schema: Any, named: dict[str, Any]) -> Any:
-    return named[schema] if isinstance(schema, str) and schema in named else schema
-
-
-def _kind(schema: Any) -> str:
-    if isinstance(schema, list):
-        return "union"
-    if isinstance(schema, str):
-        return schema
-    kind = schema.get("type")
-    return kind if isinstance(kind, str) else "union" if isinstance(kind, list) else "?"
-
-
-def _non_null(branches: list[Any]) -> list[Any]:
-    return [b for b in branches if b != "null" and not (isinstance(b, dict) and b.get("type") == "null")]
-
 
 def avro_type(schema: Any, named: dict[str, Any], seen: frozenset[str] = frozenset()) -> tuple[DataType, bool]:
     """(Spark type, nullable) of an Avro schema parsed by fastavro, as SchemaConverters.toSqlType."""

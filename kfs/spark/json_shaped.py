@@ -22,7 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from kfs.spark.avro_types import _kind, _named
+from kfs.registry.resolution import resolve_named as _named
+from kfs.registry.resolution import schema_kind as _kind
 
 # The logical types whose JSON (their underlying int or long) Arrow casts to Spark's type.
 _LOGICAL = {"date": "int", "timestamp-millis": "long", "timestamp-micros": "long", "local-timestamp-millis": "long",
