@@ -17,6 +17,7 @@ when one topic is read), `key_decode_error`, `value_decode_error` (kfs.spark.typ
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import gc
 import logging
@@ -36,6 +37,7 @@ from pyspark.sql.datasource import (
     GreaterThanOrEqual,
     In,
     InputPartition,
+    IsNotNull,
     LessThan,
     LessThanOrEqual,
 )
@@ -56,6 +58,7 @@ from kfs.registry import Registry, load_registry
 from kfs.spark import arrow_columns
 from kfs.spark.options import ReadOptions, parse_options
 from kfs.spark.plan import Bounds, Piece, Split, plan_splits
+from kfs.spark.pruning import build_schema, project
 from kfs.spark.tasks import PlannedPartitions, missing_here
 from kfs.spark.typed import PartPlan, RowDecoder, decoded_fields, plan_from_field, row_decoder, wants_decoded_columns
 from kfs.storage import KfsError, PartitionLog
@@ -65,6 +68,8 @@ log = logging.getLogger("kfs.spark")
 
 # Kafka's TimestampType ids (org.apache.kafka.common.record.TimestampType), as Spark shows them.
 TIMESTAMP_TYPE_IDS = {"CreateTime": 0, "LogAppendTime": 1, "NoTimestampType": -1}
+# Columns no row has null (a v0 message's timestamp is Kafka's -1 ms): `IS NOT NULL` on them holds for every row.
+NEVER_NULL = frozenset({("topic",), ("partition",), ("offset",), ("timestamp",), ("timestampType",)})
 ROWS_PER_BATCH = 16384
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
@@ -98,10 +103,12 @@ class KafkaLogDataSource(DataSource):
         return "kfs"
 
     @classmethod
-    def with_parallelism(cls, parallelism: int | None) -> type[KafkaLogDataSource]:
-        """A subclass carrying the session's parallelism (PySpark pickles it by value)."""
+    def with_parallelism(cls, parallelism: int | None, name: str = "kfs") -> type[KafkaLogDataSource]:
+        """A subclass carrying the session's parallelism (PySpark pickles it by value), registered as
+        `name` (`kfs_python` behind kfs's JVM front: kfs.spark.jvm)."""
         return type(cls.__name__, (cls,), {"default_parallelism": parallelism, "__module__": __name__,
-                                           "__qualname__": f"{cls.__qualname__}.with_parallelism"})
+                                           "__qualname__": f"{cls.__qualname__}.with_parallelism",
+                                           "name": classmethod(lambda _cls: name)})
 
     def _options(self) -> ReadOptions:
         options = dict(self.options)
@@ -121,7 +128,8 @@ class KafkaLogDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         cls = KafkaLogFilteringReader if _asked_by_pushdown_worker() else KafkaLogReader
-        return cls(self._options(), schema)
+        full = self.schema()
+        return cls(self._options(), schema, build_schema(schema, full) if schema != full else schema)
 
 
 def _asked_by_pushdown_worker() -> bool:
@@ -177,7 +185,8 @@ def bounds_from_filters(filters: Sequence[Filter]) -> tuple[Bounds, list[Filter]
 
     Offset, topic and partition filters are applied exactly by the plan, so Spark drops them.
     A timestamp filter only gives a lower bound (Kafka timestamps need not grow with offsets),
-    so it prunes splits but stays for Spark to evaluate on the rows read.
+    so it prunes splits but stays for Spark to evaluate on the rows read. `IS NOT NULL` on a column no
+    row has null is true of every row, so Spark drops it too.
     """
     offset_lo: int | None = None
     offset_hi: int | None = None
@@ -195,6 +204,8 @@ def bounds_from_filters(filters: Sequence[Filter]) -> tuple[Bounds, list[Filter]
     for f in filters:
         column = getattr(f, "attribute", None)
         value = getattr(f, "value", None)
+        if isinstance(f, IsNotNull) and column in NEVER_NULL:
+            continue  # (true of every row: Spark need not test it, nor read the column for it)
         if column == ("offset",) and isinstance(value, int) and not isinstance(value, bool):
             if isinstance(f, GreaterThan):
                 offset_lo = lo(offset_lo, value + 1)
@@ -422,11 +433,15 @@ def piece_batches(plog: PartitionLog, piece: Piece, opts: ReadOptions, schema: p
 
 
 class KafkaLogReader(DataSourceReader):
-    """Plans splits from the indexes (`plan.py`) and reads them as Arrow batches."""
+    """Plans splits from the indexes (`plan.py`) and reads them as Arrow batches.
 
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+    `schema` is what Spark reads; `built`, the columns built for it (kfs.spark.pruning: the same
+    unless kfs's JVM front pruned columns)."""
+
+    def __init__(self, opts: ReadOptions, schema: StructType, built: StructType | None = None) -> None:
         self.opts = opts
         self.schema = schema
+        self.built = schema if built is None else built
         self.bounds = Bounds()
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -435,11 +450,20 @@ class KafkaLogReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         freeze_worker_heap()
-        schema = to_arrow_schema(self.schema, timezone="UTC")
-        names = self.schema.fieldNames()
-        plans = [plan_from_field(self.schema[f"{part}_decoded"]) for part in ("key", "value")
+        built = to_arrow_schema(self.built, timezone="UTC")
+        names = self.built.fieldNames()
+        plans = [plan_from_field(self.built[f"{part}_decoded"]) for part in ("key", "value")
                  if f"{part}_decoded" in names]
-        yield from read_split(partition.value, self.opts, schema, plans)
+        opts = self.opts
+        if opts.include_headers and "headers" not in names:
+            opts = dataclasses.replace(opts, include_headers=False)
+        batches = read_split(partition.value, opts, built, plans)
+        if self.built == self.schema:
+            yield from batches
+        else:
+            wanted = to_arrow_schema(self.schema, timezone="UTC")
+            for batch in batches:
+                yield project(batch, wanted)
 
 
 class KafkaLogFilteringReader(KafkaLogReader):

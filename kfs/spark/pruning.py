@@ -1,0 +1,78 @@
+"""The columns a query reads: what a reader builds for a pruned schema, and its batches cut down to it.
+
+With kfs's JVM front (kfs.spark.jvm) Spark plans a read with only the columns the query uses (a count:
+one; `sum(value_decoded.amount)`: that one field of the struct), and the reader is given that schema.
+The reader builds the top-level columns named in it in their full form (`build_schema`), leaving out
+what nothing asks for (the decoded columns above all: decoding is most of a task), and `project` cuts
+each batch down to the exact types Spark expects, nested fields included. Without the JVM front the
+reader gets the whole schema and both are the identity.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql.types import StructType
+
+DECODED = ("key_decoded", "value_decoded", "key_decode_error", "value_decode_error")  # filled together
+
+
+def build_schema(read: StructType, full: StructType) -> StructType:
+    """The columns to build for `read`, in their full form: Spark's Kafka columns (all are made in one
+    pass anyway), `headers` if `read` names it, and the four decoded columns (kfs.spark.typed) if it
+    names one of them.
+
+    A schema that names a column `full` does not have (one a user gave with `.schema(...)`) is built
+    as it is, as before pruning existed."""
+    names = set(read.fieldNames())
+    if not names <= set(full.fieldNames()):
+        return read
+    wanted = {field.name for field in full.fields if field.name not in DECODED and field.name != "headers"}
+    if names & set(DECODED):
+        wanted.update(DECODED)
+    if "headers" in names:
+        wanted.add("headers")
+    return StructType([field for field in full.fields if field.name in wanted])
+
+
+def project(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """`batch` with exactly `schema`'s columns and types (a subset of its own, nested fields too)."""
+    if batch.schema.equals(schema):
+        return batch
+    columns = [project_array(batch.column(field.name), field.type) for field in schema]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def project_array(array: pa.Array, target: pa.DataType) -> pa.Array:
+    """`array` cut down to `target`: a struct to the fields `target` names, lists and maps by their
+    items. Zero-copy: children are taken, never rebuilt value by value."""
+    if array.type.equals(target):
+        return array
+    mask = array.is_null() if array.null_count else None
+    if pa.types.is_struct(target):
+        children = [project_array(_struct_child(array, field.name), field.type) for field in target]
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    if pa.types.is_map(target):
+        offsets = _list_offsets(array)
+        keys = project_array(array.keys, target.key_type)
+        items = project_array(array.items, target.item_type)
+        return pa.MapArray.from_arrays(offsets, keys, items, type=target, mask=mask)
+    if pa.types.is_list(target) or pa.types.is_large_list(target):
+        offsets = _list_offsets(array)
+        values = project_array(array.values, target.value_type)
+        cls = pa.LargeListArray if pa.types.is_large_list(target) else pa.ListArray
+        return cls.from_arrays(offsets, values, type=target, mask=mask)
+    return array.cast(target)  # (a leaf Spark types as another Arrow type: never so far)
+
+
+def _struct_child(array: pa.StructArray, name: str) -> pa.Array:
+    """A struct's child by name, sliced as the struct is."""
+    child = array.field(name)
+    if len(child) != len(array):
+        child = child.slice(array.offset, len(array))
+    return child
+
+
+def _list_offsets(array: pa.Array) -> pa.Array:
+    """A list's or map's offsets with its nulls taken out (`from_arrays` takes the nulls as `mask`)."""
+    offsets = array.offsets
+    return offsets.fill_null(0) if offsets.null_count else offsets
