@@ -179,7 +179,7 @@ def test_without_javac_the_python_source_is_format_kfs(tmp_path):
 
 
 def test_the_front_compiles_from_its_source(tmp_path, monkeypatch):
-    """A fresh cache: the jar is built from kfs/spark/jvm against the installed PySpark, once."""
+    """A fresh cache: the jar is built from kfs/spark/java against the installed PySpark, once."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     jar = jvm.jar_path()
     assert jar is not None and jar.parent == tmp_path / "kfs"

@@ -59,9 +59,9 @@ class ArrayDecoder(Protocol):
 class ColumnBuilder:
     """The compiled builder of one piece's undecoded columns, fed a selected batch at a time."""
 
-    def __init__(self, headers_type: pa.DataType) -> None:
+    def __init__(self, headers_type: pa.DataType, payloads: bool = True) -> None:
         assert native.arrow_builder is not None
-        self._builder = native.arrow_builder(DATA_LIMIT)
+        self._builder = native.arrow_builder(DATA_LIMIT, payloads)
         self._headers_type = headers_type
         self._pending: list[tuple[Any, ...]] = []  # rows taken when the builder was full, for `take`
         self._done = False
@@ -174,13 +174,15 @@ def run_taker(builder: ColumnBuilder, end: int | None, read_committed: bool, row
 
 def compiled_arrow_batches(topic: str, partition: int, plog: PartitionLog, start: int, end: int | None,
                            isolation: str, schema: pa.Schema, include_headers: bool, rows: int,
-                           decoder: ArrayDecoder | None = None) -> Iterator[pa.RecordBatch]:
+                           decoder: ArrayDecoder | None = None, payloads: bool = True) -> Iterator[pa.RecordBatch]:
     """The records of [start, end) of one partition as Arrow record batches of exactly `schema` (Spark's),
     as `kfs.spark.source.arrow_batches` makes them from `piece_record_lists`: the same rows, a batch
-    closed after the Kafka batch that brings it to `rows` rows or more. `decoder`: the decoded columns."""
+    closed after the Kafka batch that brings it to `rows` rows or more. `decoder`: the decoded columns.
+    `payloads` False (a pruned read that shows none of them, and no decoder): every key and value null,
+    no headers, none of their bytes copied."""
     ts_type = schema.field("timestamp").type
     headers_type = schema.field("headers").type if include_headers else HEADERS_ARROW_TYPE
-    builder = ColumnBuilder(headers_type)
+    builder = ColumnBuilder(headers_type, payloads)
     take = run_taker(builder, end, isolation == "read_committed", rows)
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, end_offset=end, take=take):
         done = header.taken if type(header) is PlainRun else builder.add(segment, header, body, first, end)

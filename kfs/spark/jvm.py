@@ -2,7 +2,7 @@
 
 PySpark's Python Data Source API hands a reader the whole schema and copies every column of every row
 into the JVM, whatever the query reads; a `groupBy("topic").count()` paid for keys, values and decoded
-JSON it never looked at. `kfs/spark/jvm/kfs/spark/ColumnPruningSource.java` is a `format("kfs")` that
+JSON it never looked at. `kfs/spark/java/kfs/spark/ColumnPruningSource.java` is a `format("kfs")` that
 only plans: it tells Spark it prunes columns and plans the read, with the pruned schema, through Spark's
 own Python data source classes, so the Python reader (kfs.spark.source) builds only the columns asked
 for. The decoding stays kfs's Python and C, in Spark's Python workers.
@@ -28,7 +28,7 @@ from typing import Any
 
 log = logging.getLogger("kfs.spark")
 
-SOURCES = Path(__file__).with_name("jvm")
+SOURCES = Path(__file__).with_name("java")
 CLASS_NAME = "kfs.spark.ColumnPruningSource"
 PYTHON_NAME = "kfs_python"  # the Python source's name behind the front (ColumnPruningSource.PYTHON_NAME)
 _FAILED: dict[str, str] = {}
@@ -81,13 +81,16 @@ def _compile(spark_jars: Path, jar: Path) -> None:
         subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", str(spark_jars / "*"), *java],
                        check=True, capture_output=True, text=True)
         partial = jar.with_name(f".{jar.name}.{os.getpid()}")  # (beside it: the rename stays atomic)
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
-            for path in sorted(classes.rglob("*.class")):
-                out.write(path, path.relative_to(classes).as_posix())
-            for path in sorted((SOURCES / "META-INF").rglob("*")):
-                if path.is_file():
-                    out.write(path, path.relative_to(SOURCES).as_posix())
-        os.replace(partial, jar)
+        try:
+            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
+                for path in sorted(classes.rglob("*.class")):
+                    out.write(path, path.relative_to(classes).as_posix())
+                for path in sorted((SOURCES / "META-INF").rglob("*")):
+                    if path.is_file():
+                        out.write(path, path.relative_to(SOURCES).as_posix())
+            os.replace(partial, jar)
+        finally:
+            partial.unlink(missing_ok=True)
 
 
 def configure(builder: Any) -> Any:

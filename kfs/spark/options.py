@@ -13,7 +13,8 @@ Where kfs differs from Spark's Kafka source, on purpose:
   every partition of the log dirs is read.
 
 kfs's own options: `isolation` (`read_uncommitted` | `read_committed`), `onCorrupt` (`fail` |
-`skip`), `maxSplitBytes` (bytes per task at most, 32 MiB by default), `parallelism` (tasks per
+`skip`), `maxSplitBytes` (bytes per task at most, 128 MiB by default, as Spark's
+`spark.sql.files.maxPartitionBytes`), `parallelism` (tasks per
 wave; `kfs.spark.register` sets it to the session's default parallelism), and for schema-registry
 framed payloads (kfs.spark.typed) `decode` (`auto` | `raw`), `schemas` (other log dirs holding the
 registry's topic, or a directory of `<id>.avsc|.proto|.json` files, as `kfs cat --schemas`) and
@@ -31,7 +32,8 @@ from dataclasses import dataclass, field
 EARLIEST = -2  # Spark's Kafka source (and ListOffsets): -2 earliest, -1 latest
 LATEST = -1
 
-DEFAULT_MAX_SPLIT_BYTES = 32 * 1024 * 1024
+# As Spark's spark.sql.files.maxPartitionBytes: each task costs Spark ~40 ms of Python-runner set-up.
+DEFAULT_MAX_SPLIT_BYTES = 128 * 1024 * 1024
 
 
 class OptionError(ValueError):

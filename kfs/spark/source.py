@@ -404,9 +404,10 @@ def freeze_worker_heap() -> None:
 
 
 def read_split(split: Split, opts: ReadOptions, schema: pa.Schema,
-               plans: Sequence[PartPlan] = ()) -> Iterator[pa.RecordBatch]:
+               plans: Sequence[PartPlan] = (), payloads: bool = True) -> Iterator[pa.RecordBatch]:
     """What one Spark task does: its pieces' records, in order, as Arrow record batches. `plans`:
-    how the decoded columns are filled (kfs.spark.typed; none without a registry)."""
+    how the decoded columns are filled (kfs.spark.typed; none without a registry). `payloads` False:
+    the query shows no key, value or header, so the compiled path copies none (they come as nulls)."""
     planned = PlannedPartitions()  # per task: the log dirs the driver planned on, checked (kfs.spark.tasks)
     try:
         registry = registry_for(opts) if plans else None
@@ -416,18 +417,19 @@ def read_split(split: Split, opts: ReadOptions, schema: pa.Schema,
         for piece in split.pieces:
             plog = planned.open(piece)
             decoder = row_decoder(registry, plans, piece.topic, plog) if plans else None
-            yield from piece_batches(plog, piece, opts, schema, decoder)
+            yield from piece_batches(plog, piece, opts, schema, decoder, payloads=payloads)
 
 
 def piece_batches(plog: PartitionLog, piece: Piece, opts: ReadOptions, schema: pa.Schema,
-                  decoder: RowDecoder | None = None, rows: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
+                  decoder: RowDecoder | None = None, rows: int = ROWS_PER_BATCH,
+                  payloads: bool = True) -> Iterator[pa.RecordBatch]:
     """One piece's Arrow batches: their undecoded columns built in C (kfs.spark.arrow_columns) when the
     extension is built, else (and for onCorrupt=skip, or a decoder that fills its columns from Records
     only) from the decoder's Records (`arrow_batches`, the reference). The two give equal batches."""
     if arrow_columns.AVAILABLE and opts.on_corrupt == "fail" and (decoder is None or hasattr(decoder, "array_columns")):
         return arrow_columns.compiled_arrow_batches(piece.topic, piece.partition, plog, piece.start_offset,
                                                     piece.end_offset, opts.isolation, schema, opts.include_headers,
-                                                    rows, decoder)
+                                                    rows, decoder, payloads or decoder is not None)
     return arrow_batches(piece.topic, piece.partition, piece_record_lists(plog, piece, opts), schema,
                          opts.include_headers, rows, decoder)
 
@@ -457,7 +459,8 @@ class KafkaLogReader(DataSourceReader):
         opts = self.opts
         if opts.include_headers and "headers" not in names:
             opts = dataclasses.replace(opts, include_headers=False)
-        batches = read_split(partition.value, opts, built, plans)
+        payloads = bool(plans) or not {"key", "value", "headers"}.isdisjoint(self.schema.fieldNames())
+        batches = read_split(partition.value, opts, built, plans, payloads)
         if self.built == self.schema:
             yield from batches
         else:

@@ -53,6 +53,7 @@ typedef struct {
     int64_t limit; /* the most bytes of one binary column's data: int32 offsets (lower in tests) */
     size_t hint[N_BUFFERS]; /* each buffer's size when last taken: the next rows' first allocation */
     int started; /* the offsets buffers hold their leading 0 */
+    int payloads; /* 0: keys and values go in as nulls, headers not at all (a read that shows none of them) */
     int busy;    /* a call is appending (without the GIL) */
 } arrow_columns;
 
@@ -174,6 +175,8 @@ put_row(arrow_columns *c, int64_t offset, int64_t timestamp, int32_t timestamp_t
         int64_t key_len, const void *value, int64_t value_len)
 {
     const int64_t i = c->n.rows;
+    if (!c->payloads)
+        key_len = value_len = -1;
     CHECK(put_binary(&c->b[B_KEY_VALID], &c->b[B_KEY_OFFSETS], &c->b[B_KEY_DATA], i, key, key_len,
                      &c->n.key_nulls, c->limit));
     CHECK(put_binary(&c->b[B_VALUE_VALID], &c->b[B_VALUE_OFFSETS], &c->b[B_VALUE_DATA], i, value, value_len,
@@ -187,6 +190,8 @@ put_row(arrow_columns *c, int64_t offset, int64_t timestamp, int32_t timestamp_t
 static inline int
 put_header(arrow_columns *c, const void *key, int64_t key_len, const void *value, int64_t value_len)
 {
+    if (!c->payloads)
+        return RENDER_OK;
     if (c->n.headers >= INT32_MAX - 1)
         return APPEND_FULL;
     CHECK(put_binary(NULL, &c->b[B_HKEY_OFFSETS], &c->b[B_HKEY_DATA], c->n.headers, key, key_len, NULL,
@@ -263,12 +268,13 @@ declined(arrow_columns *c, int rc)
 }
 
 KFS_DOC(kfs_arrow_builder_doc,
-"arrow_builder(data_limit=2**31 - 1) -> builder\n"
+"arrow_builder(data_limit=2**31 - 1, payloads=True) -> builder\n"
 "\n"
 "An empty builder of the Spark source's undecoded Arrow columns (key, value, offset, timestamp,\n"
 "timestampType, headers), for arrow_append_v2, arrow_append_run, arrow_append_records and arrow_take.\n"
 "data_limit: the most bytes one binary column's data may hold before an append answers False (Arrow's\n"
-"int32 offsets; lower only to test what happens at it).");
+"int32 offsets; lower only to test what happens at it). payloads False: every key and value is null\n"
+"and no row has headers (a read that shows none of them: no byte of them is copied).");
 
 static void
 free_builder(PyObject *capsule)
@@ -288,7 +294,8 @@ kfs_arrow_builder(PyObject *module, PyObject *args)
 {
     (void)module;
     long long limit = INT32_MAX;
-    if (!PyArg_ParseTuple(args, "|L:arrow_builder", &limit))
+    int payloads = 1;
+    if (!PyArg_ParseTuple(args, "|Lp:arrow_builder", &limit, &payloads))
         return NULL;
     if (limit < 0 || limit > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "arrow_builder: data_limit must be in [0, 2**31 - 1]");
@@ -298,6 +305,7 @@ kfs_arrow_builder(PyObject *module, PyObject *args)
     if (c == NULL)
         return PyErr_NoMemory();
     c->limit = limit;
+    c->payloads = payloads;
     PyObject *capsule = PyCapsule_New(c, BUILDER_CAPSULE, free_builder);
     if (capsule == NULL)
         PyMem_RawFree(c);
