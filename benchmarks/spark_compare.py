@@ -90,11 +90,12 @@ def session(master: str, **conf: str) -> Any:
     from pyspark.sql import SparkSession
 
     import kfs.spark
+    from kfs.spark import jvm
 
     builder = SparkSession.builder.master(master).appName(f"kfs bench {master}")
     for key, value in {**SESSION_CONF, **conf}.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = jvm.configure(builder).getOrCreate()  # (as kfs's own sessions start: the front on every executor)
     spark.sparkContext.setLogLevel("ERROR")
     kfs.spark.register(spark)
     return spark

@@ -49,6 +49,22 @@ def rows(df: Any) -> list[list[Any]]:
     return sorted([list(r) for r in df.selectExpr(*cols).collect()], key=lambda r: (r[0], r[1], r[2]))
 
 
+def scan_kinds(spark: Any) -> list[str]:
+    """The class of the scan each query reads through: kfs's columnar scan when the front is there."""
+    df = spark.read.format("kfs").load(ALL).groupBy("topic").count()
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if node.getClass().getSimpleName() == "DataSourceV2ScanRelation":
+            found.append(node.scan().getClass().getSimpleName())
+        children = node.children().iterator()
+        while children.hasNext():
+            walk(children.next())
+
+    walk(df._jdf.queryExecution().optimizedPlan())
+    return found
+
+
 def task_host() -> str:
     """What runs this task: a standalone executor (its JVM an ancestor of this Python worker), or
     the driver's own JVM (local mode)."""
@@ -100,6 +116,7 @@ def main(master: str, out: Path) -> None:
     from pyspark.sql import SparkSession
 
     import kfs.spark
+    from kfs.spark import jvm
     from kfs.spark.jobs import export, grep
 
     out.mkdir(parents=True, exist_ok=True)
@@ -109,11 +126,11 @@ def main(master: str, out: Path) -> None:
                        "spark.sql.session.timeZone": "UTC", "spark.sql.python.filterPushdown.enabled": "true",
                        "spark.task.maxFailures": "1"}.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = jvm.configure(builder).getOrCreate()  # (the front's jar on every executor: columnar scans)
     spark.sparkContext.setLogLevel("ERROR")
     try:
         kfs.spark.register(spark)
-        results: dict[str, Any] = {"master": spark.sparkContext.master}
+        results: dict[str, Any] = {"master": spark.sparkContext.master, "scans": scan_kinds(spark)}
         for name, (path, options, where) in READS.items():
             df = spark.read.format("kfs").options(**options).load(path)
             if where:

@@ -506,3 +506,23 @@ def test_a_column_at_its_data_limit_is_taken_as_a_batch_of_its_own(monkeypatch: 
 def test_the_headers_type_without_the_column_is_sparks() -> None:
     """A decoder is handed headers of Spark's type whether the schema shows the column or not."""
     assert SCHEMAS[True].field("headers").type == arrow_columns.HEADERS_ARROW_TYPE
+
+
+@pytest.mark.parametrize("log_dir", LOG_DIRS)
+def test_without_payloads_every_other_column_is_the_same(log_dir):
+    """A pruned read that shows no key, value or header (kfs.spark.pruning) copies none: they come null
+    and empty, every other column exactly as with them, batch for batch."""
+    dirs = LogDirs([log_dir])
+    for name in dirs.partition_names():
+        plog = dirs.partition(name)
+        start = plog.log_start_offset()
+        with_them = compiled_batches(plog, start, None, "read_uncommitted", True, 7)
+        without = list(compiled_arrow_batches(plog.topic, plog.partition, plog, start, None, "read_uncommitted",
+                                              SCHEMAS[True], True, 7, payloads=False))
+        assert [b.num_rows for b in without] == [b.num_rows for b in with_them]
+        for got, full in zip(without, with_them, strict=True):
+            got.validate(full=True)
+            for column in ("topic", "partition", "offset", "timestamp", "timestampType"):
+                assert got.column(column).equals(full.column(column)), (name, column)
+            assert got.column("key").null_count == got.column("value").null_count == got.num_rows
+            assert all(len(h) == 0 for h in got.column("headers").to_pylist())

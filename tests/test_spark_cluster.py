@@ -114,6 +114,11 @@ def parquet_rows(path: str | Path) -> list[dict[str, Any]]:
     return sorted(table.to_pylist(), key=lambda r: (r["topic"], r["partition"], r["offset"]))
 
 
+def test_both_read_through_the_columnar_scan(results):
+    """Started with the front's jar (kfs.spark.jvm.configure), the cluster's executors load it too."""
+    assert results["local"]["scans"] == results["cluster"]["scans"] == ["ColumnarPythonScan"]
+
+
 def test_tasks_ran_in_the_clusters_executor(results):
     assert results["cluster"]["master"].startswith("spark://127.0.0.1:")
     assert results["cluster"]["task_hosts"] == ["executor"]

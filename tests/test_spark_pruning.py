@@ -85,6 +85,15 @@ def test_the_front_is_format_kfs(spark):
     assert read_schemas(plain.select("topic")) == [plain.schema.simpleString()]  # (the API cannot prune)
 
 
+def test_a_local_session_reads_columns(spark):
+    """Local: the driver's JVM is the executor, so the front's jar added by `register` is everywhere and the
+    scan hands Spark the Python worker's Arrow batches as columns."""
+    pruned, plain = both(spark, REGISTRY_LOGDIR)
+    assert [s.getClass().getSimpleName() for s in scans(pruned.select("topic"))] == ["ColumnarPythonScan"]
+    assert [s.getClass().getSimpleName() for s in scans(plain.select("topic"))] == ["PythonScan"]
+    assert "ColumnarToRow" in pruned.select("topic")._jdf.queryExecution().executedPlan().toString()
+
+
 def test_a_count_by_topic_reads_one_column(spark):
     pruned, plain = both(spark, REGISTRY_LOGDIR)
     counts = pruned.groupBy("topic").count()
@@ -285,3 +294,30 @@ def test_build_schema_keeps_what_is_read_in_full():
     assert "headers" not in built.fieldNames()
     foreign = StructType([StructField("nonsense", StringType())])
     assert build_schema(foreign, full) == foreign
+
+
+@pytest.fixture(scope="module")
+def many_batches(tmp_path_factory):
+    """A log dir of 60,000 registry-framed Avro records in two partitions (benchmarks/spark_data.py):
+    several Arrow batches a task, so a batch's columns are read after the one before was."""
+    from benchmarks import spark_data
+
+    root = tmp_path_factory.mktemp("many-batches") / "data"
+    assert spark_data.write(str(root), 60_000, 2, 1 << 20) == 60_000
+    return str(root / "logdir")
+
+
+def test_nested_columns_over_many_batches(spark, many_batches):
+    pruned, plain = both(spark, many_batches, subscribe=spark_data_topic())
+    total = pruned.selectExpr("sum(value_decoded.amount) AS total").collect()[0].total
+    assert total == plain.selectExpr("sum(value_decoded.amount) AS total").collect()[0].total
+    got = pruned.select("offset", "partition", "value_decoded.user", "value_decoded.note")
+    assert read_names(got) == [["partition", "offset", "value_decoded"]]
+    assert rows(got) == rows(plain.select("offset", "partition", "value_decoded.user", "value_decoded.note"))
+    assert pruned.count() == 60_000
+
+
+def spark_data_topic() -> str:
+    from benchmarks import spark_data
+
+    return spark_data.TOPIC

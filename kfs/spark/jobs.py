@@ -33,6 +33,8 @@ def spark_session(master: str = DEFAULT_MASTER, app_name: str = "kfs") -> Any:
     (a loaded machine can outlast the default 10 s heartbeat while starting Python workers)."""
     from pyspark.sql import SparkSession
 
+    from kfs.spark import jvm
+
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.ui.showConsoleProgress", "true")
                .config("spark.sql.python.filterPushdown.enabled", "true"))
@@ -41,7 +43,7 @@ def spark_session(master: str = DEFAULT_MASTER, app_name: str = "kfs") -> Any:
         builder = (builder.config("spark.ui.enabled", "false")
                    .config("spark.executor.heartbeatInterval", "600s")
                    .config("spark.network.timeout", "1200s"))
-    spark = builder.getOrCreate()
+    spark = jvm.configure(builder).getOrCreate()  # (kfs's JVM front on every executor: kfs.spark.jvm)
     spark.sparkContext.setLogLevel("WARN")
     return spark
 

@@ -1,11 +1,15 @@
-"""kfs's JVM front for Spark: the column pruning a Python data source cannot ask for.
+"""kfs's JVM front for Spark: the column pruning a Python data source cannot ask for, and columnar reads.
 
 PySpark's Python Data Source API hands a reader the whole schema and copies every column of every row
 into the JVM, whatever the query reads; a `groupBy("topic").count()` paid for keys, values and decoded
-JSON it never looked at. `kfs/spark/java/kfs/spark/ColumnPruningSource.java` is a `format("kfs")` that
-only plans: it tells Spark it prunes columns and plans the read, with the pruned schema, through Spark's
-own Python data source classes, so the Python reader (kfs.spark.source) builds only the columns asked
-for. The decoding stays kfs's Python and C, in Spark's Python workers.
+JSON it never looked at. The front (kfs/spark/java/kfs/spark/) is a `format("kfs")` that plans and
+hands over batches, nothing more:
+- `ColumnPruningSource` tells Spark it prunes columns and plans the read with the pruned schema through
+  Spark's own Python data source calls, so the Python reader (kfs.spark.source) builds only the columns
+  asked for (kfs.spark.pruning);
+- `ColumnarPythonScan` runs that read as Spark runs a Python data source's (its ArrowPythonRunner) and
+  gives Spark the Arrow batches as columns, where Spark's own scan copies each row into an UnsafeRow.
+The decoding stays kfs's Python and C, in Spark's Python workers.
 
 Spark's Python data source classes are internal, so the front is compiled here, against the PySpark
 that is installed, the first time a session asks for it (`javac`, a JDK; ~2 s), and kept in

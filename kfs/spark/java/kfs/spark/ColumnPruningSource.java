@@ -1,12 +1,17 @@
 package kfs.spark;
 
+import java.io.File;
+import java.net.URISyntaxException;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.EnumSet;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
+import org.apache.spark.SparkContext;
+import org.apache.spark.SparkContext$;
 import org.apache.spark.sql.catalyst.parser.CatalystSqlParser$;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.Table;
@@ -33,15 +38,16 @@ import scala.Option;
 
 /**
  * {@code format("kfs")}: kfs's Python data source with the column pruning the Python Data Source API
- * cannot ask for.
+ * cannot ask for, read as columns.
  *
  * <p>Spark hands a Python data source's reader the whole schema whatever the query reads, and copies
  * every column of every row from the Python worker into the JVM: for a count, most of the work. This
- * class is only the planner's side of the source: it tells Spark it prunes columns
- * ({@link SupportsPushDownRequiredColumns}), and plans the read with the pruned schema through Spark's
- * own Python data source classes, so the Python reader (kfs.spark.source) is given the columns the query
- * reads and builds only those. Records are still decoded by kfs's Python and C in Spark's Python
- * workers; nothing of this runs on the executors.
+ * class is the planner's side of the source: it tells Spark it prunes columns
+ * ({@link SupportsPushDownRequiredColumns}) and plans the read with the pruned schema through Spark's
+ * own Python data source calls, so the Python reader (kfs.spark.source) is given the columns the query
+ * reads and builds only those; {@link ColumnarPythonScan} then runs that read as Spark runs a Python
+ * data source's, and hands Spark its Arrow batches as columns. Records are still decoded by kfs's
+ * Python and C in Spark's Python workers.
  *
  * <p>It is compiled against the installed PySpark by kfs.spark.jvm (Spark's Python data source classes
  * are internal ones), and only used when kfs.spark.register finds it on the session's classpath.
@@ -74,6 +80,37 @@ public final class ColumnPruningSource implements TableProvider, DataSourceRegis
   @Override
   public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
     return new PrunableTable(python, schema);
+  }
+
+  /**
+   * Whether every executor has this jar on its classpath: a local master (one JVM), or a session started
+   * with it in {@code spark.jars}. A jar added to a running session ({@code ADD JAR}, as
+   * kfs.spark.register does) reaches a cluster's executors in a class loader their task deserializer
+   * does not use, so there the scan stays Spark's own.
+   */
+  static boolean executorsLoadThisJar() {
+    Option<SparkContext> active = SparkContext$.MODULE$.getActive();
+    if (active.isEmpty()) {
+      return false;
+    }
+    SparkContext context = active.get();
+    if (context.isLocal()) {
+      return true;
+    }
+    String here;
+    try {
+      here = new File(ColumnPruningSource.class.getProtectionDomain().getCodeSource().getLocation().toURI())
+          .getName();
+    } catch (URISyntaxException | SecurityException | NullPointerException e) {
+      return false;
+    }
+    for (String jar : context.conf().get("spark.jars", "").split(",")) {
+      String name = jar.trim();
+      if (!name.isEmpty() && new File(name.replaceFirst("^file:", "")).getName().equals(here)) {
+        return true;
+      }
+    }
+    return false;
   }
 
   private static final class PrunableTable implements Table, SupportsRead {
@@ -196,7 +233,7 @@ public final class ColumnPruningSource implements TableProvider, DataSourceRegis
         // must push the same ones Spark has already dropped from its plan.
         Option<PythonFilterPushdownResult> result =
             python.source().pushdownFiltersInPython(created(), readSchema, offered);
-        if (result.isEmpty() || !java.util.Arrays.equals(select(offered, result.get(), true), pushed)) {
+        if (result.isEmpty() || !Arrays.equals(select(offered, result.get(), true), pushed)) {
           throw new IllegalStateException(
               "kfs: the Python reader pushed other filters when the read was planned again");
         }
@@ -204,8 +241,13 @@ public final class ColumnPruningSource implements TableProvider, DataSourceRegis
       } else {
         info = python.source().createReadInfoInPython(created(), readSchema, false);
       }
-      // A data source object per scan: PythonBatch takes the read it runs from it, and two scans of one
-      // DataFrame (a self-join) read different columns.
+      // The read planned for this scan is the scan's own: two scans of one DataFrame (a self-join) read
+      // different columns. Spark gets its batches as columns (ColumnarPythonScan) where the executors can
+      // load this jar; else as rows, through Spark's own scan (still of the pruned columns).
+      String description = "kfs " + readSchema.simpleString() + " PushedFilters: " + Arrays.toString(pushed);
+      if (executorsLoadThisJar()) {
+        return new ColumnarPythonScan(python.source(), info, readSchema, description);
+      }
       PythonDataSourceV2 scanSource = new PythonDataSourceV2();
       scanSource.setShortName(PYTHON_NAME);
       scanSource.setReadInfo(info);
