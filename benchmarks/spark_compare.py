@@ -12,7 +12,9 @@ cached), every answer checked against the others (a fast wrong answer is no answ
   columns with the registry there; and with `decode=raw`), over `spark.read.json` (schema given,
   so no inference pass) and over `spark.read.parquet` of the export; a `sum` of the decoded
   `amount` field the same three ways (kfs: `subscribe=orders`, typed `value_decoded`);
-- the kfs count on `local[1]`, and on a standalone cluster (one Master, one Worker of 2 cores,
+- the kfs count on `local[1]` (whose one task keeps two cores busy: its JVM half and its Python worker
+  run side by side), on `local[1]` pinned to one core (every thread of the JVM and its Python workers),
+  and on a standalone cluster (one Master, one Worker of 2 cores,
   tests/spark_cluster.py) with the same query.
 
 Prints each time, the CPU seconds of this process's JVM and Python workers in the best run (the
@@ -22,6 +24,7 @@ cluster's executors are the Worker's children, not counted), and the ratios of i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
@@ -119,17 +122,56 @@ def timed(spark: Any, paths: Paths, name: str, repeat: int, roots: tuple[int, ..
     return best, answer, cpu
 
 
+def _descendants() -> list[int]:
+    """This process's descendants (the JVM, PySpark's daemon, its workers)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    text = f.read()
+                parents[int(entry)] = int(text[text.rindex(")") + 2:].split()[1])
+            except (OSError, ValueError):
+                continue
+    found, todo = [], [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        kids = [c for c, p in parents.items() if p == pid]
+        found += kids
+        todo += kids
+    return found
+
+
+def pin(cores: set[int]) -> None:
+    """Every thread of this process and of its descendants on `cores` (threads made later inherit it): a
+    `local[1]` that cannot spread its task's two halves, the JVM's and the Python worker's, over two cores."""
+    for pid in [os.getpid(), *_descendants()]:
+        with contextlib.suppress(OSError):  # (a process or thread may be gone)
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(tid), cores)
+
+
 def run_on(master: str, names: list[str], paths: Paths, repeat: int, results: dict[str, Any],
-           roots: tuple[int, ...] = (), **conf: str) -> None:
+           roots: tuple[int, ...] = (), *, one_core: bool = False, **conf: str) -> None:
     spark = session(master, **conf)
+    label = master if master.startswith("local") else "cluster"
+    if one_core:
+        spark.range(1).collect()  # (PySpark's daemon started, so that it is pinned too)
+        pin({min(os.sched_getaffinity(0))})
+        label += " on one core"
     try:
+        for name in names:  # every query once before any is timed: the JIT warm for all alike
+            QUERIES[name](spark, paths)
         for name in names:
             seconds, answer, cpu = timed(spark, paths, name, repeat, roots)
-            results[f"{name} @ {master if master.startswith('local') else 'cluster'}"] = (seconds, answer)
+            results[f"{name} @ {label}"] = (seconds, answer)
             spent = ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items()) if v >= 0.05)
-            print(f"{name:<24} {master:<24} {seconds:7.2f} s   CPU s: {spent}   answer {answer}", flush=True)
+            print(f"{name:<24} {label:<28} {seconds:7.2f} s   CPU s: {spent}   answer {answer}", flush=True)
     finally:
         spark.stop()
+        if one_core:
+            pin(set(range(os.cpu_count() or 1)))
 
 
 def scaling(paths: Paths, repeat: int, rounds: int, results: dict[str, Any]) -> None:
@@ -175,6 +217,8 @@ RATIOS = [  # (label, the time over, the time under, target): each printed when 
     ("local[2] vs local[1], kfs count (local[1] s / local[2] s)", "kfs count @ local[1]", "kfs count @ local[2]",
      ">= 1.7x"),
     ("  the same, decode=raw", "kfs count, decode=raw @ local[1]", "kfs count, decode=raw @ local[2]", ">= 1.7x"),
+    ("local[2] vs local[1] pinned to one core", "kfs count @ local[1] on one core",
+     "kfs count @ local[2]", "none: what two cores give"),
     ("cluster vs local[2], kfs count (cluster s / local[2] s)", "kfs count @ cluster", "kfs count @ local[2]",
      "<= 1.15x"),
     ("  the same, decode=raw", "kfs count, decode=raw @ cluster", "kfs count, decode=raw @ local[2]", "<= 1.15x"),
@@ -235,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         run_on("local[2]", list(QUERIES), paths, args.repeat, results)
         run_on("local[1]", ["kfs count"], paths, args.repeat, results)
+        run_on("local[1]", ["kfs count"], paths, args.repeat, results, one_core=True)
         if not args.no_cluster:
             from spark_cluster import start_cluster
 

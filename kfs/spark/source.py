@@ -427,10 +427,12 @@ def _keep_window_pages() -> None:
 
 
 def read_split(split: Split, opts: ReadOptions, schema: pa.Schema,
-               plans: Sequence[PartPlan] = (), payloads: bool = True) -> Iterator[pa.RecordBatch]:
+               plans: Sequence[PartPlan] = (), payloads: bool = True,
+               hidden: frozenset[str] = frozenset()) -> Iterator[pa.RecordBatch]:
     """What one Spark task does: its pieces' records, in order, as Arrow record batches. `plans`:
     how the decoded columns are filled (kfs.spark.typed; none without a registry). `payloads` False:
-    the query shows no key, value or header, so the compiled path copies none (they come as nulls)."""
+    the query shows no key, value or header, so the compiled path copies none (they come as nulls).
+    `hidden`: the parts whose decoded columns the query does not show (not decoded: null)."""
     planned = PlannedPartitions()  # per task: the log dirs the driver planned on, checked (kfs.spark.tasks)
     try:
         registry = registry_for(opts) if plans else None
@@ -439,7 +441,7 @@ def read_split(split: Split, opts: ReadOptions, schema: pa.Schema,
     with no_cyclic_gc():
         for piece in split.pieces:
             plog = planned.open(piece)
-            decoder = row_decoder(registry, plans, piece.topic, plog) if plans else None
+            decoder = row_decoder(registry, plans, piece.topic, plog, hidden) if plans else None
             yield from piece_batches(plog, piece, opts, schema, decoder, payloads=payloads)
 
 
@@ -482,8 +484,11 @@ class KafkaLogReader(DataSourceReader):
         opts = self.opts
         if opts.include_headers and "headers" not in names:
             opts = dataclasses.replace(opts, include_headers=False)
-        payloads = bool(plans) or not {"key", "value", "headers"}.isdisjoint(self.schema.fieldNames())
-        batches = read_split(partition.value, opts, built, plans, payloads)
+        shown = set(self.schema.fieldNames())
+        payloads = bool(plans) or not {"key", "value", "headers"}.isdisjoint(shown)
+        hidden = frozenset(part for part in ("key", "value")
+                           if not {f"{part}_decoded", f"{part}_decode_error"} & shown) if plans else frozenset()
+        batches = read_split(partition.value, opts, built, plans, payloads, hidden)
         if self.built == self.schema:
             yield from batches
         else:

@@ -321,8 +321,10 @@ class _Row:
 class FramedRows(RowDecoder):
     """Registry-framed keys and values, by a `PartDecoder` each."""
 
-    def __init__(self, registry: Registry, plans: Sequence[PartPlan], topic: str) -> None:
+    def __init__(self, registry: Registry, plans: Sequence[PartPlan], topic: str,
+                 hidden: frozenset[str] = frozenset()) -> None:
         self.parts = [PartDecoder(registry, plan, topic) for plan in plans]
+        self.hidden = hidden  # parts whose columns the query does not show (kfs.spark.pruning): left null
 
     def columns(self, records: Sequence[Any], types: Sequence[pa.DataType]) -> list[pa.Array]:
         if avro_arrow_decode is None:  # (no compiled decoder: the per-row paths over the Records)
@@ -350,6 +352,10 @@ class FramedRows(RowDecoder):
         decoded: list[pa.Array] = []
         errors: list[pa.Array] = []
         for decoder, data, data_type in zip(self.parts, (keys, values), types, strict=True):
+            if decoder.plan.part in self.hidden:
+                decoded.append(pa.nulls(len(data), data_type))
+                errors.append(pa.nulls(len(data), pa.string()))
+                continue
             if pa.types.is_large_binary(data.type):
                 data = data.cast(pa.binary())
             fast = None
@@ -368,6 +374,10 @@ class FramedRows(RowDecoder):
         decoded: list[pa.Array] = []
         errors: list[pa.Array] = []
         for decoder, data_type in zip(self.parts, types, strict=True):
+            if decoder.plan.part in self.hidden:
+                decoded.append(pa.nulls(len(records), data_type))
+                errors.append(pa.nulls(len(records), pa.string()))
+                continue
             fast = _fast_column(decoder, records, data_type) if decoder.fast_prefix is not None else None
             if fast is None:
                 fast = _column(decoder, records, data_type)
@@ -587,8 +597,10 @@ class InternalRows(RowDecoder):
                 pa.array(errors, pa.string())]
 
 
-def row_decoder(registry: Registry | None, plans: Sequence[PartPlan], topic: str, plog: Any) -> RowDecoder:
-    """How a piece of `topic` fills the decoded columns planned (`plans`, from the columns' metadata)."""
+def row_decoder(registry: Registry | None, plans: Sequence[PartPlan], topic: str, plog: Any,
+                hidden: frozenset[str] = frozenset()) -> RowDecoder:
+    """How a piece of `topic` fills the decoded columns planned (`plans`, from the columns' metadata).
+    `hidden`: the parts ("key", "value") whose decoded columns the query does not show, left null."""
     from kfs.internal_topics.framing import internal_topic
 
     if internal_topic(topic):
@@ -597,7 +609,7 @@ def row_decoder(registry: Registry | None, plans: Sequence[PartPlan], topic: str
         if any(plan.schema_id is not None for plan in plans):
             raise PayloadError("the schema registry the query was planned with is no longer there")
         return NullRows()
-    return FramedRows(registry, plans, topic)
+    return FramedRows(registry, plans, topic, hidden)
 
 
 def wants_decoded_columns(registry: Registry | None, subscribe: Sequence[str] | None) -> bool:
