@@ -153,8 +153,8 @@ def pin(cores: set[int]) -> None:
 
 
 def run_on(master: str, names: list[str], paths: Paths, repeat: int, results: dict[str, Any],
-           roots: tuple[int, ...] = (), *, one_core: bool = False, **conf: str) -> None:
-    spark = session(master, **conf)
+           roots: tuple[int, ...] = (), conf: dict[str, str] | None = None, *, one_core: bool = False) -> None:
+    spark = session(master, **(conf or {}))
     label = master if master.startswith("local") else "cluster"
     if one_core:
         spark.range(1).collect()  # (PySpark's daemon started, so that it is pinned too)
@@ -185,7 +185,7 @@ def scaling(paths: Paths, repeat: int, rounds: int, results: dict[str, Any]) -> 
             for master in ("local[1]", "local[2]", cluster.master_url):
                 found: dict[str, Any] = {}
                 roots = () if master.startswith("local") else (cluster.worker.process.pid,)
-                run_on(master, names, paths, repeat, found, roots, **CLUSTER_CONF)
+                run_on(master, names, paths, repeat, found, roots, CLUSTER_CONF)
                 for key, value in found.items():
                     if key not in results or value[0] < results[key][0]:
                         results[key] = value
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster = start_cluster(root / "cluster", cores=2, memory="3g")
             try:
                 run_on(cluster.master_url, ["kfs count"], paths, args.repeat, results, (cluster.worker.process.pid,),
-                       **CLUSTER_CONF)
+                       CLUSTER_CONF)
             finally:
                 cluster.stop()
         check_answers(results, records)
