@@ -6,7 +6,8 @@ Writes (benchmarks/spark_data.py) about 1.1 GB of log, ~5.6 M records of one top
 with registry-framed Avro values, the same records as JSON lines, and kfs's own Parquet export
 of the log (`kfs.spark.jobs.export`), all under a fresh directory in /tmp, deleted at the end.
 Then times, each the best of `--repeat` runs after a warm-up run (Python workers started, pages
-cached), every answer checked against the others (a fast wrong answer is no answer):
+cached), the queries of a session taking turns, every answer checked against the others (a fast wrong
+answer is no answer):
 
 - on `local[2]`: `groupBy("topic").count()` over `format("kfs")` (as a user gets it: decoded
   columns with the registry there; and with `decode=raw`), over `spark.read.json` (schema given,
@@ -104,22 +105,25 @@ def session(master: str, **conf: str) -> Any:
     return spark
 
 
-def timed(spark: Any, paths: Paths, name: str, repeat: int, roots: tuple[int, ...] = ()
-          ) -> tuple[float, Any, dict[str, float]]:
-    """(best seconds, the answer, CPU seconds by process in the best run) of one query."""
-    answer = QUERIES[name](spark, paths)  # warm-up
-    best, cpu = float("inf"), {}
+def timed(spark: Any, paths: Paths, names: list[str], repeat: int, roots: tuple[int, ...] = ()
+          ) -> dict[str, tuple[float, Any, dict[str, float]]]:
+    """Each query's (best seconds, answer, CPU seconds by process in its best run). Every query runs once
+    first (Python workers started, pages cached, the JIT at work), then the queries take turns, `repeat`
+    rounds: a JIT still compiling, or a load that comes and goes, weighs on all of them alike."""
+    answers = {name: QUERIES[name](spark, paths) for name in names}
+    best: dict[str, tuple[float, Any, dict[str, float]]] = {}
     for _ in range(repeat):
-        before = _cpu_seconds_by_process(roots)
-        started = time.perf_counter()
-        again = QUERIES[name](spark, paths)
-        seconds = time.perf_counter() - started
-        if again != answer:
-            raise SystemExit(f"{name}: {again} after {answer}")
-        if seconds < best:
-            after = _cpu_seconds_by_process(roots)
-            best, cpu = seconds, {k: v - before.get(k, 0.0) for k, v in after.items()}
-    return best, answer, cpu
+        for name in names:
+            before = _cpu_seconds_by_process(roots)
+            started = time.perf_counter()
+            again = QUERIES[name](spark, paths)
+            seconds = time.perf_counter() - started
+            if again != answers[name]:
+                raise SystemExit(f"{name}: {again} after {answers[name]}")
+            if name not in best or seconds < best[name][0]:
+                after = _cpu_seconds_by_process(roots)
+                best[name] = (seconds, again, {k: v - before.get(k, 0.0) for k, v in after.items()})
+    return best
 
 
 def _descendants() -> list[int]:
@@ -161,10 +165,7 @@ def run_on(master: str, names: list[str], paths: Paths, repeat: int, results: di
         pin({min(os.sched_getaffinity(0))})
         label += " on one core"
     try:
-        for name in names:  # every query once before any is timed: the JIT warm for all alike
-            QUERIES[name](spark, paths)
-        for name in names:
-            seconds, answer, cpu = timed(spark, paths, name, repeat, roots)
+        for name, (seconds, answer, cpu) in timed(spark, paths, names, repeat, roots).items():
             results[f"{name} @ {label}"] = (seconds, answer)
             spent = ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items()) if v >= 0.05)
             print(f"{name:<24} {label:<28} {seconds:7.2f} s   CPU s: {spent}   answer {answer}", flush=True)
