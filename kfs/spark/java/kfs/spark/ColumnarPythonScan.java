@@ -166,7 +166,7 @@ final class ColumnarPythonScan implements Scan, Batch {
     Reader(ReaderFactory factory, PythonInputPartition partition) {
       this.factory = factory;
       SQLConf conf = SQLConf.get();
-      StructType input = new StructType(new StructField[] {
+      StructType inputSchema = new StructType(new StructField[] {
           new StructField("struct", UserDefinedPythonDataSource.readInputSchema(), true,
               org.apache.spark.sql.types.Metadata.empty())});
       List<Tuple2<ChainedPythonFunctions, Object>> functions = List.of(new Tuple2<>(
@@ -175,7 +175,7 @@ final class ColumnarPythonScan implements Scan, Batch {
           CollectionConverters.asScala(functions).toList(),
           PythonEvalType$.MODULE$.SQL_MAP_ARROW_ITER_UDF(),
           new int[][] {{0}},
-          input,
+          inputSchema,
           conf.sessionLocalTimeZone(),
           conf.arrowUseLargeVarTypes(),
           ArrowPythonRunner.getPythonRunnerConfMap(conf),
@@ -187,10 +187,10 @@ final class ColumnarPythonScan implements Scan, Batch {
           new GenericInternalRow(new Object[] {partition.pickedPartition()})});
       scala.collection.Iterator<InternalRow> rows =
           CollectionConverters.asScala(List.of(row).iterator());
-      scala.collection.Iterator<scala.collection.Iterator<InternalRow>> input1 =
+      scala.collection.Iterator<scala.collection.Iterator<InternalRow>> inputs =
           CollectionConverters.asScala(List.of(rows).iterator());
       TaskContext context = TaskContext.get();
-      this.batches = runner.compute(input1, context.partitionId(), context);
+      this.batches = runner.compute(inputs, context.partitionId(), context);
     }
 
     @Override
