@@ -73,10 +73,8 @@ def _struct_child(array: pa.StructArray, name: str) -> pa.Array:
 
 
 def _list_offsets(array: pa.Array) -> pa.Array:
-    """A list's or map's offsets with its nulls taken out (`from_arrays` takes the nulls as `mask`)."""
+    """A list's or map's offsets (`offsets` has no nulls: `from_arrays` takes the list's as `mask`)."""
     offsets = array.offsets
-    if offsets.null_count:
-        offsets = offsets.fill_null(0)
     if offsets.offset:  # (from_arrays takes no slice of offsets with a mask: copy the n + 1 of them)
         offsets = pa.array(offsets.to_numpy(zero_copy_only=False), offsets.type)
     return offsets

@@ -397,7 +397,6 @@ def freeze_worker_heap() -> None:
     then is what lives on; frozen objects are still freed by reference counting, and only a reference
     cycle among them that became garbage later would stay. Objects made by the task are collected as before."""
     gc.freeze()
-    _keep_window_pages()
 
 
 _ALLOCATOR_SET = False
@@ -477,6 +476,7 @@ class KafkaLogReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         freeze_worker_heap()
+        _keep_window_pages()
         built = to_arrow_schema(self.built, timezone="UTC")
         names = self.built.fieldNames()
         plans = [plan_from_field(self.built[f"{part}_decoded"]) for part in ("key", "value")
@@ -485,7 +485,7 @@ class KafkaLogReader(DataSourceReader):
         if opts.include_headers and "headers" not in names:
             opts = dataclasses.replace(opts, include_headers=False)
         shown = set(self.schema.fieldNames())
-        payloads = bool(plans) or not {"key", "value", "headers"}.isdisjoint(shown)
+        payloads = not {"key", "value", "headers"}.isdisjoint(shown)  # (a decoder gets them anyway: piece_batches)
         hidden = frozenset(part for part in ("key", "value")
                            if not {f"{part}_decoded", f"{part}_decode_error"} & shown) if plans else frozenset()
         batches = read_split(partition.value, opts, built, plans, payloads, hidden)
