@@ -27,7 +27,7 @@ from hypothesis import strategies as st  # noqa: E402
 from spark_session import local_spark  # noqa: E402
 
 from kfs.spark import jvm  # noqa: E402
-from kfs.spark.pruning import build_schema, project_array  # noqa: E402
+from kfs.spark.pruning import build_schema, project_array, whole_types  # noqa: E402
 from kfs.spark.source import KafkaLogDataSource  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -290,7 +290,13 @@ def test_build_schema_keeps_what_is_read_in_full():
     amount = StructType([StructField("value_decoded", StructType([StructField("amount", LongType())]))])
     built = build_schema(amount, full)
     assert built.fieldNames()[-4:] == ["key_decoded", "value_decoded", "key_decode_error", "value_decode_error"]
-    assert built["value_decoded"] == full["value_decoded"]  # (in full: the decoder fills the whole struct)
+    # (as the query reads it, with its plan: the compiled decoder reads the other fields past)
+    assert built["value_decoded"].dataType == amount["value_decoded"].dataType
+    assert built["value_decoded"].metadata == full["value_decoded"].metadata != {}
+    assert built["key_decoded"] == full["key_decoded"]
+    whole = whole_types(built, full)
+    assert list(whole) == ["value"]
+    assert pa.types.is_struct(whole["value"]) and whole["value"].num_fields == len(full["value_decoded"].dataType)
     assert "headers" not in built.fieldNames()
     foreign = StructType([StructField("nonsense", StringType())])
     assert build_schema(foreign, full) == foreign

@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from fastavro import parse_schema, schemaless_writer
-from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import HealthCheck, event, given, reject, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
@@ -42,6 +42,7 @@ from kfs._native.registry import avro_arrow_decode
 from kfs.registry import load_registry
 from kfs.registry.decode import Registry
 from kfs.registry.state import RegistryState
+from kfs.spark.pruning import project_array
 from kfs.spark.typed import FramedRows, PartPlan, _column, _Row, decoded_fields, plan_from_field
 from kfs.storage import LogDirs
 
@@ -274,6 +275,98 @@ def test_compiled_columns_equal_the_per_row_path(rnd: random.Random) -> None:
     # (a datum fastavro wrote, which the per-row path reads, is the compiled decoder's)
     assert [s for d, s in zip(written, status, strict=True) if d in unmutated] == [0] * len(
         [d for d in written if d in unmutated]), reader
+
+
+def pruned(rnd: random.Random, t: pa.DataType, top: bool = False) -> pa.DataType:
+    """A type Spark could prune `t` to: some of a struct's fields, in order, each pruned too (`top`: at
+    least one field left out where there are two)."""
+    if pa.types.is_struct(t):
+        most = t.num_fields - 1 if top and t.num_fields > 1 else t.num_fields
+        keep = sorted(rnd.sample(range(t.num_fields), rnd.randint(1, most))) if t.num_fields else []
+        return pa.struct([pa.field(t.field(i).name, pruned(rnd, t.field(i).type), t.field(i).nullable)
+                          for i in keep])
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field, pa.field(t.item_field.name, pruned(rnd, t.item_type), t.item_field.nullable))
+    if pa.types.is_list(t):
+        return pa.list_(pa.field(t.value_field.name, pruned(rnd, t.value_type), t.value_field.nullable))
+    return t
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.randoms(use_true_random=False))
+def test_pruned_columns_equal_the_whole_columns_cut_down(rnd: random.Random) -> None:
+    """A query that reads some fields of the typed struct (Spark's pruned schema): the compiled decoder
+    reads the others past, and the column and its errors equal the whole column's, cut down to those
+    fields (kfs.spark.pruning.project_array), row for row: a datum that fails in a field not read is
+    declined and fails as it did."""
+    schemas = SparkSchemas(rnd)
+    reader = {"type": "record", "name": "Top",
+              "fields": [{"name": f"f{i}", "type": schemas.schema(1)} for i in range(rnd.randint(1, 5))]}
+    try:
+        named: dict[str, Any] = {}
+        parsed = parse_schema(json.loads(json.dumps(reader)), named_schemas=named)
+    except Exception:
+        reject()
+    registry = Registry(_state([(7, reader)]))
+    fields = decoded_fields(registry, ["t"])
+    if isinstance(fields[1].dataType, StringType):
+        reject()
+    whole_rows, types = typed_rows(registry, "t")
+    shown = pruned(rnd, types[1], top=True)
+    rows = FramedRows(registry, [plan_from_field(f) for f in fields[:2]], "t", whole={"value": types[1]})
+    records: list[_Row] = []
+    values = SparkValues(rnd, named)
+    for _ in range(6):
+        datum = _write(parsed, values.value(parsed, 0))
+        if datum is None:
+            continue
+        records.append(_Row(None, b"\0\0\0\0\7" + datum, []))
+        records += [_Row(None, b"\0\0\0\0\7" + mutate(rnd, datum), []) for _ in range(3)]
+    records += [_Row(None, None, []), _Row(None, b"\0\0\0\0\7", [])]
+    try:
+        want = whole_rows.array_columns(*arrays(records), types)
+    except (OverflowError, pa.ArrowInvalid):
+        reject()  # (a value Arrow's type cannot hold: the whole batch fails, test_compiled_columns_... above)
+    got = rows.array_columns(*arrays(records), [types[0], shown])
+    assert got[1].type == shown
+    assert_same(got, [want[0], project_array(want[1], shown), want[2], want[3]])
+    assert_same(rows.columns(records, [types[0], shown]), [want[0], project_array(want[1], shown), want[2], want[3]])
+    event("pruned" if shown != types[1] else "whole")
+    if whole_rows.parts[1].arrow_program(types[1]) is not None:
+        assert rows.parts[1].arrow_program(types[1], shown) is not None, (reader, shown)  # (pruned: still compiled)
+        event("compiled")
+
+
+def test_a_field_not_read_still_declines_as_it_would_be_decoded() -> None:
+    """Reading `n` only: a string of bad UTF-8 or a decimal wider than its precision in the fields read
+    past makes the row the per-row path's (its error kept), as the whole decode would; a good row is
+    decoded in C."""
+    reader = {"type": "record", "name": "R", "fields": [
+        {"name": "s", "type": "string"},
+        {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 2, "scale": 0}},
+        {"name": "m", "type": {"type": "map", "values": ["null", "string", "long"]}},
+        {"name": "n", "type": "long"}]}
+    registry = Registry(_state([(7, reader)]))
+    fields = decoded_fields(registry, ["t"])
+    whole_rows, types = typed_rows(registry, "t")
+    shown = pa.struct([pa.field("n", pa.int64(), False)])
+    rows = FramedRows(registry, [plan_from_field(f) for f in fields[:2]], "t", whole={"value": types[1]})
+    good = b"\0\0\0\0\7" + b"\x02a" + b"\x02\x05" + b"\x02\x02k\x02\x02x\x00" + b"\x08"
+    bad_text = b"\0\0\0\0\7" + b"\x02\xff" + b"\x02\x05" + b"\x00" + b"\x08"
+    wide = b"\0\0\0\0\7" + b"\x02a" + b"\x04\x03\xe8" + b"\x00" + b"\x08"
+    twice = b"\0\0\0\0\7" + b"\x02a" + b"\x02\x05" + b"\x04\x02k\x00\x02k\x00\x00" + b"\x08"
+    records = [_Row(None, d, []) for d in (good, bad_text, wide, twice)]
+    found = rows.parts[1].arrow_program(types[1], shown)
+    assert found is not None and found[1].types[0] == shown
+    values = pa.array([r.value for r in records], pa.binary())
+    validity, offsets, body = values.buffers()
+    status, _ = avro_arrow_decode(found[0], b"\0\0\0\0\7", 4, validity, offsets, body, 0, None)
+    assert list(status) == [0, 1, 1, 1]
+    want = whole_rows.array_columns(*arrays(records), types)
+    got = rows.array_columns(*arrays(records), [types[0], shown])
+    assert got[1].to_pylist() == project_array(want[1], shown).to_pylist() == [{"n": 4}, None, None, {"n": 4}]
+    assert got[3].to_pylist() == want[3].to_pylist()
+    assert got[3].to_pylist()[2] == "schema id 7: a decimal of more than the 2 digits of its precision"
 
 
 def test_declined_datums_keep_the_per_row_paths_values() -> None:

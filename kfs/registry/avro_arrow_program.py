@@ -150,31 +150,38 @@ class _Compiler:
             raise _Unsupported("too large a program")
         return at
 
-    def node(self, schema: Any, col: int, seen: frozenset[str] = frozenset()) -> int:
-        """The node reading `schema` into column `col` (as avro_type and avro_converter read it)."""
+    def node(self, schema: Any, col: int, full: pa.DataType, seen: frozenset[str] = frozenset()) -> int:
+        """The node reading `schema`, whose whole column type is `full`, into column `col` (as avro_type
+        and avro_converter read it); col -1: read past, a datum no column shows."""
         schema = _named(schema, self.named)
         if isinstance(schema, dict) and isinstance(schema.get("type"), (dict, list)):
-            return self.node(schema["type"], col, seen)
+            return self.node(schema["type"], col, full, seen)
         kind = _kind(schema)
-        column, first, _ = self.cols[col]
+        column = _column_kind(full)
+        if col >= 0 and (self.cols[col][0] != column or (not _children(full) and not self.types[col].equals(full))):
+            raise _Unsupported(f"{self.types[col]} is not a part of {full}")
+        first = self.cols[col][1] if col >= 0 else -1
         logical = schema.get("logicalType") if isinstance(schema, dict) else None
         if kind == "union":
-            return self._union(schema if isinstance(schema, list) else schema["type"], col, seen)
+            return self._union(schema if isinstance(schema, list) else schema["type"], col, full, seen)
         if kind in ("record", "error"):
             name = schema["name"]
             fields = schema["fields"]
-            if column != "struct" or name in seen or len(fields) != len(self.children[col]):
+            if column != "struct" or name in seen or len(fields) != full.num_fields:
                 raise _Unsupported(name)
+            shown = self._shown(col, full)
             at = self.emit([OPS["record"], col, len(fields)] + [0] * len(fields))
             for i, f in enumerate(fields):
-                self.words[at + 3 + i] = self.node(f["type"], first + i, seen | {name})
+                self.words[at + 3 + i] = self.node(f["type"], shown[i], full.field(i).type, seen | {name})
             return at
         if kind in ("array", "map"):
             if column != ("list" if kind == "array" else "map"):
                 raise _Unsupported(kind)
             at = self.emit([OPS[kind], col, 0])
             inner = schema["items"] if kind == "array" else schema["values"]
-            self.words[at + 2] = self.node(inner, first + (kind == "map"), seen)
+            inner_col = -1 if col < 0 else first + (kind == "map")
+            self.words[at + 2] = self.node(inner, inner_col, full.value_type if kind == "array" else full.item_type,
+                                           seen)
             return at
         if kind == "enum":
             if column != "bin":
@@ -187,6 +194,25 @@ class _Compiler:
             return self.emit(words)
         op = self._leaf(kind, logical, column, schema)
         return self.emit([OPS[op[0]], col, *op[1:]])
+
+    def _shown(self, col: int, full: pa.DataType) -> list[int]:
+        """Per field of the struct type `full`: the child column of `col` showing it (the struct's fields,
+        a subset of `full`'s in their order: Spark's pruned schema), or -1."""
+        if col < 0:
+            return [-1] * full.num_fields
+        pruned = self.types[col]
+        first = self.cols[col][1]
+        shown = []
+        at = 0
+        for i in range(full.num_fields):
+            if at < pruned.num_fields and pruned.field(at).name == full.field(i).name:
+                shown.append(first + at)
+                at += 1
+            else:
+                shown.append(-1)
+        if at != pruned.num_fields:
+            raise _Unsupported(f"{pruned} is not a part of {full}")
+        return shown
 
     def _leaf(self, kind: str, logical: Any, column: str, schema: Any) -> tuple[Any, ...]:
         decimal = logical == "decimal" and column == "dec"
@@ -207,13 +233,12 @@ class _Compiler:
             raise _Unsupported(f"{kind} into {column}")
         return op
 
-    def _union(self, branches: list[Any], col: int, seen: frozenset[str]) -> int:
+    def _union(self, branches: list[Any], col: int, full: pa.DataType, seen: frozenset[str]) -> int:
         rest = _non_null(branches)
         if not rest:
             raise _Unsupported("a union of null only")
         kinds = {_kind(_named(b, self.named)) for b in rest}
         single = len(rest) == 1 or (len(rest) == 2 and kinds in ({"int", "long"}, {"float", "double"}))
-        column, first, count = self.cols[col]
         if single and len(rest) == 2 and any(self._logical(b) in _MILLIS for b in rest):
             # The per-row path converts a folded union's value by the first branch of its Python type
             # (an int for either of [int, long]): by the other branch's converter when that one is taken.
@@ -222,21 +247,24 @@ class _Compiler:
             at = self.emit([OPS["union_one"], col, len(branches)] + [-1] * len(branches))
             for i, b in enumerate(branches):
                 if b in rest and any(b is r for r in rest):
-                    self.words[at + 3 + i] = self.node(b, col, seen)
+                    self.words[at + 3 + i] = self.node(b, col, full, seen)
             return at
-        if column != "struct" or count != len(rest):
+        if _column_kind(full) != "struct" or full.num_fields != len(rest):
             raise _Unsupported("a union's members")
         pythons = [self._python_type(b) for b in rest]
         if len(set(pythons)) != len(pythons):
             # The per-row path finds the branch a value took by its Python type (an unnamed one: int for
             # both int and long): it puts it in the first such member, which this decoder would not.
             raise _Unsupported("a union of two branches of one Python type")
+        shown = self._shown(col, full)
+        first = self.cols[col][1] if col >= 0 else -1
         at = self.emit([OPS["union_members"], col, len(branches)] + [-1, -1] * len(branches))
         member = 0
         for i, b in enumerate(branches):
             if any(b is r for r in rest):
-                self.words[at + 3 + 2 * i] = member
-                self.words[at + 4 + 2 * i] = self.node(b, first + member, seen)
+                # (member -2: a member no column shows, read past)
+                self.words[at + 3 + 2 * i] = shown[member] - first if shown[member] >= 0 else -2
+                self.words[at + 4 + 2 * i] = self.node(b, shown[member], full.field(member).type, seen)
                 member += 1
         return at
 
@@ -265,13 +293,17 @@ class _Compiler:
         return struct.pack(f"<{len(self.words)}i", *self.words) + bytes(self.pool)
 
 
-def compile_arrow_program(schema: Any, named: dict[str, Any], target: pa.DataType) -> ArrowProgram | None:
+def compile_arrow_program(schema: Any, named: dict[str, Any], target: pa.DataType,
+                          shown: pa.DataType | None = None) -> ArrowProgram | None:
     """The program reading datums of `schema` (parsed with Spark's logical types) into a column of
-    `target` (the Arrow type of `avro_type(schema)`), or None where the per-row path keeps them all."""
+    `target` (the Arrow type of `avro_type(schema)`), or None where the per-row path keeps them all.
+
+    `shown`: the part of `target` a query reads (Spark's pruned schema: structs with some of their
+    fields, in order): the column is of that type, and the fields it leaves out are read past."""
     compiler = _Compiler(named)
     try:
-        col = compiler.column(target)
-        root = compiler.node(schema, col)
+        col = compiler.column(target if shown is None else shown)
+        root = compiler.node(schema, col, target)
     except (_Unsupported, KeyError, TypeError, ValueError, RecursionError):
         return None
     if len(compiler.words) + 4 * len(compiler.cols) >= _MAX_WORDS:

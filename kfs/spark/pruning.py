@@ -2,24 +2,28 @@
 
 With kfs's JVM front (kfs.spark.jvm) Spark plans a read with only the columns the query uses (a count:
 one; `sum(value_decoded.amount)`: that one field of the struct), and the reader is given that schema.
-The reader builds the top-level columns named in it in their full form (`build_schema`), leaving out
-what nothing asks for (the decoded columns above all: decoding is most of a task), and `project` cuts
-each batch down to the exact types Spark expects, nested fields included. Without the JVM front the
-reader gets the whole schema and both are the identity.
+The reader builds the top-level columns named in it (`build_schema`), leaving out what nothing asks
+for (the decoded columns above all: decoding is most of a task). A typed decoded column is built as
+the query reads it: the compiled decoder reads the fields nobody asked for past (checked, not
+written), and the per-row paths cut their whole values down (`project_array`). `project` cuts each
+batch down to the exact types Spark expects, nested fields included. Without the JVM front the reader
+gets the whole schema and all of these are the identity.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
-from pyspark.sql.types import StructType
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructField, StructType
 
 DECODED = ("key_decoded", "value_decoded", "key_decode_error", "value_decode_error")  # filled together
 
 
 def build_schema(read: StructType, full: StructType) -> StructType:
-    """The columns to build for `read`, in their full form: Spark's Kafka columns (all are made in one
+    """The columns to build for `read`: Spark's Kafka columns in their full form (all are made in one
     pass anyway), `headers` if `read` names it, and the four decoded columns (kfs.spark.typed) if it
-    names one of them.
+    names one of them, each decoded column of the type `read` gives it (the fields of a typed struct
+    the query reads: the compiled decoder reads the others past) with its plan (`full`'s metadata).
 
     A schema that names a column `full` does not have (one a user gave with `.schema(...)`) is built
     as it is, as before pruning existed."""
@@ -31,7 +35,19 @@ def build_schema(read: StructType, full: StructType) -> StructType:
         wanted.update(DECODED)
     if "headers" in names:
         wanted.add("headers")
-    return StructType([field for field in full.fields if field.name in wanted])
+    return StructType([StructField(field.name, read[field.name].dataType, field.nullable, field.metadata)
+                       if field.name in DECODED and field.name in names else field
+                       for field in full.fields if field.name in wanted])
+
+
+def whole_types(built: StructType, full: StructType) -> dict[str, pa.DataType]:
+    """The whole Arrow type of each decoded part ("key", "value") that `built` prunes."""
+    whole = {}
+    for part in ("key", "value"):
+        name = f"{part}_decoded"
+        if name in built.fieldNames() and built[name].dataType != full[name].dataType:
+            whole[part] = to_arrow_schema(StructType([full[name]]), timezone="UTC").field(0).type
+    return whole
 
 
 def project(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:

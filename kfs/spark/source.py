@@ -23,7 +23,7 @@ import gc
 import logging
 import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import FrameType
 
 import numpy as np
@@ -58,7 +58,7 @@ from kfs.registry import Registry, load_registry
 from kfs.spark import arrow_columns
 from kfs.spark.options import ReadOptions, parse_options
 from kfs.spark.plan import Bounds, Piece, Split, plan_splits
-from kfs.spark.pruning import build_schema, project
+from kfs.spark.pruning import build_schema, project, whole_types
 from kfs.spark.tasks import PlannedPartitions, missing_here
 from kfs.spark.typed import PartPlan, RowDecoder, decoded_fields, plan_from_field, row_decoder, wants_decoded_columns
 from kfs.storage import KfsError, PartitionLog
@@ -129,7 +129,10 @@ class KafkaLogDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         cls = KafkaLogFilteringReader if _asked_by_pushdown_worker() else KafkaLogReader
         full = self.schema()
-        return cls(self._options(), schema, build_schema(schema, full) if schema != full else schema)
+        if schema == full:
+            return cls(self._options(), schema)
+        built = build_schema(schema, full)
+        return cls(self._options(), schema, built, whole_types(built, full))
 
 
 def _asked_by_pushdown_worker() -> bool:
@@ -427,11 +430,13 @@ def _keep_window_pages() -> None:
 
 def read_split(split: Split, opts: ReadOptions, schema: pa.Schema,
                plans: Sequence[PartPlan] = (), payloads: bool = True,
-               hidden: frozenset[str] = frozenset()) -> Iterator[pa.RecordBatch]:
+               hidden: frozenset[str] = frozenset(),
+               whole: Mapping[str, pa.DataType] | None = None) -> Iterator[pa.RecordBatch]:
     """What one Spark task does: its pieces' records, in order, as Arrow record batches. `plans`:
     how the decoded columns are filled (kfs.spark.typed; none without a registry). `payloads` False:
     the query shows no key, value or header, so the compiled path copies none (they come as nulls).
-    `hidden`: the parts whose decoded columns the query does not show (not decoded: null)."""
+    `hidden`: the parts whose decoded columns the query does not show (not decoded: null); `whole`:
+    the whole type of a part whose column in `schema` is a pruned part of it (kfs.spark.pruning)."""
     planned = PlannedPartitions()  # per task: the log dirs the driver planned on, checked (kfs.spark.tasks)
     try:
         registry = registry_for(opts) if plans else None
@@ -440,7 +445,7 @@ def read_split(split: Split, opts: ReadOptions, schema: pa.Schema,
     with no_cyclic_gc():
         for piece in split.pieces:
             plog = planned.open(piece)
-            decoder = row_decoder(registry, plans, piece.topic, plog, hidden) if plans else None
+            decoder = row_decoder(registry, plans, piece.topic, plog, hidden, whole) if plans else None
             yield from piece_batches(plog, piece, opts, schema, decoder, payloads=payloads)
 
 
@@ -462,12 +467,15 @@ class KafkaLogReader(DataSourceReader):
     """Plans splits from the indexes (`plan.py`) and reads them as Arrow batches.
 
     `schema` is what Spark reads; `built`, the columns built for it (kfs.spark.pruning: the same
-    unless kfs's JVM front pruned columns)."""
+    unless kfs's JVM front pruned columns); `whole`, the whole Arrow type of a decoded part that
+    `built` prunes."""
 
-    def __init__(self, opts: ReadOptions, schema: StructType, built: StructType | None = None) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType, built: StructType | None = None,
+                 whole: Mapping[str, pa.DataType] | None = None) -> None:
         self.opts = opts
         self.schema = schema
         self.built = schema if built is None else built
+        self.whole = dict(whole or {})
         self.bounds = Bounds()
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -488,7 +496,7 @@ class KafkaLogReader(DataSourceReader):
         payloads = not {"key", "value", "headers"}.isdisjoint(shown)  # (a decoder gets them anyway: piece_batches)
         hidden = frozenset(part for part in ("key", "value")
                            if not {f"{part}_decoded", f"{part}_decode_error"} & shown) if plans else frozenset()
-        batches = read_split(partition.value, opts, built, plans, payloads, hidden)
+        batches = read_split(partition.value, opts, built, plans, payloads, hidden, self.whole)
         if self.built == self.schema:
             yield from batches
         else:

@@ -16,7 +16,7 @@ planned with, even when `_schemas` grows during the query.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,7 @@ from kfs.registry.resolution import READ_LOGICAL_TYPES, AvroResolver, ParsedAvro
 from kfs.spark.avro_types import Convert, TypingError, avro_converter, avro_type
 from kfs.spark.json_shaped import json_shaped, json_type, parse_lines, to_spark
 from kfs.spark.protobuf_types import protobuf_converter, protobuf_type
+from kfs.spark.pruning import project_array
 
 __all__ = ["PARTS", "NullRows", "PartDecoder", "PartPlan", "RowDecoder", "TypingError", "avro_type", "decoded_fields",
            "part_plan", "plan_from_field", "protobuf_type", "row_decoder", "wants_decoded_columns"]
@@ -136,7 +137,7 @@ class PartDecoder:
         # kfs/_native/csrc/registry/avro_arrow.c's path: the reader schema as parsed for typing, and its
         # programs by the column's Arrow type (None: the schema has none)
         self._typing: ParsedAvro | None = None
-        self._arrow: dict[pa.DataType, tuple[object, ArrowProgram] | None] = {}
+        self._arrow: dict[tuple[pa.DataType, pa.DataType], tuple[object, ArrowProgram] | None] = {}
         if plan.kind == "AVRO" and plan.schema_id is not None:
             reader = registry.state.by_id[plan.schema_id]
             references = registry._reference_texts(reader)
@@ -189,17 +190,21 @@ class PartDecoder:
         except Exception as e:
             return None, self._error(data, header, ValueError(f"{type(e).__name__}: {e}"))
 
-    def arrow_program(self, data_type: pa.DataType) -> tuple[object, ArrowProgram] | None:
+    def arrow_program(self, data_type: pa.DataType, shown: pa.DataType | None = None
+                      ) -> tuple[object, ArrowProgram] | None:
         """The compiled decoder's program for a column of `data_type` (checked by the C module), or None
-        (not built, not an Avro reader schema, a schema the decoder has no layout for)."""
-        if data_type in self._arrow:
-            return self._arrow[data_type]
+        (not built, not an Avro reader schema, a schema the decoder has no layout for). `shown`: the
+        part of `data_type` the query reads (kfs.spark.pruning), the column's type; the rest is read past."""
+        shown = data_type if shown is None else shown
+        if (data_type, shown) in self._arrow:
+            return self._arrow[data_type, shown]
         found = None
         if self._typing is not None and avro_arrow_program is not None and self.plan.schema_id:
-            compiled = compile_arrow_program(self._typing.schema, self._typing.named, data_type)
+            compiled = compile_arrow_program(self._typing.schema, self._typing.named, data_type,
+                                             None if shown.equals(data_type) else shown)
             if compiled is not None:
                 found = (avro_arrow_program(compiled.program), compiled)
-        self._arrow[data_type] = found
+        self._arrow[data_type, shown] = found
         return found
 
     def _json_renderer(self, framing: bytes) -> Any:
@@ -322,9 +327,13 @@ class FramedRows(RowDecoder):
     """Registry-framed keys and values, by a `PartDecoder` each."""
 
     def __init__(self, registry: Registry, plans: Sequence[PartPlan], topic: str,
-                 hidden: frozenset[str] = frozenset()) -> None:
+                 hidden: frozenset[str] = frozenset(), whole: Mapping[str, pa.DataType] | None = None) -> None:
         self.parts = [PartDecoder(registry, plan, topic) for plan in plans]
         self.hidden = hidden  # parts whose columns the query does not show (kfs.spark.pruning): left null
+        # The whole decoded type of a part whose column is a pruned part of it (the columns' types are
+        # then what the query reads: the compiled decoder reads the rest past, the per-row paths decode
+        # the whole value and cut it down)
+        self.whole = dict(whole or {})
 
     def columns(self, records: Sequence[Any], types: Sequence[pa.DataType]) -> list[pa.Array]:
         if avro_arrow_decode is None:  # (no compiled decoder: the per-row paths over the Records)
@@ -351,21 +360,22 @@ class FramedRows(RowDecoder):
         be framed)."""
         decoded: list[pa.Array] = []
         errors: list[pa.Array] = []
-        for decoder, data, data_type in zip(self.parts, (keys, values), types, strict=True):
+        for decoder, data, shown in zip(self.parts, (keys, values), types, strict=True):
             if decoder.plan.part in self.hidden:
-                decoded.append(pa.nulls(len(data), data_type))
+                decoded.append(pa.nulls(len(data), shown))
                 errors.append(pa.nulls(len(data), pa.string()))
                 continue
+            whole = self.whole.get(decoder.plan.part, shown)
             if pa.types.is_large_binary(data.type):
                 data = data.cast(pa.binary())
             fast = None
-            if decoder.arrow_program(data_type) is not None:
-                fast = _arrow_column(decoder, data, skip, headers_of, data_type)
-            elif decoder.plan.kind == "JSON" and pa.types.is_string(data_type):
+            if decoder.arrow_program(whole, shown) is not None:
+                fast = _arrow_column(decoder, data, skip, headers_of, whole, shown)
+            elif decoder.plan.kind == "JSON" and pa.types.is_string(whole):
                 fast = _text_column(decoder, data, skip, headers_of)
             if fast is None:
-                fast = _sparse_column(decoder, data, skip, headers_of, data_type)
-            decoded.append(fast[0])
+                fast = _sparse_column(decoder, data, skip, headers_of, whole)
+            decoded.append(project_array(fast[0], shown))
             errors.append(fast[1])
         return decoded + errors
 
@@ -373,15 +383,16 @@ class FramedRows(RowDecoder):
         """The four columns by the per-row paths, record by record."""
         decoded: list[pa.Array] = []
         errors: list[pa.Array] = []
-        for decoder, data_type in zip(self.parts, types, strict=True):
+        for decoder, shown in zip(self.parts, types, strict=True):
             if decoder.plan.part in self.hidden:
-                decoded.append(pa.nulls(len(records), data_type))
+                decoded.append(pa.nulls(len(records), shown))
                 errors.append(pa.nulls(len(records), pa.string()))
                 continue
-            fast = _fast_column(decoder, records, data_type) if decoder.fast_prefix is not None else None
+            whole = self.whole.get(decoder.plan.part, shown)
+            fast = _fast_column(decoder, records, whole) if decoder.fast_prefix is not None else None
             if fast is None:
-                fast = _column(decoder, records, data_type)
-            decoded.append(fast[0])
+                fast = _column(decoder, records, whole)
+            decoded.append(project_array(fast[0], shown))
             errors.append(fast[1])
         return decoded + errors
 
@@ -486,11 +497,13 @@ def _headers_of(headers: pa.ListArray | None, i: int) -> list[tuple[str, bytes |
 
 def _arrow_column(decoder: PartDecoder, data: pa.Array, skip: bytes | None,
                   headers_of: Callable[[int], list[tuple[str, bytes | None]]],
-                  data_type: pa.DataType) -> tuple[pa.Array, pa.Array] | None:
-    """A part's column and its errors by the compiled decoder (kfs/_native/csrc/registry/avro_arrow.c);
-    the rows it declines by the per-row path (`decoder.decode`), put in their places by `take`.
-    None where the values are not a binary array the decoder reads."""
-    found = decoder.arrow_program(data_type)
+                  data_type: pa.DataType, shown: pa.DataType | None = None) -> tuple[pa.Array, pa.Array] | None:
+    """A part's column (of `shown`, a part of `data_type`: by default all of it) and its errors by the
+    compiled decoder (kfs/_native/csrc/registry/avro_arrow.c); the rows it declines by the per-row path
+    (`decoder.decode`, cut down to `shown`), put in their places by `take`. None where the values are
+    not a binary array the decoder reads."""
+    shown = data_type if shown is None else shown
+    found = decoder.arrow_program(data_type, shown)
     assert found is not None and avro_arrow_decode is not None and decoder.plan.schema_id is not None
     program, compiled = found
     if pa.types.is_large_binary(data.type):
@@ -518,7 +531,7 @@ def _arrow_column(decoder: PartDecoder, data: pa.Array, skip: bytes | None,
     errors = pa.array(why, pa.string())
     if not slow:
         return array, errors
-    return pa.concat_arrays([array, pa.array(slow, data_type)]).take(pa.array(indices)), errors
+    return pa.concat_arrays([array, project_array(pa.array(slow, data_type), shown)]).take(pa.array(indices)), errors
 
 
 def _column(decoder: PartDecoder, records: Sequence[Any], data_type: pa.DataType) -> tuple[pa.Array, pa.Array]:
@@ -598,9 +611,10 @@ class InternalRows(RowDecoder):
 
 
 def row_decoder(registry: Registry | None, plans: Sequence[PartPlan], topic: str, plog: Any,
-                hidden: frozenset[str] = frozenset()) -> RowDecoder:
+                hidden: frozenset[str] = frozenset(), whole: Mapping[str, pa.DataType] | None = None) -> RowDecoder:
     """How a piece of `topic` fills the decoded columns planned (`plans`, from the columns' metadata).
-    `hidden`: the parts ("key", "value") whose decoded columns the query does not show, left null."""
+    `hidden`: the parts ("key", "value") whose decoded columns the query does not show, left null;
+    `whole`: the whole type of a part whose column is a pruned part of it (FramedRows)."""
     from kfs.internal_topics.framing import internal_topic
 
     if internal_topic(topic):
@@ -609,7 +623,7 @@ def row_decoder(registry: Registry | None, plans: Sequence[PartPlan], topic: str
         if any(plan.schema_id is not None for plan in plans):
             raise PayloadError("the schema registry the query was planned with is no longer there")
         return NullRows()
-    return FramedRows(registry, plans, topic, hidden)
+    return FramedRows(registry, plans, topic, hidden, whole)
 
 
 def wants_decoded_columns(registry: Registry | None, subscribe: Sequence[str] | None) -> bool:

@@ -219,10 +219,10 @@ put_binary(astate *s, column *c, const uint8_t *t, Py_ssize_t n)
     return put_offset(s, c, (int64_t)c->data.len);
 }
 
-/* A big-endian two's-complement decimal's unscaled value as decimal128's 16 little-endian bytes;
+/* A big-endian two's-complement decimal's unscaled value (as decimal128's 16 little-endian bytes);
  * declined past 16 bytes or `precision` digits (fastavro rounds it to its context's precision). */
 static int
-put_decimal(astate *s, column *c, const uint8_t *t, Py_ssize_t n, int32_t precision)
+decimal_value(const uint8_t *t, Py_ssize_t n, int32_t precision, unsigned __int128 *out)
 {
     if (n > 16)
         return DECLINE;
@@ -236,6 +236,16 @@ put_decimal(astate *s, column *c, const uint8_t *t, Py_ssize_t n, int32_t precis
         limit *= 10;
     if (precision > 38 || mag >= limit)
         return DECLINE;
+    *out = u;
+    return OK;
+}
+
+static int
+put_decimal(astate *s, column *c, const uint8_t *t, Py_ssize_t n, int32_t precision)
+{
+    unsigned __int128 u;
+    if (decimal_value(t, n, precision, &u) < 0)
+        return DECLINE;
     uint8_t out[16];
     for (int i = 0; i < 16; i++)
         out[i] = (uint8_t)(u >> (8 * i));
@@ -247,7 +257,8 @@ put_decimal(astate *s, column *c, const uint8_t *t, Py_ssize_t n, int32_t precis
 static int decode(astate *s, int32_t node, int depth);
 
 /* The blocks of an array or map (a count; a negative count and the block's size in bytes; 0 ends):
- * each item's value by `child`, a map's keys into the map's first child column. */
+ * each item's value by `child`, a map's keys into the map's first child column (`c` NULL: a datum
+ * read past, its keys checked as they would be written). */
 static int
 decode_blocks(astate *s, column *c, int32_t child, int is_map, int depth)
 {
@@ -255,7 +266,7 @@ decode_blocks(astate *s, column *c, int32_t child, int is_map, int depth)
     avro_span *keys = local;
     Py_ssize_t nkeys = 0, keys_cap = 16;
     int rc = DECLINE;
-    column *key_col = is_map ? s->cols + c->first : NULL;
+    column *key_col = is_map && c != NULL ? s->cols + c->first : NULL; /* (none: a map read past) */
     for (;;) {
         int64_t count;
         if (read_long(s, &count) < 0)
@@ -291,7 +302,7 @@ decode_blocks(astate *s, column *c, int32_t child, int is_map, int depth)
                 keys[nkeys].p = s->p;
                 keys[nkeys].n = n;
                 nkeys++;
-                if (put_binary(s, key_col, s->p, n) < 0)
+                if (key_col != NULL && put_binary(s, key_col, s->p, n) < 0)
                     goto done;
                 s->p += n;
             }
@@ -308,12 +319,93 @@ done:
     return rc;
 }
 
+/* A datum no column shows (its node's column is -1: a field the query prunes) read past: declined
+ * exactly where decode declines it, so that a row decodes or is declined as the whole datum is. */
+static int
+skip(astate *s, const int32_t *w, int depth)
+{
+    switch (w[0]) {
+    case AOP_BOOL:
+        if (s->p >= s->end)
+            return DECLINE;
+        s->p++;
+        return OK;
+    case AOP_INT:
+    case AOP_INT_LONG: {
+        int32_t v;
+        return read_int(s, &v);
+    }
+    case AOP_LONG:
+    case AOP_LONG_MILLIS: {
+        int64_t v;
+        if (read_long(s, &v) < 0)
+            return DECLINE;
+        return w[0] == AOP_LONG_MILLIS && __builtin_mul_overflow(v, (int64_t)1000, &v) ? DECLINE : OK;
+    }
+    case AOP_FLOAT:
+    case AOP_FLOAT_DOUBLE:
+    case AOP_DOUBLE: {
+        const Py_ssize_t n = w[0] == AOP_DOUBLE ? 8 : 4;
+        if (s->end - s->p < n)
+            return DECLINE;
+        s->p += n;
+        return OK;
+    }
+    case AOP_STRING:
+    case AOP_BYTES:
+    case AOP_DEC_BYTES:
+    case AOP_FIXED:
+    case AOP_DEC_FIXED: {
+        Py_ssize_t n;
+        if (w[0] == AOP_FIXED || w[0] == AOP_DEC_FIXED) {
+            n = w[2];
+            if (s->end - s->p < n)
+                return DECLINE;
+        }
+        else if (read_length(s, &n) < 0)
+            return DECLINE;
+        const uint8_t *t = s->p;
+        s->p += n;
+        unsigned __int128 u;
+        if (w[0] == AOP_STRING)
+            return utf8_ok(t, n) ? OK : DECLINE;
+        if (w[0] == AOP_DEC_BYTES || w[0] == AOP_DEC_FIXED)
+            return decimal_value(t, n, w[0] == AOP_DEC_BYTES ? w[2] : w[3], &u);
+        return OK;
+    }
+    case AOP_ENUM: {
+        int32_t i;
+        return read_int(s, &i) < 0 || i < 0 || i >= w[2] ? DECLINE : OK;
+    }
+    case AOP_RECORD:
+        for (int32_t i = 0; i < w[2]; i++)
+            if (decode(s, w[3 + i], depth) < 0)
+                return DECLINE;
+        return OK;
+    case AOP_ARRAY:
+    case AOP_MAP:
+        return decode_blocks(s, NULL, w[2], w[0] == AOP_MAP, depth);
+    case AOP_UNION_ONE:
+    case AOP_UNION_MEMBERS: {
+        int32_t i;
+        if (read_int(s, &i) < 0 || i < 0 || i >= w[2])
+            return DECLINE;
+        if ((w[0] == AOP_UNION_ONE ? w[3 + i] : w[3 + 2 * i]) == -1) /* (the null branch) */
+            return OK;
+        return decode(s, w[0] == AOP_UNION_ONE ? w[3 + i] : w[4 + 2 * i], depth);
+    }
+    }
+    return DECLINE;
+}
+
 static int
 decode(astate *s, int32_t node, int depth)
 {
     if (++depth > MAX_DEPTH)
         return DECLINE;
     const int32_t *w = s->P->w + node;
+    if (w[1] < 0)
+        return skip(s, w, depth);
     column *c = s->cols + w[1];
     switch (w[0]) {
     case AOP_BOOL:
@@ -419,11 +511,11 @@ decode(astate *s, int32_t node, int depth)
         if (read_int(s, &i) < 0 || i < 0 || i >= w[2])
             return DECLINE;
         const int32_t member = w[3 + 2 * i];
-        if (member < 0)
+        if (member == -1)
             return append_null(s, w[1]);
         if (begin(s, c) < 0)
             return DECLINE;
-        for (int32_t k = 0; k < c->nchild; k++)
+        for (int32_t k = 0; k < c->nchild; k++) /* (member -2: a branch whose member is not shown) */
             if (k != member && append_null(s, c->first + k) < 0)
                 return DECLINE;
         return decode(s, w[4 + 2 * i], depth);
@@ -468,8 +560,18 @@ check_columns(const aprogram *P)
     return 1;
 }
 
+/* The column a node writes (-1: none, a datum read past). */
+static int32_t
+node_column(const aprogram *P, int32_t i)
+{
+    return P->w[i + 1];
+}
+
 /* Whether the node at word i and the nodes it reaches lie within the program, write columns of the
- * kind their op writes, and name texts within the pool. */
+ * kind their op writes, and name texts within the pool. A node of column -1 reads its datum past (a
+ * field the query prunes): every node under it is one too. A record's nodes write its struct's
+ * children in order, each once, a node of column -1 between them for each field not shown; a union
+ * member not shown is member -2, read past. */
 static int
 check_node(const aprogram *P, int32_t i, int depth)
 {
@@ -477,35 +579,37 @@ check_node(const aprogram *P, int32_t i, int depth)
         return 0;
     const int32_t *w = P->w + i;
     const int32_t room = P->w[3] - i; /* the nodes end where the column table starts */
-    if (w[1] < 0 || w[1] >= P->ncols)
+    const int past = w[1] == -1;
+    if (!past && (w[1] < 0 || w[1] >= P->ncols))
         return 0;
-    const int32_t *col = col_entry(P, w[1]);
-    const int32_t kind = col[0];
+    const int32_t *col = past ? NULL : col_entry(P, w[1]);
+    const int32_t kind = past ? 0 : col[0];
+#define WRITES(k) (past || kind == (k))
     switch (w[0]) {
     case AOP_BOOL:
-        return kind == ACOL_BOOL;
+        return WRITES(ACOL_BOOL);
     case AOP_INT:
-        return kind == ACOL_I32;
+        return WRITES(ACOL_I32);
     case AOP_INT_LONG:
     case AOP_LONG:
     case AOP_LONG_MILLIS:
-        return kind == ACOL_I64;
+        return WRITES(ACOL_I64);
     case AOP_FLOAT:
-        return kind == ACOL_F32;
+        return WRITES(ACOL_F32);
     case AOP_FLOAT_DOUBLE:
     case AOP_DOUBLE:
-        return kind == ACOL_F64;
+        return WRITES(ACOL_F64);
     case AOP_STRING:
     case AOP_BYTES:
-        return kind == ACOL_BIN;
+        return WRITES(ACOL_BIN);
     case AOP_FIXED:
-        return room >= 3 && kind == ACOL_BIN && w[2] >= 0;
+        return room >= 3 && WRITES(ACOL_BIN) && w[2] >= 0;
     case AOP_DEC_BYTES:
-        return room >= 3 && kind == ACOL_DEC && w[2] >= 1 && w[2] <= 38;
+        return room >= 3 && WRITES(ACOL_DEC) && w[2] >= 1 && w[2] <= 38;
     case AOP_DEC_FIXED:
-        return room >= 4 && kind == ACOL_DEC && w[2] >= 0 && w[3] >= 1 && w[3] <= 38;
+        return room >= 4 && WRITES(ACOL_DEC) && w[2] >= 0 && w[3] >= 1 && w[3] <= 38;
     case AOP_ENUM:
-        if (room < 3 || kind != ACOL_BIN || w[2] < 0 || w[2] > (room - 3) / 2)
+        if (room < 3 || !WRITES(ACOL_BIN) || w[2] < 0 || w[2] > (room - 3) / 2)
             return 0;
         for (int32_t k = 0; k < w[2]; k++) {
             const int32_t off = w[3 + 2 * k], len = w[4 + 2 * k];
@@ -513,38 +617,53 @@ check_node(const aprogram *P, int32_t i, int depth)
                 return 0;
         }
         return 1;
-    case AOP_RECORD:
-        if (room < 3 || kind != ACOL_STRUCT || w[2] != col[2] || w[2] > room - 3)
+    case AOP_RECORD: {
+        if (room < 3 || !WRITES(ACOL_STRUCT) || w[2] < 0 || w[2] > room - 3)
             return 0;
-        for (int32_t k = 0; k < w[2]; k++)
-            if (!check_node(P, w[3 + k], depth + 1) || P->w[w[3 + k] + 1] != col[1] + k)
+        int32_t shown = 0;
+        for (int32_t k = 0; k < w[2]; k++) {
+            if (!check_node(P, w[3 + k], depth + 1))
                 return 0;
-        return 1;
+            const int32_t child = node_column(P, w[3 + k]);
+            if (child == -1)
+                continue;
+            if (past || shown >= col[2] || child != col[1] + shown)
+                return 0;
+            shown++;
+        }
+        return past || shown == col[2];
+    }
     case AOP_ARRAY:
     case AOP_MAP:
-        if (room < 3 || kind != (w[0] == AOP_ARRAY ? ACOL_LIST : ACOL_MAP) || !check_node(P, w[2], depth + 1))
+        if (room < 3 || !WRITES(w[0] == AOP_ARRAY ? ACOL_LIST : ACOL_MAP) || !check_node(P, w[2], depth + 1))
             return 0;
-        return P->w[w[2] + 1] == col[1] + (w[0] == AOP_MAP);
+        return node_column(P, w[2]) == (past ? -1 : col[1] + (w[0] == AOP_MAP));
     case AOP_UNION_ONE:
         if (room < 3 || w[2] < 1 || w[2] > room - 3)
             return 0;
         for (int32_t k = 0; k < w[2]; k++)
-            if (w[3 + k] != -1 && (!check_node(P, w[3 + k], depth + 1) || P->w[w[3 + k] + 1] != w[1]))
+            if (w[3 + k] != -1 && (!check_node(P, w[3 + k], depth + 1) || node_column(P, w[3 + k]) != w[1]))
                 return 0;
         return 1;
     case AOP_UNION_MEMBERS:
-        if (room < 3 || kind != ACOL_STRUCT || w[2] < 1 || w[2] > (room - 3) / 2)
+        if (room < 3 || !WRITES(ACOL_STRUCT) || w[2] < 1 || w[2] > (room - 3) / 2)
             return 0;
         for (int32_t k = 0; k < w[2]; k++) {
             const int32_t member = w[3 + 2 * k], child = w[4 + 2 * k];
             if (member == -1)
                 continue;
-            if (member < 0 || member >= col[2] || !check_node(P, child, depth + 1) ||
-                P->w[child + 1] != col[1] + member)
+            if (member == -2) { /* (read past: the member is not shown, or nothing of the union is) */
+                if (!check_node(P, child, depth + 1) || node_column(P, child) != -1)
+                    return 0;
+                continue;
+            }
+            if (past || member < 0 || member >= col[2] || !check_node(P, child, depth + 1) ||
+                node_column(P, child) != col[1] + member)
                 return 0;
         }
         return 1;
     }
+#undef WRITES
     return 0;
 }
 

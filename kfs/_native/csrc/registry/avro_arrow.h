@@ -13,11 +13,15 @@
  *   OP_DEC_FIXED              size, precision
  *   OP_ENUM                   n, then n times (offset, length) of the symbol's UTF-8 in the text pool
  *                             (the pool follows the words)
- *   OP_RECORD                 n, then n child nodes (one per struct child column, in order)
+ *   OP_RECORD                 n, then n child nodes (one per field of the record, in order)
  *   OP_ARRAY, OP_MAP          the items' (values') node
  *   OP_UNION_ONE              n, then n nodes, -1 for the null branch (all non-null ones write `column`)
  *   OP_UNION_MEMBERS          n, then n times (member, node), member -1 for the null branch: the value
- *                             goes to child column `member` of the struct column, the others null. */
+ *                             goes to child column `member` of the struct column, the others null
+ *                             (member -2: a member the query does not show, read past).
+ * A node of column -1 writes nothing: its datum is read past, checked as it would be decoded (a field
+ * a query prunes: Spark asked for the struct's other fields). A record's n nodes then write its
+ * struct's children in order, a node of column -1 for each field not shown. */
 
 #ifndef KFS_AVRO_ARROW_H
 #define KFS_AVRO_ARROW_H
