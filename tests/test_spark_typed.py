@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import io
 import json
 import struct
 from pathlib import Path
@@ -594,3 +595,78 @@ def test_json_shaped_schemas_take_the_fast_path_and_read_the_same(spark, tmp_pat
     assert got[6]["maybe"] is None and got[6]["either"] == either(0, 7) and got[7] == v2
     errors = [r["value_decode_error"] for r in rows]
     assert errors == [None, None, "schema id 2: the datum ends early", None, None, None, None, None]
+
+
+def shared_logdir(root: Path) -> str:
+    """Topics `ticks` and `tocks` whose value subjects' latest version is one schema (FLAT_V2: the
+    registry gives both subjects its id, 2), `tacks` at FLAT_V1 (id 1), two partitions of `ticks`."""
+    from conftest import v2_batch, write_segment
+
+    def framed(schema_id: int, schema: dict, value: dict) -> bytes:
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, fastavro.parse_schema(schema), value)
+        return b"\0" + schema_id.to_bytes(4, "big") + out.getvalue()
+
+    def jackson(obj: dict) -> bytes:
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+    v2 = {"n": 3, "who": "x", "x": 0.5, "kind": "B", "tags": [1], "at": {"f": 1.5}, "maybe": None,
+          "either": 7, "ts": 0, "day": None}
+    subjects = [("ticks-value", 1, 1, FLAT_V1), ("ticks-value", 2, 2, FLAT_V2), ("tocks-value", 1, 2, FLAT_V2),
+                ("tacks-value", 1, 1, FLAT_V1)]
+    registry = [(jackson({"keytype": "SCHEMA", "subject": subject, "version": version, "magic": 1}),
+                 jackson({"subject": subject, "version": version, "id": schema_id, "schemaType": "AVRO",
+                          "schema": json.dumps(schema), "deleted": False}))
+                for subject, version, schema_id, schema in subjects]
+    partitions = {
+        "_schemas-0": registry,
+        "ticks-0": [(b"a", framed(1, FLAT_V1, {"n": 1, "who": "a"})), (b"b", framed(2, FLAT_V2, v2))],
+        "ticks-1": [(b"c", framed(2, FLAT_V2, {**v2, "n": 4}))],
+        "tocks-0": [(b"d", framed(2, FLAT_V2, {**v2, "n": 5, "who": "tock"})), (b"e", b"not framed")],
+        "tacks-0": [(b"f", framed(1, FLAT_V1, {"n": 6, "who": "tack"}))],
+    }
+    logdir = root / "shared"
+    logdir.mkdir()
+    (logdir / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=kfs-shared\n")
+    for partition, records in partitions.items():
+        (logdir / partition).mkdir()
+        chunk = [(j, 1764000000000 + j, k, v, []) for j, (k, v) in enumerate(records)]
+        write_segment(str(logdir / partition), 0, [[(v2_batch(0, chunk), chunk)]], closed=False)
+    return str(logdir)
+
+
+def by_place(df: Any) -> dict[tuple[str, int, int], Any]:
+    return {(r["topic"], r["partition"], r["offset"]): (plain(r["value_decoded"]), r["value_decode_error"])
+            for r in df.collect()}
+
+
+def test_topics_sharing_one_schema_and_any_selector_of_one_topic_read_typed(spark, tmp_path):
+    """`subscribe` of several topics whose subjects' latest schema is one, `subscribePattern` and
+    `assign`: typed by that schema (SPEC 6: JSON text only when the schemas differ), each row as the
+    read of its topic alone gives it; topics whose schemas differ, or a topic with no subject, keep the
+    JSON text."""
+    logdir = shared_logdir(tmp_path)
+    alone = {t: read(spark, logdir, subscribe=t) for t in ("ticks", "tocks", "tacks")}
+    typed = alone["ticks"].schema["value_decoded"].dataType
+    assert typed.simpleString().startswith("struct<n:bigint,who:string,")
+    assert alone["tocks"].schema["value_decoded"].dataType == typed
+    want = {k: v for df in alone.values() for k, v in by_place(df).items()}
+    assert want[("ticks", 0, 0)][0]["who"] == "a" and want[("tocks", 0, 0)][0]["who"] == "tock"
+    assert want[("tocks", 0, 1)] == (None, None)  # (not framed)
+    for options in ({"subscribe": "ticks,tocks"}, {"subscribePattern": "t[io]cks"},
+                    {"assign": '{"ticks": [1], "tocks": [0]}'}, {"assign": '{"ticks": [0, 1]}'},
+                    {"subscribePattern": "tocks"}):
+        df = read(spark, logdir, **options)
+        assert df.schema["value_decoded"].dataType == typed, options
+        got = by_place(df)
+        assert got and got == {k: want[k] for k in got}, options
+        assert df.schema["value_decoded"].metadata["kfs.decoded"]["id"] == 2
+    assert by_place(read(spark, logdir, subscribe="ticks,tocks")).keys() == {
+        k for k in want if k[0] in ("ticks", "tocks")}
+    tacks = alone["tacks"].schema["value_decoded"].dataType
+    assert tacks != typed and tacks.simpleString() == "struct<n:bigint,who:string>"
+    for options in ({"subscribe": "ticks,tacks"}, {"subscribePattern": "t.cks"}, {"subscribePattern": ".*"},
+                    {"assign": '{"ticks": [0], "_schemas": [0]}'}, {}):
+        df = read(spark, logdir, **options)
+        assert df.schema["value_decoded"].dataType.simpleString() == "string", options
+    assert read(spark, logdir, subscribePattern="nothing").schema["value_decoded"].dataType.simpleString() == "string"

@@ -413,6 +413,53 @@ def test_bad_programs_and_buffers_are_refused() -> None:
         avro_arrow_decode(found[0], b"\0\0\0\0\7", 1, None, b"\0\0\0\0\x40\0\0\0", b"\0" * 8, 0, None)
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.randoms(use_true_random=False))
+def test_mutated_programs_are_refused_or_stay_in_bounds(rnd: random.Random) -> None:
+    """A program (whole or pruned) with words changed at random is refused by the checker or decodes
+    within its columns: no crash (run under ASan + UBSan too: docs/robustness.md), and every column the
+    decoder returns is as long as its buffers say."""
+    from kfs._native.registry import avro_arrow_program
+
+    schemas = SparkSchemas(rnd)
+    reader = {"type": "record", "name": "Top",
+              "fields": [{"name": f"f{i}", "type": schemas.schema(1)} for i in range(rnd.randint(1, 4))]}
+    try:
+        named: dict[str, Any] = {}
+        parsed = parse_schema(json.loads(json.dumps(reader)), named_schemas=named)
+    except Exception:
+        reject()
+    registry = Registry(_state([(7, reader)]))
+    if isinstance(decoded_fields(registry, ["t"])[1].dataType, StringType):
+        reject()
+    rows, types = typed_rows(registry, "t")
+    found = rows.parts[1].arrow_program(types[1], pruned(rnd, types[1], top=rnd.random() < 0.7))
+    if found is None:
+        reject()
+    values = SparkValues(rnd, named)
+    datums = [d for d in (_write(parsed, values.value(parsed, 0)) for _ in range(4)) if d is not None]
+    data = pa.array([b"\0\0\0\0\7" + d for d in datums] + [b"\0\0\0\0\7" + mutate(rnd, d) for d in datums],
+                    pa.binary())
+    validity, offsets, body = data.buffers()
+    assert avro_arrow_program is not None
+    words = bytearray(found[1].program)
+    for _ in range(rnd.choice([1, 1, 1, 2, 4])):  # (a word or two off by one, or -1 / -2: most often accepted)
+        at = rnd.randrange(4, len(words) // 4) * 4
+        old = int.from_bytes(words[at:at + 4], "little", signed=True)
+        new = rnd.choice([old - 1, old + 1, -1, -2, 0, rnd.randint(-(1 << 31), (1 << 31) - 1)])
+        words[at:at + 4] = max(-(1 << 31), min(new, (1 << 31) - 1)).to_bytes(4, "little", signed=True)
+    try:
+        program = avro_arrow_program(bytes(words))
+    except ValueError:
+        event("refused")
+        return
+    event("accepted")
+    status, columns = avro_arrow_decode(program, b"\0\0\0\0\7", len(data), validity, offsets, body or b"", 0, None)
+    assert len(status) == len(data) and columns[0][0] == len(data)
+    for length, valid, _values, _data in columns:
+        assert length >= 0 and len(valid) == (length + 7) // 8
+
+
 def test_a_record_of_no_fields_keeps_its_rows() -> None:
     """The JSON-shaped path made a record of no fields an empty array (StructArray.from_arrays of no
     children), and the batch's take failed; such a record now takes the other paths, every row there."""

@@ -61,7 +61,7 @@ from kfs.spark.plan import Bounds, Piece, Split, plan_splits
 from kfs.spark.pruning import build_schema, project, whole_types
 from kfs.spark.tasks import PlannedPartitions, missing_here
 from kfs.spark.typed import PartPlan, RowDecoder, decoded_fields, plan_from_field, row_decoder, wants_decoded_columns
-from kfs.storage import KfsError, PartitionLog
+from kfs.storage import KfsError, LogDirs, PartitionLog, parse_partition_dir
 from kfs.storage.record_stream import CorruptBatch
 
 log = logging.getLogger("kfs.spark")
@@ -120,7 +120,7 @@ class KafkaLogDataSource(DataSource):
         opts = self._options()
         schema = kafka_schema(opts.include_headers)
         registry = registry_for(opts)
-        topics = sorted(opts.subscribe) if opts.subscribe is not None else None
+        topics = selected_topics(opts) if opts.decode != "raw" else None
         if opts.decode != "raw" and wants_decoded_columns(registry, topics):
             for field in decoded_fields(registry, topics):
                 schema.add(field)
@@ -133,6 +133,20 @@ class KafkaLogDataSource(DataSource):
             return cls(self._options(), schema)
         built = build_schema(schema, full)
         return cls(self._options(), schema, built, whole_types(built, full))
+
+
+def selected_topics(opts: ReadOptions) -> list[str] | None:
+    """The topics a read selects, which type its decoded columns (kfs.spark.typed.part_plan): those
+    `subscribe` names; with `subscribePattern` or `assign`, the log dirs' topics they select; None
+    without any of them (every topic: the decoded JSON text, whatever topics the log dirs hold)."""
+    if opts.subscribe_pattern is None and opts.assign is None:
+        return sorted(opts.subscribe) if opts.subscribe is not None else None
+    found = set()
+    for name in LogDirs(list(opts.logdirs)).partition_names():
+        parsed = parse_partition_dir(name)
+        if parsed is not None and opts.wants(*parsed):
+            found.add(parsed[0])
+    return sorted(found)
 
 
 def _asked_by_pushdown_worker() -> bool:

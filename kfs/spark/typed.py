@@ -69,19 +69,25 @@ def decoded_fields(registry: Registry | None, topics: Sequence[str] | None) -> l
 
 
 def part_plan(registry: Registry | None, topics: Sequence[str] | None, part: str) -> tuple[PartPlan, DataType]:
-    """The plan for `part` and its column type; JSON text when the part cannot be typed."""
-    if registry is None or topics is None or len(topics) != 1:
+    """The plan for `part` of a read of `topics` (None: every topic) and its column type: typed when
+    each topic's subject for the part has the same latest schema (one topic; or several whose subjects
+    registered one schema, which the registry gives one id); else JSON text."""
+    if registry is None or not topics:
         return PartPlan(part), StringType()
-    subject = f"{topics[0]}-{part}"
-    latest = max((s for (name, _), s in registry.state.versions.items() if name == subject and not s.deleted),
-                 key=lambda s: s.version, default=None)
-    if latest is None or latest.type not in ("AVRO", "PROTOBUF"):
+    subjects = [f"{topic}-{part}" for topic in topics]
+    latest = [max((s for (name, _), s in registry.state.versions.items() if name == subject and not s.deleted),
+                  key=lambda s: s.version, default=None) for subject in subjects]
+    found = {(s.id, s.type) for s in latest if s is not None}
+    if None in latest or len(found) != 1:
+        return PartPlan(part), StringType()
+    schema_id, kind = found.pop()
+    if kind not in ("AVRO", "PROTOBUF"):
         return PartPlan(part), StringType()
     try:
-        data_type = reader_type(registry, latest.id)
+        data_type = reader_type(registry, schema_id)
     except (TypingError, PayloadError, AvroSchemaError):
         return PartPlan(part), StringType()
-    return PartPlan(part, subject, latest.id, latest.type), data_type
+    return PartPlan(part, ",".join(subjects), schema_id, kind), data_type
 
 
 def reader_type(registry: Registry, schema_id: int) -> DataType:
@@ -242,14 +248,14 @@ class PartDecoder:
     def _typed(self, data: bytes, header: bytes | None) -> Any:
         schema_id, name, compiled, body = self.registry.frame(data, header)
         if compiled.kind != self.plan.kind:
-            raise TypingError(f"{name}: a {compiled.kind} schema, not the {self.plan.kind} of {self.plan.subject}")
+            raise TypingError(f"{name}: a {compiled.kind} schema, not the {self.plan.kind} of {self.subject}")
         if self._proto is not None:
             indexes, start = message_indexes(body)
             _, message_name = compiled.renderer._message_class(tuple(indexes))
             reader_cls, convert = self._proto
             if message_name != reader_cls.DESCRIPTOR.full_name:
                 raise TypingError(f"{name}: a {message_name} message, not the {reader_cls.DESCRIPTOR.full_name} "
-                                  f"of {self.plan.subject}")
+                                  f"of {self.subject}")
             message = reader_cls()
             try:
                 message.ParseFromString(bytes(body[start:]))
