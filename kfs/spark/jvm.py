@@ -99,7 +99,10 @@ def _compile(spark_jars: Path, jar: Path) -> None:
 
 def configure(builder: Any) -> Any:
     """`builder` (a `SparkSession.Builder`) with the front's jar added to `spark.jars` when it can be
-    built: sessions kfs starts, and a user's, get column pruning from `kfs.spark.register`."""
+    built: sessions kfs starts, and a user's, get column pruning from `kfs.spark.register`. Not with
+    `KFS_SPARK_FRONT=0` (the Python source alone is then `format("kfs")`)."""
+    if os.environ.get("KFS_SPARK_FRONT") == "0":
+        return builder
     jar = jar_path()
     if jar is None:
         return builder
@@ -109,10 +112,13 @@ def configure(builder: Any) -> Any:
 def front(spark: Any) -> bool:
     """Whether `format("kfs")` is the JVM front in this session: already on its classpath (`configure`,
     `--jars`), or built and added now (`ADD JAR`). `KFS_SPARK_FRONT=0` keeps the Python source alone."""
+    if loaded(spark):  # (on the classpath, it is `format("kfs")` whatever is asked: Spark finds it first)
+        if os.environ.get("KFS_SPARK_FRONT") == "0":
+            log.warning("KFS_SPARK_FRONT=0, but the session has kfs's JVM front on its classpath (spark.jars or "
+                        "--jars): format(\"kfs\") is the front, format(\"%s\") the Python source alone", PYTHON_NAME)
+        return True
     if os.environ.get("KFS_SPARK_FRONT") == "0":
         return False
-    if loaded(spark):
-        return True
     jar = jar_path()
     if jar is None or getattr(spark, "_jvm", None) is None:
         return False
