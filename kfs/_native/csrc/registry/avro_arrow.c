@@ -197,11 +197,17 @@ read_length(astate *s, Py_ssize_t *n)
     return avro_read_length(&s->p, s->end, n);
 }
 
-/* valid_utf8 (Python's strict decoder), eight ASCII bytes at a time where it can. */
+/* valid_utf8 (Python's strict decoder), 32 then 8 ASCII bytes at a time where it can. */
 static inline int
 utf8_ok(const uint8_t *t, Py_ssize_t n)
 {
     Py_ssize_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        uint64_t w[4];
+        memcpy(w, t + i, 32);
+        if ((w[0] | w[1] | w[2] | w[3]) & 0x8080808080808080ULL)
+            break;
+    }
     for (; i + 8 <= n; i += 8) {
         uint64_t word;
         memcpy(&word, t + i, 8);
