@@ -10,7 +10,12 @@ fill it, on the Spark benchmark's schema and values (benchmarks/spark_data.py: `
 - c-arrow from Records: the same from a list of Records (`columns`: the values gathered into an
   array first);
 - JSON text (a read of several topics: `value_decoded` is the decoded JSON text) per row, and by the
-  compiled renderer into the string column in one call (avro_text_column).
+  compiled renderer into the string column in one call (avro_text_column);
+- c-arrow, one field shown: a query that reads `value_decoded.amount` (kfs.spark.pruning), the other
+  fields read past;
+- an older version: the same values written with an older version of the subject (`amount` an int,
+  promoted; a `legacy` string field since dropped), resolved to the latest per row (fastavro) and by
+  the compiled decoder.
 
 CPU seconds of this process (time.process_time), best of `--rounds`, so that other work on the machine
 moves the figures less than wall time would; the load average is printed with them.
@@ -42,6 +47,35 @@ def _registry() -> Any:
     return Registry(state)
 
 
+OLDER_ID = 9  # (an older version of the subject: `amount` an int, and a `legacy` field the latest dropped)
+
+
+def _older_schema() -> dict[str, Any]:
+    from benchmarks.spark_data import ORDER
+
+    fields = [dict(f, type="int") if f["name"] == "amount" else f for f in ORDER["fields"]]
+    return {**ORDER, "fields": [*fields, {"name": "legacy", "type": "string"}]}
+
+
+def _with_older(registry: Any) -> None:
+    """`registry` with the older version as version 0 of the subject (the latest stays the reader)."""
+    from benchmarks.spark_data import SUBJECT
+
+    key = {"keytype": "SCHEMA", "subject": SUBJECT, "version": 0, "magic": 1}
+    value = {"subject": SUBJECT, "version": 0, "id": OLDER_ID, "schema": json.dumps(_older_schema())}
+    registry.state.apply(json.dumps(key).encode(), json.dumps(value).encode())
+
+
+def _older_framed(value: dict[str, Any]) -> bytes:
+    import io
+
+    from fastavro import parse_schema, schemaless_writer
+
+    out = io.BytesIO()
+    schemaless_writer(out, parse_schema(_older_schema()), {**value, "legacy": "gone"})
+    return b"\0" + OLDER_ID.to_bytes(4, "big") + out.getvalue()
+
+
 def _best(rounds: int, run: Callable[[], object]) -> float:
     best = float("inf")
     for _ in range(rounds):
@@ -64,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     registry = _registry()
+    _with_older(registry)
     fields = decoded_fields(registry, [TOPIC])
     data_type = to_arrow_schema(StructType(fields), timezone="UTC").field("value_decoded").type
     rows = FramedRows(registry, [plan_from_field(f) for f in fields[:2]], TOPIC)
@@ -83,6 +118,15 @@ def main(argv: list[str] | None = None) -> int:
     text_types = [pa.string(), pa.string()]
     assert text.array_columns(keys, values, headers, text_types)[1].equals(
         text._record_columns(records, text_types)[1])
+    amount = pa.struct([pa.field("amount", pa.int64(), False)])
+    pruned = FramedRows(registry, [plan_from_field(f) for f in fields[:2]], TOPIC, whole={"value": data_type})
+    assert pruned.array_columns(keys, values, headers, [pa.string(), amount])[1].equals(
+        pa.StructArray.from_arrays([reference.field("amount")], fields=[amount.field(0)]))
+    older = [_Row(None, _older_framed(order(n)), []) for n in range(args.records)]
+    older_values = pa.array([r.value for r in older], pa.binary())
+    assert rows.array_columns(keys, older_values, headers, types)[1].equals(reference)
+    assert _column(decoder, older, data_type)[0].equals(reference)
+    assert decoder.arrow_program(data_type, None, OLDER_ID) is not None
     paths: list[tuple[str, Callable[[], object]]] = [
         ("per-row (fastavro, pa.array)", lambda: _column(decoder, records, data_type)),
         ("json-shaped (C renderer, Arrow's JSON reader)", lambda: _fast_column(decoder, records, data_type)),
@@ -90,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
         ("c-arrow from Records (columns)", lambda: rows.columns(records, types)),
         ("JSON text, per row (Records)", lambda: text._record_columns(records, text_types)),
         ("JSON text, c-arrow (array_columns)", lambda: text.array_columns(keys, values, headers, text_types)),
+        ("c-arrow, `amount` shown alone (pruned)",
+         lambda: pruned.array_columns(keys, values, headers, [pa.string(), amount])),
+        ("older version, per-row (fastavro resolves)", lambda: _column(decoder, older, data_type)),
+        ("older version, c-arrow (resolved in C)", lambda: rows.array_columns(keys, older_values, headers, types)),
     ]
     print(f"{args.records:,} values of {data_type}; CPU ns per value, best of {args.rounds}; "
           f"load average {os.getloadavg()[0]:.2f}")

@@ -13,7 +13,7 @@ answers every datum of the schema).
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,8 @@ COLUMNS = {name: code for code, name in enumerate(
     ["bool", "i32", "i64", "f32", "f64", "bin", "dec", "struct", "list", "map"], start=1)}
 OPS = {name: code for code, name in enumerate(
     ["bool", "int", "int_long", "long", "long_millis", "float", "float_double", "double", "string", "bytes",
-     "fixed", "dec_bytes", "dec_fixed", "enum", "record", "array", "map", "union_one", "union_members"], start=1)}
+     "fixed", "dec_bytes", "dec_fixed", "enum", "record", "array", "map", "union_one", "union_members",
+     "int_double", "long_double", "default", "writer_past"], start=1)}
 _HEADER_WORDS = 4  # the root node, the word count, the column count, where the column table starts
 _MAX_WORDS = 1 << 20  # (a named type is compiled at each use: a schema may multiply its nodes)
 _MILLIS = ("timestamp-millis", "local-timestamp-millis")
@@ -111,8 +112,9 @@ class ArrowProgram:
 
 
 class _Compiler:
-    def __init__(self, named: dict[str, Any]) -> None:
+    def __init__(self, named: dict[str, Any], writer: Writer | None = None) -> None:
         self.named = named
+        self.writer = writer
         self.words: list[int] = [0] * _HEADER_WORDS
         self.pool = bytearray()
         self.cols: list[tuple[str, int, int]] = []  # (kind, first child, child count)
@@ -194,6 +196,139 @@ class _Compiler:
             return self.emit(words)
         op = self._leaf(kind, logical, column, schema)
         return self.emit([OPS[op[0]], col, *op[1:]])
+
+    # ---- a writer schema resolved to the reader's (Avro's rules, as fastavro applies them) ----------
+
+    def resolve(self, schema: Any, col: int, full: pa.DataType, wschema: Any,
+                seen: frozenset[str] = frozenset()) -> int:
+        """The node reading a datum of the writer's `wschema` as the reader's `schema` into column `col`
+        (-1: read past). Only what resolves plainly: the same schema; records whose fields are matched
+        by name (a writer's field the reader lacks read past, a reader's field the writer lacks its
+        default, of a kind whose JSON default is the value the per-row path keeps); int -> long,
+        int or long -> double, float -> double. Anything else is the per-row path's (_Unsupported)."""
+        assert self.writer is not None
+        schema = _named(schema, self.named)
+        while isinstance(schema, dict) and isinstance(schema.get("type"), (dict, list)):
+            schema = _named(schema["type"], self.named)
+        wschema = _named(wschema, self.writer.named)
+        while isinstance(wschema, dict) and isinstance(wschema.get("type"), (dict, list)):
+            wschema = _named(wschema["type"], self.writer.named)
+        if self._same(wschema, schema):
+            return self.node(schema, col, full, seen)
+        kind, wkind = _kind(schema), _kind(wschema)
+        logical = (isinstance(schema, dict) and "logicalType" in schema) or \
+            (isinstance(wschema, dict) and "logicalType" in wschema)
+        promoted = {("int", "long"): "int_long", ("int", "double"): "int_double",
+                    ("long", "double"): "long_double", ("float", "double"): "float_double"}.get((wkind, kind))
+        if promoted is not None and not logical:
+            if _column_kind(full) != ("i64" if kind == "long" else "f64"):
+                raise _Unsupported(f"{wkind} -> {kind} into {full}")
+            return self.emit([OPS[promoted], col])
+        if kind in ("array", "map") and wkind == kind:
+            if _column_kind(full) != ("list" if kind == "array" else "map"):
+                raise _Unsupported(kind)
+            inner, winner = ("items", "items") if kind == "array" else ("values", "values")
+            at = self.emit([OPS[kind], col, 0])
+            inner_col = -1 if col < 0 else self.cols[col][1] + (kind == "map")
+            self.words[at + 2] = self.resolve(schema[inner], inner_col,
+                                              full.value_type if kind == "array" else full.item_type,
+                                              wschema[winner], seen)
+            return at
+        if kind in ("record", "error") and wkind in ("record", "error"):
+            return self._resolve_record(schema, col, full, wschema, seen)
+        if kind == wkind == "enum" and _column_kind(full) == "bin" and not schema.get("aliases") \
+                and schema["name"].split(".")[-1] == wschema["name"].split(".")[-1]:
+            # (a writer's symbol as the reader's; one the reader lacks as its default, else declined)
+            symbols = [str(symbol) for symbol in schema["symbols"]]
+            default = schema.get("default")
+            words = [OPS["enum"], col, len(wschema["symbols"])]
+            for symbol in wschema["symbols"]:
+                text = str(symbol) if symbol in symbols else default if default else None
+                if text is None:
+                    words += [0, -1]
+                    continue
+                data = str(text).encode("utf-8")
+                words += [len(self.pool), len(data)]
+                self.pool += data
+            return self.emit(words)
+        raise _Unsupported(f"{wkind} resolved to {kind}")
+
+    def _resolve_record(self, schema: dict[str, Any], col: int, full: pa.DataType, wschema: dict[str, Any],
+                        seen: frozenset[str]) -> int:
+        assert self.writer is not None
+        name = schema["name"]
+        fields, wfields = schema["fields"], wschema["fields"]
+        if (name.split(".")[-1] != wschema["name"].split(".")[-1] or schema.get("aliases") or name in seen
+                or _column_kind(full) != "struct" or len(fields) != full.num_fields
+                or any(f.get("aliases") for f in fields)):
+            raise _Unsupported(f"record {wschema['name']} resolved to {name}")
+        shown = self._shown(col, full)
+        by_name = {f["name"]: i for i, f in enumerate(fields)}
+        nodes: list[int] = []
+        for wfield in wfields:
+            i = by_name.pop(wfield["name"], None)
+            if i is None:  # (the writer's alone: read past as the writer wrote it)
+                nodes.append(self._writer_past(wfield["type"]))
+            else:
+                nodes.append(self.resolve(fields[i]["type"], shown[i], full.field(i).type, wfield["type"],
+                                          seen | {name}))
+        for i in by_name.values():  # (the reader's alone: its default)
+            if shown[i] >= 0:
+                nodes.append(self._default(fields[i], shown[i], full.field(i).type, seen | {name}))
+            elif "default" not in fields[i]:
+                raise _Unsupported(f"no default for {fields[i]['name']}")
+        return self.emit([OPS["record"], col, len(nodes), *nodes])
+
+    def _writer_past(self, wschema: Any) -> int:
+        """A node reading past a datum of the writer's schema (a field the reader lacks, which the per-row
+        path skips rather than reads: avro_arrow.h's OP_WRITER_PAST)."""
+        assert self.writer is not None
+        reader_named = self.named
+        self.named = self.writer.named
+        try:
+            child = self.node(wschema, -1, self.writer.arrow_type(wschema))
+        finally:
+            self.named = reader_named
+        return self.emit([OPS["writer_past"], -1, child])
+
+    def _default(self, field: dict[str, Any], col: int, full: pa.DataType, seen: frozenset[str]) -> int:
+        """A reader field the writer lacks: its default, written as an Avro datum of the field's schema
+        and read by the field's node. Only defaults the per-row path keeps as they are (it takes the
+        JSON default itself, not a datum): null for a union whose first branch is null, an empty array or
+        map, booleans, ints and longs, floats and doubles, strings, with no logical type."""
+        if "default" not in field:
+            raise _Unsupported(f"no default for {field['name']}")
+        value = field["default"]
+        target = _named(field["type"], self.named)
+        branches = target if isinstance(target, list) else None
+        if branches is not None:
+            if value is not None or _kind(_named(branches[0], self.named)) != "null":
+                raise _Unsupported("a union's default")
+            datum = b"\0"  # (branch 0, null)
+        elif _kind(target) in ("array", "map") and value in ([], {}) and type(value) is (
+                list if _kind(target) == "array" else dict):
+            datum = b"\0"  # (no items)
+        else:
+            kind = _kind(target)
+            if (isinstance(target, dict) and "logicalType" in target) or kind not in (
+                    "boolean", "int", "long", "float", "double", "string"):
+                raise _Unsupported(f"a default of {kind}")
+            datum = _datum(kind, value)
+        offset = len(self.pool)
+        self.pool += datum
+        at = self.emit([OPS["default"], col, offset, len(datum), 0])
+        self.words[at + 4] = self.node(field["type"], col, full, seen)
+        return at
+
+    def _same(self, wschema: Any, schema: Any) -> bool:
+        """Whether the writer's schema is the reader's (named types expanded, docs aside), and reads as
+        the reader's under resolution too: no union of it has a branch an earlier one would take
+        (fastavro gives a writer's branch the first reader branch it resolves to: int to long...)."""
+        assert self.writer is not None
+        try:
+            return _expanded(wschema, self.writer.named, frozenset()) == _expanded(schema, self.named, frozenset())
+        except _Unsupported:
+            return False
 
     def _shown(self, col: int, full: pa.DataType) -> list[int]:
         """Per field of the struct type `full`: the child column of `col` showing it (the struct's fields,
@@ -293,17 +428,97 @@ class _Compiler:
         return struct.pack(f"<{len(self.words)}i", *self.words) + bytes(self.pool)
 
 
+@dataclass(frozen=True)
+class Writer:
+    """A writer schema to resolve to the reader's: parsed as the reader is, with its named types, and
+    how the Spark typing gives a schema of it an Arrow type (for a writer's field the reader lacks)."""
+
+    schema: Any
+    named: dict[str, Any]
+    arrow_type: Callable[[Any], pa.DataType]
+
+
+_PROMOTABLE = {"int": {"long", "float", "double"}, "long": {"float", "double"}, "float": {"double"},
+               "string": {"bytes"}, "bytes": {"string"}}
+
+
+def _expanded(schema: Any, named: dict[str, Any], seen: frozenset[str]) -> Any:
+    """`schema` with its named types written out and docs dropped, comparable with ==; _Unsupported
+    for a recursive one, or a union one of whose branches an earlier branch would take."""
+    schema = _named(schema, named)
+    if isinstance(schema, list):
+        branches = [_named(b, named) for b in schema]
+        for j, later in enumerate(branches):
+            if any(_takes(earlier, later) for earlier in branches[:j]):
+                raise _Unsupported("a union a writer's branch may resolve to another branch of")
+        return [_expanded(b, named, seen) for b in schema]
+    if not isinstance(schema, dict):
+        return schema
+    name = schema.get("name")
+    if isinstance(name, str) and schema.get("type") in ("record", "error", "enum", "fixed"):
+        if name in seen:
+            raise _Unsupported(f"recursive {name}")
+        seen = seen | {name}
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "doc":
+            continue
+        if key in ("type", "items", "values"):
+            out[key] = _expanded(value, named, seen)
+        elif key == "fields":
+            out[key] = [{k: (_expanded(v, named, seen) if k == "type" else v) for k, v in f.items() if k != "doc"}
+                        for f in value]
+        else:
+            out[key] = value
+    return out
+
+
+def _takes(earlier: Any, later: Any) -> bool:
+    """Whether fastavro may resolve a writer's `later` branch to a reader's `earlier` one (match_types:
+    the same kind, a promotion, named types by their unqualified names or aliases)."""
+    kind, later_kind = _kind(earlier), _kind(later)
+    if isinstance(earlier, dict) and isinstance(later, dict) and "name" in earlier and "name" in later:
+        names = {str(later["name"]), str(later["name"]).split(".")[-1]}
+        return str(earlier["name"]).split(".")[-1] in names or bool(names & set(earlier.get("aliases") or ()))
+    return kind == later_kind or kind in _PROMOTABLE.get(later_kind, ())
+
+
+def _datum(kind: str, value: Any) -> bytes:
+    """A JSON default of a primitive kind as its Avro binary datum."""
+    if kind == "boolean" and isinstance(value, bool):
+        return b"\1" if value else b"\0"
+    if kind in ("int", "long") and isinstance(value, int) and not isinstance(value, bool):
+        bits = 32 if kind == "int" else 64
+        if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+            raise _Unsupported("a default out of range")
+        z = ((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1)
+        out = bytearray()
+        while z > 0x7F:
+            out.append((z & 0x7F) | 0x80)
+            z >>= 7
+        out.append(z)
+        return bytes(out)
+    if kind in ("float", "double") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return struct.pack("<f" if kind == "float" else "<d", float(value))
+    if kind == "string" and isinstance(value, str):
+        data = value.encode("utf-8")
+        return _datum("long", len(data)) + data
+    raise _Unsupported(f"a default {value!r} of {kind}")
+
+
 def compile_arrow_program(schema: Any, named: dict[str, Any], target: pa.DataType,
-                          shown: pa.DataType | None = None) -> ArrowProgram | None:
+                          shown: pa.DataType | None = None, writer: Writer | None = None) -> ArrowProgram | None:
     """The program reading datums of `schema` (parsed with Spark's logical types) into a column of
     `target` (the Arrow type of `avro_type(schema)`), or None where the per-row path keeps them all.
 
     `shown`: the part of `target` a query reads (Spark's pruned schema: structs with some of their
-    fields, in order): the column is of that type, and the fields it leaves out are read past."""
-    compiler = _Compiler(named)
+    fields, in order): the column is of that type, and the fields it leaves out are read past.
+    `writer`: the datums are of this writer schema, resolved to `schema` (Compiler.resolve)."""
+    compiler = _Compiler(named, writer)
     try:
         col = compiler.column(target if shown is None else shown)
-        root = compiler.node(schema, col, target)
+        root = compiler.node(schema, col, target) if writer is None else compiler.resolve(schema, col, target,
+                                                                                          writer.schema)
     except (_Unsupported, KeyError, TypeError, ValueError, RecursionError):
         return None
     if len(compiler.words) + 4 * len(compiler.cols) >= _MAX_WORDS:

@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import DataType, StringType, StructField
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from kfs.registry.avro import AvroDatumError, AvroSchemaError
 from kfs.registry.avro_arrow import avro_arrow_decode, avro_arrow_program, avro_text_column
-from kfs.registry.avro_arrow_program import ArrowProgram, compile_arrow_program
+from kfs.registry.avro_arrow_program import ArrowProgram, Writer, compile_arrow_program
 from kfs.registry.decode import PayloadError, Registry
 from kfs.registry.lines import KEY_HEADER, VALUE_HEADER, framed
 from kfs.registry.protobuf import ProtobufPayloadError, message_indexes
@@ -143,7 +144,7 @@ class PartDecoder:
         # kfs/_native/csrc/registry/avro_arrow.c's path: the reader schema as parsed for typing, and its
         # programs by the column's Arrow type (None: the schema has none)
         self._typing: ParsedAvro | None = None
-        self._arrow: dict[tuple[pa.DataType, pa.DataType], tuple[object, ArrowProgram] | None] = {}
+        self._arrow: dict[tuple[pa.DataType, pa.DataType, int | None], tuple[object, ArrowProgram] | None] = {}
         if plan.kind == "AVRO" and plan.schema_id is not None:
             reader = registry.state.by_id[plan.schema_id]
             references = registry._reference_texts(reader)
@@ -196,22 +197,46 @@ class PartDecoder:
         except Exception as e:
             return None, self._error(data, header, ValueError(f"{type(e).__name__}: {e}"))
 
-    def arrow_program(self, data_type: pa.DataType, shown: pa.DataType | None = None
-                      ) -> tuple[object, ArrowProgram] | None:
+    def arrow_program(self, data_type: pa.DataType, shown: pa.DataType | None = None,
+                      writer_id: int | None = None) -> tuple[object, ArrowProgram] | None:
         """The compiled decoder's program for a column of `data_type` (checked by the C module), or None
         (not built, not an Avro reader schema, a schema the decoder has no layout for). `shown`: the
-        part of `data_type` the query reads (kfs.spark.pruning), the column's type; the rest is read past."""
+        part of `data_type` the query reads (kfs.spark.pruning), the column's type; the rest is read past.
+        `writer_id`: for values written with that (older) version, resolved to the reader schema."""
         shown = data_type if shown is None else shown
-        if (data_type, shown) in self._arrow:
-            return self._arrow[data_type, shown]
+        if writer_id == self.plan.schema_id:
+            writer_id = None
+        key = (data_type, shown, writer_id)
+        if key in self._arrow:
+            return self._arrow[key]
         found = None
         if self._typing is not None and avro_arrow_program is not None and self.plan.schema_id:
-            compiled = compile_arrow_program(self._typing.schema, self._typing.named, data_type,
-                                             None if shown.equals(data_type) else shown)
+            writer = self._writer(writer_id) if writer_id is not None else None
+            compiled = None
+            if writer_id is None or writer is not None:
+                compiled = compile_arrow_program(self._typing.schema, self._typing.named, data_type,
+                                                 None if shown.equals(data_type) else shown, writer)
             if compiled is not None:
                 found = (avro_arrow_program(compiled.program), compiled)
-        self._arrow[data_type, shown] = found
+        self._arrow[key] = found
         return found
+
+    def _writer(self, schema_id: int) -> Writer | None:
+        """Schema `schema_id` as a writer to resolve to the reader schema (None: not an Avro schema of
+        the registry, or one that does not parse)."""
+        version = self.registry.state.by_id.get(schema_id)
+        if version is None or version.type != "AVRO":
+            return None
+        try:
+            parsed = parse_avro(version.schema, self.registry._reference_texts(version))
+        except (AvroSchemaError, PayloadError):
+            return None
+
+        def arrow_type(schema: Any) -> pa.DataType:
+            spark_type = avro_type(schema, parsed.named)[0]
+            return to_arrow_schema(StructType([StructField("t", spark_type)]), timezone="UTC").field(0).type
+
+        return Writer(parsed.schema, parsed.named, arrow_type)
 
     def _json_renderer(self, framing: bytes) -> Any:
         """The renderer of the Avro schema a 4-byte id names, or False (not Avro, not known, id 0)."""
@@ -518,26 +543,77 @@ def _arrow_column(decoder: PartDecoder, data: pa.Array, skip: bytes | None,
         return None
     n = len(data)
     validity, offsets, body = data.buffers()
-    prefix = b"\0" + decoder.plan.schema_id.to_bytes(4, "big")
-    status, columns = avro_arrow_decode(program, prefix, n, validity, offsets if offsets is not None else b"\0" * 4,
-                                        body if body is not None else b"", data.offset, skip)
-    array = compiled.build(columns)
-    declined = np.flatnonzero(np.frombuffer(status, dtype=np.uint8))
-    if not len(declined):
-        return array, pa.nulls(n, pa.string())
+    buffers = (validity, offsets if offsets is not None else b"\0" * 4, body if body is not None else b"",
+               data.offset, skip)
+    status, columns = avro_arrow_decode(program, _prefix(decoder.plan.schema_id), n, *buffers)
+    arrays = [compiled.build(columns)]
+    indices = np.arange(n, dtype=np.int64)
+    declined = np.frombuffer(status, dtype=np.uint8).astype(bool)
+    for writer_id in _other_ids(data, declined, decoder.plan.schema_id):  # (older versions, resolved in C)
+        other = decoder.arrow_program(data_type, shown, writer_id)
+        if other is None:
+            continue
+        status, columns = avro_arrow_decode(other[0], _prefix(writer_id), n, *buffers)
+        decoded = declined & (np.frombuffer(status, dtype=np.uint8) == 0)
+        indices[decoded] += n * len(arrays)
+        declined &= ~decoded
+        arrays.append(other[1].build(columns))
+    if not declined.any():
+        return _taken(arrays, indices), pa.nulls(n, pa.string())
     why: list[str | None] = [None] * n
     slow: list[object] = []
-    indices = np.arange(n, dtype=np.int64)
-    for i in declined.tolist():
+    for i in np.flatnonzero(declined).tolist():
         value, error = decoder.decode(data[i].as_py(), headers_of(i))
         why[i] = error
         if value is not None:  # (else the decoder's null placeholder stays)
-            indices[i] = n + len(slow)
+            indices[i] = n * len(arrays) + len(slow)
             slow.append(value)
     errors = pa.array(why, pa.string())
-    if not slow:
-        return array, errors
-    return pa.concat_arrays([array, project_array(pa.array(slow, data_type), shown)]).take(pa.array(indices)), errors
+    if slow:
+        arrays.append(project_array(pa.array(slow, data_type), shown))
+    return _taken(arrays, indices), errors
+
+
+def _prefix(schema_id: int) -> bytes:
+    """Confluent's framing of a value written with `schema_id`: byte 0, the id (4 bytes, big-endian)."""
+    return b"\0" + schema_id.to_bytes(4, "big")
+
+
+def _taken(arrays: list[pa.Array], indices: np.ndarray) -> pa.Array:
+    """Row i from `indices[i]` of the arrays laid end to end (each but the last of the batch's length)."""
+    n = len(indices)
+    if len(arrays) == 1:
+        return arrays[0]
+    whole = indices[0] // n if n else 0
+    if whole < len(arrays) and len(arrays[whole]) == n and (indices == np.arange(n) + whole * n).all():
+        return arrays[whole]  # (a batch of one writer's values: that decoder's column as it is)
+    return pa.concat_arrays(arrays).take(pa.array(indices))
+
+
+_MAX_WRITERS = 8  # (older versions a batch is resolved for in C; values of any more go the per-row path)
+
+
+def _other_ids(data: pa.Array, declined: np.ndarray, reader_id: int) -> list[int]:
+    """The schema ids (other than the reader's) framing the declined values of a binary array (byte 0
+    and a 4-byte id), most frequent first."""
+    if not declined.any():
+        return []
+    _, offsets, body = data.buffers()
+    if offsets is None or body is None or not body.size:
+        return []
+    starts = np.frombuffer(offsets, dtype=np.int32)[data.offset:data.offset + len(data) + 1]
+    raw = np.frombuffer(body, dtype=np.uint8)
+    rows = np.flatnonzero(declined & (np.diff(starts) >= 5))
+    if not len(rows):
+        return []
+    at = starts[rows]
+    rows = rows[raw[at] == 0]
+    at = starts[rows]
+    ids = (raw[at + 1].astype(np.int64) << 24) | (raw[at + 2].astype(np.int64) << 16) | \
+        (raw[at + 3].astype(np.int64) << 8) | raw[at + 4].astype(np.int64)
+    found, counts = np.unique(ids, return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    return [int(i) for i in found[order] if int(i) != reader_id][:_MAX_WRITERS]
 
 
 def _column(decoder: PartDecoder, records: Sequence[Any], data_type: pa.DataType) -> tuple[pa.Array, pa.Array]:

@@ -51,6 +51,7 @@ typedef struct {
     const uint8_t *p, *end;
     int64_t items;
     int nomem;
+    int writer_past; /* within an OP_WRITER_PAST node */
 } astate;
 
 enum { OK = AVRO_OK, DECLINE = AVRO_DECLINE };
@@ -281,7 +282,7 @@ decode_blocks(astate *s, column *c, int32_t child, int is_map, int depth)
             break;
         if (count < 0) {
             int64_t size;
-            if (count == INT64_MIN || read_long(s, &size) < 0)
+            if (count == INT64_MIN || s->writer_past || read_long(s, &size) < 0) /* (skipped by its size there) */
                 goto done;
             count = -count;
         }
@@ -337,9 +338,14 @@ skip(astate *s, const int32_t *w, int depth)
         s->p++;
         return OK;
     case AOP_INT:
-    case AOP_INT_LONG: {
+    case AOP_INT_LONG:
+    case AOP_INT_DOUBLE: {
         int32_t v;
         return read_int(s, &v);
+    }
+    case AOP_LONG_DOUBLE: {
+        int64_t v;
+        return read_long(s, &v);
     }
     case AOP_LONG:
     case AOP_LONG_MILLIS: {
@@ -381,7 +387,7 @@ skip(astate *s, const int32_t *w, int depth)
     }
     case AOP_ENUM: {
         int32_t i;
-        return read_int(s, &i) < 0 || i < 0 || i >= w[2] ? DECLINE : OK;
+        return read_int(s, &i) < 0 || i < 0 || i >= w[2] || w[4 + 2 * i] < 0 ? DECLINE : OK;
     }
     case AOP_RECORD:
         for (int32_t i = 0; i < w[2]; i++)
@@ -391,6 +397,12 @@ skip(astate *s, const int32_t *w, int depth)
     case AOP_ARRAY:
     case AOP_MAP:
         return decode_blocks(s, NULL, w[2], w[0] == AOP_MAP, depth);
+    case AOP_WRITER_PAST: {
+        s->writer_past++;
+        const int rc = decode(s, w[2], depth);
+        s->writer_past--;
+        return rc;
+    }
     case AOP_UNION_ONE:
     case AOP_UNION_MEMBERS: {
         int32_t i;
@@ -445,6 +457,32 @@ decode(astate *s, int32_t node, int depth)
             return DECLINE;
         return put_bytes(s, &c->vals, &v, 8);
     }
+    case AOP_INT_DOUBLE:
+    case AOP_LONG_DOUBLE: {
+        int64_t v;
+        if (w[0] == AOP_INT_DOUBLE) {
+            int32_t i;
+            if (read_int(s, &i) < 0)
+                return DECLINE;
+            v = i;
+        }
+        else if (read_long(s, &v) < 0)
+            return DECLINE;
+        const double x = (double)v; /* (as pyarrow makes a Python int a double: rounded to nearest) */
+        if (begin(s, c) < 0)
+            return DECLINE;
+        return put_bytes(s, &c->vals, &x, 8);
+    }
+    case AOP_DEFAULT: {
+        const uint8_t *p = s->p, *end = s->end;
+        s->p = (const uint8_t *)s->P->pool + w[2];
+        s->end = s->p + w[3];
+        const int rc = decode(s, w[4], depth);
+        const int whole = s->p == s->end;
+        s->p = p;
+        s->end = end;
+        return rc == OK && whole ? OK : DECLINE;
+    }
     case AOP_FLOAT:
     case AOP_FLOAT_DOUBLE: {
         if (s->end - s->p < 4)
@@ -489,7 +527,7 @@ decode(astate *s, int32_t node, int depth)
     }
     case AOP_ENUM: {
         int32_t i;
-        if (read_int(s, &i) < 0 || i < 0 || i >= w[2])
+        if (read_int(s, &i) < 0 || i < 0 || i >= w[2] || w[4 + 2 * i] < 0) /* (-1: not a reader's symbol) */
             return DECLINE;
         return put_binary(s, c, (const uint8_t *)s->P->pool + w[3 + 2 * i], w[4 + 2 * i]);
     }
@@ -604,7 +642,16 @@ check_node(const aprogram *P, int32_t i, int depth)
         return WRITES(ACOL_F32);
     case AOP_FLOAT_DOUBLE:
     case AOP_DOUBLE:
+    case AOP_INT_DOUBLE:
+    case AOP_LONG_DOUBLE:
         return WRITES(ACOL_F64);
+    case AOP_WRITER_PAST:
+        return past && room >= 3 && check_node(P, w[2], depth + 1) && node_column(P, w[2]) == -1;
+    case AOP_DEFAULT: /* (a column the reader shows: never read past) */
+        if (past || room < 5 || w[2] < 0 || w[3] < 0 || (Py_ssize_t)w[2] + w[3] > P->pool_len ||
+            !check_node(P, w[4], depth + 1))
+            return 0;
+        return node_column(P, w[4]) == w[1];
     case AOP_STRING:
     case AOP_BYTES:
         return WRITES(ACOL_BIN);
@@ -619,6 +666,8 @@ check_node(const aprogram *P, int32_t i, int depth)
             return 0;
         for (int32_t k = 0; k < w[2]; k++) {
             const int32_t off = w[3 + 2 * k], len = w[4 + 2 * k];
+            if (len == -1 && off == 0) /* (a writer's symbol the reader lacks: declined) */
+                continue;
             if (off < 0 || len < 0 || (Py_ssize_t)off + len > P->pool_len)
                 return 0;
         }
@@ -633,8 +682,11 @@ check_node(const aprogram *P, int32_t i, int depth)
             const int32_t child = node_column(P, w[3 + k]);
             if (child == -1)
                 continue;
-            if (past || shown >= col[2] || child != col[1] + shown)
+            if (past || child < col[1] || child >= col[1] + col[2])
                 return 0;
+            for (int32_t j = 0; j < k; j++) /* (each child written once) */
+                if (node_column(P, w[3 + j]) == child)
+                    return 0;
             shown++;
         }
         return past || shown == col[2];

@@ -12,16 +12,24 @@
  *   OP_FIXED, OP_DEC_BYTES    a size (fixed) or the precision (decimal in bytes)
  *   OP_DEC_FIXED              size, precision
  *   OP_ENUM                   n, then n times (offset, length) of the symbol's UTF-8 in the text pool
- *                             (the pool follows the words)
- *   OP_RECORD                 n, then n child nodes (one per field of the record, in order)
+ *                             (the pool follows the words); (0, -1): a writer's symbol the reader
+ *                             lacks, declined
+ *   OP_RECORD                 n, then n child nodes (a field's, or a default's: see below)
  *   OP_ARRAY, OP_MAP          the items' (values') node
  *   OP_UNION_ONE              n, then n nodes, -1 for the null branch (all non-null ones write `column`)
  *   OP_UNION_MEMBERS          n, then n times (member, node), member -1 for the null branch: the value
  *                             goes to child column `member` of the struct column, the others null
  *                             (member -2: a member the query does not show, read past).
+ *   OP_INT_DOUBLE, OP_LONG_DOUBLE nothing more (a writer's int or long promoted to the reader's double)
+ *   OP_DEFAULT                (offset, length) of a datum in the pool, then the node reading it: a
+ *                             reader field the writer schema lacks, its default (schema resolution)
+ *   OP_WRITER_PAST            the node (of column -1) reading past a writer's field the reader lacks,
+ *                             which Avro's readers skip rather than read: an array or map block given
+ *                             with its size in bytes is skipped by that size there, so it is declined
  * A node of column -1 writes nothing: its datum is read past, checked as it would be decoded (a field
- * a query prunes: Spark asked for the struct's other fields). A record's n nodes then write its
- * struct's children in order, a node of column -1 for each field not shown. */
+ * a query prunes: Spark asked for the struct's other fields). A record's n nodes write each child of its
+ * struct once, in any order (a writer's field order, when the program resolves a writer schema to the
+ * reader's), a node of column -1 for each field not shown or not the reader's. */
 
 #ifndef KFS_AVRO_ARROW_H
 #define KFS_AVRO_ARROW_H
@@ -61,6 +69,10 @@ enum { /* nodes: what is read, into which column */
     AOP_MAP,
     AOP_UNION_ONE,
     AOP_UNION_MEMBERS,
+    AOP_INT_DOUBLE,  /* int -> float64 (a writer's int read as the reader's double) */
+    AOP_LONG_DOUBLE, /* long -> float64 */
+    AOP_DEFAULT,     /* a reader field the writer lacks: its default, an Avro datum in the pool, read by a node */
+    AOP_WRITER_PAST, /* a writer's field the reader lacks: its node read past, declined on a sized block */
 };
 
 #endif /* KFS_AVRO_ARROW_H */
