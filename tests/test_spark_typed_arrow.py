@@ -527,17 +527,25 @@ def test_mutated_programs_are_refused_or_stay_in_bounds(rnd: random.Random) -> N
         parsed = parse_schema(json.loads(json.dumps(reader)), named_schemas=named)
     except Exception:
         reject()
-    registry = Registry(_state([(7, reader)]))
+    writer = evolve(rnd, reader, SparkSchemas(random.Random(rnd.random()))) if rnd.random() < 0.5 else None
+    try:
+        wnamed: dict[str, Any] = {}
+        wparsed = parse_schema(json.loads(json.dumps(writer)), named_schemas=wnamed) if writer else parsed
+    except Exception:
+        reject()
+    registry = Registry(_state([(3, writer or reader), (7, reader)]))
     if isinstance(decoded_fields(registry, ["t"])[1].dataType, StringType):
         reject()
     rows, types = typed_rows(registry, "t")
-    found = rows.parts[1].arrow_program(types[1], pruned(rnd, types[1], top=rnd.random() < 0.7))
+    writer_id = 3 if writer else 7  # (a program resolving an older version, or the reader's own)
+    found = rows.parts[1].arrow_program(types[1], pruned(rnd, types[1], top=rnd.random() < 0.7), writer_id)
     if found is None:
         reject()
-    values = SparkValues(rnd, named)
-    datums = [d for d in (_write(parsed, values.value(parsed, 0)) for _ in range(4)) if d is not None]
-    data = pa.array([b"\0\0\0\0\7" + d for d in datums] + [b"\0\0\0\0\7" + mutate(rnd, d) for d in datums],
-                    pa.binary())
+    event("resolving" if writer else "the reader's")
+    values = SparkValues(rnd, wnamed if writer else named)
+    datums = [d for d in (_write(wparsed, values.value(wparsed, 0)) for _ in range(4)) if d is not None]
+    prefix = bytes([0, 0, 0, 0, writer_id])
+    data = pa.array([prefix + d for d in datums] + [prefix + mutate(rnd, d) for d in datums], pa.binary())
     validity, offsets, body = data.buffers()
     assert avro_arrow_program is not None
     words = bytearray(found[1].program)
@@ -552,7 +560,7 @@ def test_mutated_programs_are_refused_or_stay_in_bounds(rnd: random.Random) -> N
         event("refused")
         return
     event("accepted")
-    status, columns = avro_arrow_decode(program, b"\0\0\0\0\7", len(data), validity, offsets, body or b"", 0, None)
+    status, columns = avro_arrow_decode(program, prefix, len(data), validity, offsets, body or b"", 0, None)
     assert len(status) == len(data) and columns[0][0] == len(data)
     for length, valid, _values, _data in columns:
         assert length >= 0 and len(valid) == (length + 7) // 8
