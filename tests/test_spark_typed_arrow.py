@@ -467,6 +467,31 @@ def test_older_versions_resolved_in_c_equal_the_per_row_path(rnd: random.Random)
         assert [s for s, o in zip(status, own_status, strict=True) if o == 0] == [0] * list(own_status).count(0)
 
 
+def test_a_default_the_per_row_path_converts_keeps_that_writer_there_even_unread() -> None:
+    """A reader field the writer lacks whose default the per-row path converts (bytes, from a JSON
+    string) leaves that writer's values to it, read or not; one it keeps as it is (a long) does not."""
+    writer = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "int"}]}
+    reader = {"type": "record", "name": "R", "fields": [
+        {"name": "n", "type": "long"}, {"name": "b", "type": "bytes", "default": "\u00ff"}]}
+    registry = Registry(_state([(3, writer), (7, reader)]))
+    fields = decoded_fields(registry, ["t"])
+    whole_rows, types = typed_rows(registry, "t")
+    shown = pa.struct([pa.field("n", pa.int64(), False)])
+    rows = FramedRows(registry, [plan_from_field(f) for f in fields[:2]], "t", whole={"value": types[1]})
+    assert rows.parts[1].arrow_program(types[1], shown, 3) is None
+    assert rows.parts[1].arrow_program(types[1], shown) is not None
+    records = [_Row(None, b"\0\0\0\0\3\x04", []), _Row(None, b"\0\0\0\0\7\x06\x02\x01", [])]
+    got = rows.array_columns(*arrays(records), [types[0], shown])
+    assert got[1].to_pylist() == [{"n": 2}, {"n": 3}] and got[3].to_pylist() == [None, None]
+    whole = whole_rows.array_columns(*arrays(records), types)
+    assert project_array(whole[1], shown).to_pylist() == got[1].to_pylist() and whole[1][1].as_py()["b"] == b"\x01"
+    kept = {**reader, "fields": [reader["fields"][0], {"name": "m", "type": "long", "default": 5}]}
+    registry = Registry(_state([(3, writer), (7, kept)]))
+    rows, types = typed_rows(registry, "t")
+    assert rows.parts[1].arrow_program(types[1], None, 3) is not None
+    assert rows.array_columns(*arrays(records[:1]), types)[1].to_pylist() == [{"n": 2, "m": 5}]
+
+
 def test_declined_datums_keep_the_per_row_paths_values() -> None:
     """A map key given twice (a dict keeps the last value at the first place) and a decimal wider than
     its precision (fastavro rounds it) are declined, and the column still equals the per-row path's."""

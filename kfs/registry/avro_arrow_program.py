@@ -272,11 +272,12 @@ class _Compiler:
             else:
                 nodes.append(self.resolve(fields[i]["type"], shown[i], full.field(i).type, wfield["type"],
                                           seen | {name}))
-        for i in by_name.values():  # (the reader's alone: its default)
+        for i in by_name.values():  # (the reader's alone: its default; one not shown is still one the
+            # per-row path takes as it is, or that path, converting it, could fail where this would not)
             if shown[i] >= 0:
                 nodes.append(self._default(fields[i], shown[i], full.field(i).type, seen | {name}))
-            elif "default" not in fields[i]:
-                raise _Unsupported(f"no default for {fields[i]['name']}")
+            else:
+                self._default_datum(fields[i])
         return self.emit([OPS["record"], col, len(nodes), *nodes])
 
     def _writer_past(self, wschema: Any) -> int:
@@ -296,6 +297,15 @@ class _Compiler:
         and read by the field's node. Only defaults the per-row path keeps as they are (it takes the
         JSON default itself, not a datum): null for a union whose first branch is null, an empty array or
         map, booleans, ints and longs, floats and doubles, strings, with no logical type."""
+        datum = self._default_datum(field)
+        offset = len(self.pool)
+        self.pool += datum
+        at = self.emit([OPS["default"], col, offset, len(datum), 0])
+        self.words[at + 4] = self.node(field["type"], col, full, seen)
+        return at
+
+    def _default_datum(self, field: dict[str, Any]) -> bytes:
+        """A reader field's default as an Avro datum of its schema (_default says which are taken)."""
         if "default" not in field:
             raise _Unsupported(f"no default for {field['name']}")
         value = field["default"]
@@ -314,11 +324,7 @@ class _Compiler:
                     "boolean", "int", "long", "float", "double", "string"):
                 raise _Unsupported(f"a default of {kind}")
             datum = _datum(kind, value)
-        offset = len(self.pool)
-        self.pool += datum
-        at = self.emit([OPS["default"], col, offset, len(datum), 0])
-        self.words[at + 4] = self.node(field["type"], col, full, seen)
-        return at
+        return datum
 
     def _same(self, wschema: Any, schema: Any) -> bool:
         """Whether the writer's schema is the reader's (named types expanded, docs aside), and reads as
