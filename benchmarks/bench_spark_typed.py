@@ -53,8 +53,9 @@ OLDER_ID = 9  # (an older version of the subject: `amount` an int, and a `legacy
 def _older_schema() -> dict[str, Any]:
     from benchmarks.spark_data import ORDER
 
-    fields = [dict(f, type="int") if f["name"] == "amount" else f for f in ORDER["fields"]]
-    return {**ORDER, "fields": [*fields, {"name": "legacy", "type": "string"}]}
+    latest: dict[str, Any] = ORDER
+    fields = [{**f, "type": "int"} if f["name"] == "amount" else f for f in latest["fields"]]
+    return {**latest, "fields": [*fields, {"name": "legacy", "type": "string"}]}
 
 
 def _with_older(registry: Any) -> None:
