@@ -512,20 +512,22 @@ FLAT_V2 = {"type": "record", "name": "Tick", "namespace": "t", "fields": [
     {"name": "day", "type": ["null", {"type": "int", "logicalType": "date"}], "default": None}]}
 
 
+def framed_datum(schema_id: int, schema: dict, value: dict) -> bytes:
+    """`value` as a registry-framed Avro datum of `schema` (byte 0, the id, the datum)."""
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), value)
+    return b"\0" + schema_id.to_bytes(4, "big") + out.getvalue()
+
+
+def jackson(obj: dict) -> bytes:
+    """JSON as the schema registry (Jackson) writes its `_schemas` records."""
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
 def flat_logdir(root: Path) -> str:
     """A topic `ticks` whose latest subject version is JSON-shaped, with records of both versions, one
     cut short, one not framed, and one whose double is NaN (text Arrow does not parse as a number)."""
-    import io as _io
-
     from conftest import v2_batch, write_segment
-
-    def framed_datum(schema_id: int, schema: dict, value: dict) -> bytes:
-        out = _io.BytesIO()
-        fastavro.schemaless_writer(out, fastavro.parse_schema(schema), value)
-        return b"\0" + schema_id.to_bytes(4, "big") + out.getvalue()
-
-    def jackson(obj: dict) -> bytes:
-        return json.dumps(obj, separators=(",", ":")).encode()
 
     v2 = {"n": 3, "who": "c\u00e9", "x": -2.25, "kind": "B", "tags": [1, -2], "at": {"f": 0.1}, "maybe": "m",
           "either": {"f": 2.5}, "ts": dt.datetime(2025, 11, 27, 12, 0, 0, 123000, tzinfo=dt.timezone.utc),
@@ -602,14 +604,6 @@ def shared_logdir(root: Path) -> str:
     registry gives both subjects its id, 2), `tacks` at FLAT_V1 (id 1), two partitions of `ticks`."""
     from conftest import v2_batch, write_segment
 
-    def framed(schema_id: int, schema: dict, value: dict) -> bytes:
-        out = io.BytesIO()
-        fastavro.schemaless_writer(out, fastavro.parse_schema(schema), value)
-        return b"\0" + schema_id.to_bytes(4, "big") + out.getvalue()
-
-    def jackson(obj: dict) -> bytes:
-        return json.dumps(obj, separators=(",", ":")).encode()
-
     v2 = {"n": 3, "who": "x", "x": 0.5, "kind": "B", "tags": [1], "at": {"f": 1.5}, "maybe": None,
           "either": 7, "ts": 0, "day": None}
     subjects = [("ticks-value", 1, 1, FLAT_V1), ("ticks-value", 2, 2, FLAT_V2), ("tocks-value", 1, 2, FLAT_V2),
@@ -620,10 +614,10 @@ def shared_logdir(root: Path) -> str:
                 for subject, version, schema_id, schema in subjects]
     partitions = {
         "_schemas-0": registry,
-        "ticks-0": [(b"a", framed(1, FLAT_V1, {"n": 1, "who": "a"})), (b"b", framed(2, FLAT_V2, v2))],
-        "ticks-1": [(b"c", framed(2, FLAT_V2, {**v2, "n": 4}))],
-        "tocks-0": [(b"d", framed(2, FLAT_V2, {**v2, "n": 5, "who": "tock"})), (b"e", b"not framed")],
-        "tacks-0": [(b"f", framed(1, FLAT_V1, {"n": 6, "who": "tack"}))],
+        "ticks-0": [(b"a", framed_datum(1, FLAT_V1, {"n": 1, "who": "a"})), (b"b", framed_datum(2, FLAT_V2, v2))],
+        "ticks-1": [(b"c", framed_datum(2, FLAT_V2, {**v2, "n": 4}))],
+        "tocks-0": [(b"d", framed_datum(2, FLAT_V2, {**v2, "n": 5, "who": "tock"})), (b"e", b"not framed")],
+        "tacks-0": [(b"f", framed_datum(1, FLAT_V1, {"n": 6, "who": "tack"}))],
     }
     logdir = root / "shared"
     logdir.mkdir()

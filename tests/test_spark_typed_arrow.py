@@ -285,6 +285,22 @@ def test_compiled_columns_equal_the_per_row_path(rnd: random.Random) -> None:
         [d for d in written if d in unmutated]), reader
 
 
+def random_record(rnd: random.Random, most: int) -> dict[str, Any]:
+    """A record `Top` of 1 to `most` fields of random schemas (SparkSchemas)."""
+    schemas = SparkSchemas(rnd)
+    return {"type": "record", "name": "Top",
+            "fields": [{"name": f"f{i}", "type": schemas.schema(1)} for i in range(rnd.randint(1, most))]}
+
+
+def parsed_or_reject(schema: Any) -> tuple[Any, dict[str, Any]]:
+    """`schema` parsed by fastavro, and its named types; a schema fastavro refuses is no example."""
+    named: dict[str, Any] = {}
+    try:
+        return parse_schema(json.loads(json.dumps(schema)), named_schemas=named), named
+    except Exception:
+        reject()
+
+
 def pruned(rnd: random.Random, t: pa.DataType, top: bool = False) -> pa.DataType:
     """A type Spark could prune `t` to: some of a struct's fields, in order, each pruned too (`top`: at
     least one field left out where there are two)."""
@@ -307,14 +323,8 @@ def test_pruned_columns_equal_the_whole_columns_cut_down(rnd: random.Random) -> 
     reads the others past, and the column and its errors equal the whole column's, cut down to those
     fields (kfs.spark.pruning.project_array), row for row: a datum that fails in a field not read is
     declined and fails as it did."""
-    schemas = SparkSchemas(rnd)
-    reader = {"type": "record", "name": "Top",
-              "fields": [{"name": f"f{i}", "type": schemas.schema(1)} for i in range(rnd.randint(1, 5))]}
-    try:
-        named: dict[str, Any] = {}
-        parsed = parse_schema(json.loads(json.dumps(reader)), named_schemas=named)
-    except Exception:
-        reject()
+    reader = random_record(rnd, 5)
+    parsed, named = parsed_or_reject(reader)
     registry = Registry(_state([(7, reader)]))
     fields = decoded_fields(registry, ["t"])
     if isinstance(fields[1].dataType, StringType):
@@ -412,17 +422,10 @@ def test_older_versions_resolved_in_c_equal_the_per_row_path(rnd: random.Random)
     to the reader schema by the compiled decoder equal the per-row path's (fastavro's resolution), row
     for row and error for error, whole and pruned; the writer's own datums are the compiled decoder's
     when its program compiles."""
-    schemas = SparkSchemas(rnd)
-    reader = {"type": "record", "name": "Top",
-              "fields": [{"name": f"f{i}", "type": schemas.schema(1)} for i in range(rnd.randint(1, 5))]}
+    reader = random_record(rnd, 5)
     writer = evolve(rnd, reader, SparkSchemas(random.Random(rnd.random())))
-    try:
-        named: dict[str, Any] = {}
-        parse_schema(json.loads(json.dumps(reader)), named_schemas=named)
-        wnamed: dict[str, Any] = {}
-        wparsed = parse_schema(json.loads(json.dumps(writer)), named_schemas=wnamed)
-    except Exception:
-        reject()
+    parsed_or_reject(reader)
+    wparsed, wnamed = parsed_or_reject(writer)
     registry = Registry(_state([(3, writer), (7, reader)]))
     fields = decoded_fields(registry, ["t"])
     if isinstance(fields[1].dataType, StringType):
@@ -544,20 +547,10 @@ def test_mutated_programs_are_refused_or_stay_in_bounds(rnd: random.Random) -> N
     decoder returns is as long as its buffers say."""
     from kfs._native.registry import avro_arrow_program
 
-    schemas = SparkSchemas(rnd)
-    reader = {"type": "record", "name": "Top",
-              "fields": [{"name": f"f{i}", "type": schemas.schema(1)} for i in range(rnd.randint(1, 4))]}
-    try:
-        named: dict[str, Any] = {}
-        parsed = parse_schema(json.loads(json.dumps(reader)), named_schemas=named)
-    except Exception:
-        reject()
+    reader = random_record(rnd, 4)
+    parsed, named = parsed_or_reject(reader)
     writer = evolve(rnd, reader, SparkSchemas(random.Random(rnd.random()))) if rnd.random() < 0.5 else None
-    try:
-        wnamed: dict[str, Any] = {}
-        wparsed = parse_schema(json.loads(json.dumps(writer)), named_schemas=wnamed) if writer else parsed
-    except Exception:
-        reject()
+    wparsed, wnamed = parsed_or_reject(writer) if writer else (parsed, named)
     registry = Registry(_state([(3, writer or reader), (7, reader)]))
     if isinstance(decoded_fields(registry, ["t"])[1].dataType, StringType):
         reject()

@@ -12,6 +12,7 @@ answers every datum of the schema).
 
 from __future__ import annotations
 
+import io
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -227,12 +228,12 @@ class _Compiler:
         if kind in ("array", "map") and wkind == kind:
             if _column_kind(full) != ("list" if kind == "array" else "map"):
                 raise _Unsupported(kind)
-            inner, winner = ("items", "items") if kind == "array" else ("values", "values")
+            inner = "items" if kind == "array" else "values"
             at = self.emit([OPS[kind], col, 0])
             inner_col = -1 if col < 0 else self.cols[col][1] + (kind == "map")
             self.words[at + 2] = self.resolve(schema[inner], inner_col,
                                               full.value_type if kind == "array" else full.item_type,
-                                              wschema[winner], seen)
+                                              wschema[inner], seen)
             return at
         if kind in ("record", "error") and wkind in ("record", "error"):
             return self._resolve_record(schema, col, full, wschema, seen)
@@ -314,17 +315,13 @@ class _Compiler:
         if branches is not None:
             if value is not None or _kind(_named(branches[0], self.named)) != "null":
                 raise _Unsupported("a union's default")
-            datum = b"\0"  # (branch 0, null)
-        elif _kind(target) in ("array", "map") and value in ([], {}) and type(value) is (
-                list if _kind(target) == "array" else dict):
-            datum = b"\0"  # (no items)
-        else:
-            kind = _kind(target)
-            if (isinstance(target, dict) and "logicalType" in target) or kind not in (
-                    "boolean", "int", "long", "float", "double", "string"):
-                raise _Unsupported(f"a default of {kind}")
-            datum = _datum(kind, value)
-        return datum
+            return b"\0"  # (branch 0, null)
+        kind = _kind(target)
+        if kind in ("array", "map") and value in ([], {}) and type(value) is (list if kind == "array" else dict):
+            return b"\0"  # (no items)
+        if isinstance(target, dict) and "logicalType" in target:
+            raise _Unsupported(f"a default of {kind} with a logical type")
+        return _datum(kind, value)
 
     def _same(self, wschema: Any, schema: Any) -> bool:
         """Whether the writer's schema is the reader's (named types expanded, docs aside), and reads as
@@ -489,27 +486,22 @@ def _takes(earlier: Any, later: Any) -> bool:
     return kind == later_kind or kind in _PROMOTABLE.get(later_kind, ())
 
 
+_DEFAULT_KINDS: dict[str, tuple[type, ...]] = {"boolean": (bool,), "int": (int,), "long": (int,),
+                                               "float": (int, float), "double": (int, float), "string": (str,)}
+
+
 def _datum(kind: str, value: Any) -> bytes:
-    """A JSON default of a primitive kind as its Avro binary datum."""
-    if kind == "boolean" and isinstance(value, bool):
-        return b"\1" if value else b"\0"
-    if kind in ("int", "long") and isinstance(value, int) and not isinstance(value, bool):
-        bits = 32 if kind == "int" else 64
-        if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
-            raise _Unsupported("a default out of range")
-        z = ((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1)
-        out = bytearray()
-        while z > 0x7F:
-            out.append((z & 0x7F) | 0x80)
-            z >>= 7
-        out.append(z)
-        return bytes(out)
-    if kind in ("float", "double") and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return struct.pack("<f" if kind == "float" else "<d", float(value))
-    if kind == "string" and isinstance(value, str):
-        data = value.encode("utf-8")
-        return _datum("long", len(data)) + data
-    raise _Unsupported(f"a default {value!r} of {kind}")
+    """A JSON default of a primitive kind as its Avro binary datum (fastavro's writer, as the per-row
+    path's library writes it); _Unsupported for a value not of the kind, or an int out of its range."""
+    from fastavro import schemaless_writer
+
+    taken = isinstance(value, _DEFAULT_KINDS.get(kind, ())) and (kind == "boolean") == isinstance(value, bool)
+    bits = {"int": 32, "long": 64}.get(kind)
+    if not taken or (bits is not None and not -(1 << (bits - 1)) <= value < 1 << (bits - 1)):
+        raise _Unsupported(f"a default {value!r} of {kind}")
+    out = io.BytesIO()
+    schemaless_writer(out, kind, value)
+    return out.getvalue()
 
 
 def compile_arrow_program(schema: Any, named: dict[str, Any], target: pa.DataType,

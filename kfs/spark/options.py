@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 EARLIEST = -2  # Spark's Kafka source (and ListOffsets): -2 earliest, -1 latest
 LATEST = -1
 
-# As Spark's spark.sql.files.maxPartitionBytes: each task costs Spark ~40 ms of Python-runner set-up.
+# A Python data source's task costs its slot ~75 ms whatever it reads (docs/spark.md): few, large tasks.
 DEFAULT_MAX_SPLIT_BYTES = 512 * 1024 * 1024
 
 

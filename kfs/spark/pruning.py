@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import DataType, StructField, StructType
 
 DECODED = ("key_decoded", "value_decoded", "key_decode_error", "value_decode_error")  # filled together
 
@@ -46,8 +46,13 @@ def whole_types(built: StructType, full: StructType) -> dict[str, pa.DataType]:
     for part in ("key", "value"):
         name = f"{part}_decoded"
         if name in built.fieldNames() and built[name].dataType != full[name].dataType:
-            whole[part] = to_arrow_schema(StructType([full[name]]), timezone="UTC").field(0).type
+            whole[part] = arrow_type(full[name].dataType)
     return whole
+
+
+def arrow_type(data_type: DataType) -> pa.DataType:
+    """A Spark type as the Arrow type PySpark gives its column (UTC timestamps)."""
+    return to_arrow_schema(StructType([StructField("t", data_type)]), timezone="UTC").field(0).type
 
 
 def project(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:

@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import DataType, StringType, StructField, StructType
+from pyspark.sql.types import DataType, StringType, StructField
 
 from kfs.registry.avro import AvroDatumError, AvroSchemaError
 from kfs.registry.avro_arrow import avro_arrow_decode, avro_arrow_program, avro_text_column
@@ -36,7 +35,7 @@ from kfs.registry.resolution import READ_LOGICAL_TYPES, AvroResolver, ParsedAvro
 from kfs.spark.avro_types import Convert, TypingError, avro_converter, avro_type
 from kfs.spark.json_shaped import json_shaped, json_type, parse_lines, to_spark
 from kfs.spark.protobuf_types import protobuf_converter, protobuf_type
-from kfs.spark.pruning import project_array
+from kfs.spark.pruning import arrow_type, project_array
 
 __all__ = ["PARTS", "NullRows", "PartDecoder", "PartPlan", "RowDecoder", "TypingError", "avro_type", "decoded_fields",
            "part_plan", "plan_from_field", "protobuf_type", "row_decoder", "wants_decoded_columns"]
@@ -232,11 +231,7 @@ class PartDecoder:
         except (AvroSchemaError, PayloadError):
             return None
 
-        def arrow_type(schema: Any) -> pa.DataType:
-            spark_type = avro_type(schema, parsed.named)[0]
-            return to_arrow_schema(StructType([StructField("t", spark_type)]), timezone="UTC").field(0).type
-
-        return Writer(parsed.schema, parsed.named, arrow_type)
+        return Writer(parsed.schema, parsed.named, lambda schema: arrow_type(avro_type(schema, parsed.named)[0]))
 
     def _json_renderer(self, framing: bytes) -> Any:
         """The renderer of the Avro schema a 4-byte id names, or False (not Avro, not known, id 0)."""
@@ -603,12 +598,8 @@ def _other_ids(data: pa.Array, declined: np.ndarray, reader_id: int) -> list[int
         return []
     starts = np.frombuffer(offsets, dtype=np.int32)[data.offset:data.offset + len(data) + 1]
     raw = np.frombuffer(body, dtype=np.uint8)
-    rows = np.flatnonzero(declined & (np.diff(starts) >= 5))
-    if not len(rows):
-        return []
-    at = starts[rows]
-    rows = rows[raw[at] == 0]
-    at = starts[rows]
+    at = starts[np.flatnonzero(declined & (np.diff(starts) >= 5))]
+    at = at[raw[at] == 0]
     ids = (raw[at + 1].astype(np.int64) << 24) | (raw[at + 2].astype(np.int64) << 16) | \
         (raw[at + 3].astype(np.int64) << 8) | raw[at + 4].astype(np.int64)
     found, counts = np.unique(ids, return_counts=True)

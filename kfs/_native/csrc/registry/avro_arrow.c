@@ -198,6 +198,19 @@ read_length(astate *s, Py_ssize_t *n)
     return avro_read_length(&s->p, s->end, n);
 }
 
+/* An int (as Java's readInt reads it) or a long, as an int64: a promoted writer's value. */
+static inline int
+read_integer(astate *s, int is_int, int64_t *v)
+{
+    if (!is_int)
+        return read_long(s, v);
+    int32_t i;
+    if (read_int(s, &i) < 0)
+        return DECLINE;
+    *v = i;
+    return OK;
+}
+
 /* valid_utf8 (Python's strict decoder), 32 then 8 ASCII bytes at a time where it can. */
 static inline int
 utf8_ok(const uint8_t *t, Py_ssize_t n)
@@ -443,13 +456,7 @@ decode(astate *s, int32_t node, int depth)
     case AOP_LONG:
     case AOP_LONG_MILLIS: {
         int64_t v;
-        if (w[0] == AOP_INT_LONG) {
-            int32_t i;
-            if (read_int(s, &i) < 0)
-                return DECLINE;
-            v = i;
-        }
-        else if (read_long(s, &v) < 0)
+        if (read_integer(s, w[0] == AOP_INT_LONG, &v) < 0)
             return DECLINE;
         if (w[0] == AOP_LONG_MILLIS && __builtin_mul_overflow(v, (int64_t)1000, &v))
             return DECLINE;
@@ -460,13 +467,7 @@ decode(astate *s, int32_t node, int depth)
     case AOP_INT_DOUBLE:
     case AOP_LONG_DOUBLE: {
         int64_t v;
-        if (w[0] == AOP_INT_DOUBLE) {
-            int32_t i;
-            if (read_int(s, &i) < 0)
-                return DECLINE;
-            v = i;
-        }
-        else if (read_long(s, &v) < 0)
+        if (read_integer(s, w[0] == AOP_INT_DOUBLE, &v) < 0)
             return DECLINE;
         const double x = (double)v; /* (as pyarrow makes a Python int a double: rounded to nearest) */
         if (begin(s, c) < 0)
