@@ -5,18 +5,20 @@
 Writes (benchmarks/spark_data.py) about 1.1 GB of log, ~5.6 M records of one topic in 4 partitions
 with registry-framed Avro values, the same records as JSON lines, and kfs's own Parquet export
 of the log (`kfs.spark.jobs.export`), all under a fresh directory in /tmp, deleted at the end.
-Then times, each the best of `--repeat` runs after a warm-up run (Python workers started, pages
-cached), the queries of a session taking turns, every answer checked against the others (a fast wrong
-answer is no answer):
+Then times, each the best of `--repeat` runs after `--warmup` untimed rounds (Python workers started,
+pages cached, and the JIT's work done: a fresh JVM, a cluster's executor above all, compiles ~10,000 of
+Spark's methods over its first ~20 counts of 1 GB, so that a master whose JVM is fresh would otherwise be
+timed against one whose JVM is warm), the queries of a session taking turns, every answer checked against
+the others (a fast wrong answer is no answer):
 
 - on `local[2]`: `groupBy("topic").count()` over `format("kfs")` (as a user gets it: decoded
   columns with the registry there; and with `decode=raw`), over `spark.read.json` (schema given,
   so no inference pass) and over `spark.read.parquet` of the export; a `sum` of the decoded
   `amount` field the same three ways (kfs: `subscribe=orders`, typed `value_decoded`);
-- the kfs count on `local[1]` (whose one task keeps two cores busy: its JVM half and its Python worker
-  run side by side), on `local[1]` pinned to one core (every thread of the JVM and its Python workers),
-  and on a standalone cluster (one Master, one Worker of 2 cores,
-  tests/spark_cluster.py) with the same query.
+- the kfs, JSON and Parquet counts on `local[1]` (kfs's one task keeps two cores busy: its JVM half and
+  its Python worker run side by side; Spark's own sources' tasks are one thread), the kfs count on
+  `local[1]` pinned to one core (every thread of the JVM and its Python workers), and on a standalone
+  cluster (one Master, one Worker of 2 cores, tests/spark_cluster.py) with the same query.
 
 Prints each time, the CPU seconds of this process's JVM and Python workers in the best run (the
 cluster's executors are the Worker's children, not counted), and the ratios of issue 26.
@@ -105,12 +107,22 @@ def session(master: str, **conf: str) -> Any:
     return spark
 
 
-def timed(spark: Any, paths: Paths, names: list[str], repeat: int, roots: tuple[int, ...] = ()
+def timed(spark: Any, paths: Paths, names: list[str], repeat: int, roots: tuple[int, ...] = (), warmup: int = 1
           ) -> dict[str, tuple[float, Any, dict[str, float]]]:
-    """Each query's (best seconds, answer, CPU seconds by process in its best run). Every query runs once
-    first (Python workers started, pages cached, the JIT at work), then the queries take turns, `repeat`
-    rounds: a JIT still compiling, or a load that comes and goes, weighs on all of them alike."""
-    answers = {name: QUERIES[name](spark, paths) for name in names}
+    """Each query's (best seconds, answer, CPU seconds by process in its best run). The queries first take
+    turns `warmup` rounds untimed (Python workers started, pages cached, the JIT's work done: a fresh JVM
+    compiles ~10,000 of Spark's methods over its first ~20 queries of 1 GB, docs/spark.md), then `repeat`
+    timed rounds: a load that comes and goes weighs on all of them alike."""
+    answers: dict[str, Any] = {}
+    first: dict[str, float] = {}
+    for _ in range(max(1, warmup)):
+        for name in names:
+            started = time.perf_counter()
+            answer = QUERIES[name](spark, paths)
+            first.setdefault(name, time.perf_counter() - started)
+            if answers.setdefault(name, answer) != answer:
+                raise SystemExit(f"{name}: {answer} after {answers[name]}")
+    print("  warm-up: " + ", ".join(f"{name} first {seconds:.2f} s" for name, seconds in first.items()), flush=True)
     best: dict[str, tuple[float, Any, dict[str, float]]] = {}
     for _ in range(repeat):
         for name in names:
@@ -157,7 +169,8 @@ def pin(cores: set[int]) -> None:
 
 
 def run_on(master: str, names: list[str], paths: Paths, repeat: int, results: dict[str, Any],
-           roots: tuple[int, ...] = (), conf: dict[str, str] | None = None, *, one_core: bool = False) -> None:
+           roots: tuple[int, ...] = (), conf: dict[str, str] | None = None, *, one_core: bool = False,
+           warmup: int = 1) -> None:
     spark = session(master, **(conf or {}))
     label = master if master.startswith("local") else "cluster"
     if one_core:
@@ -165,7 +178,7 @@ def run_on(master: str, names: list[str], paths: Paths, repeat: int, results: di
         pin({min(os.sched_getaffinity(0))})
         label += " on one core"
     try:
-        for name, (seconds, answer, cpu) in timed(spark, paths, names, repeat, roots).items():
+        for name, (seconds, answer, cpu) in timed(spark, paths, names, repeat, roots, warmup).items():
             results[f"{name} @ {label}"] = (seconds, answer)
             spent = ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items()) if v >= 0.05)
             print(f"{name:<24} {label:<28} {seconds:7.2f} s   CPU s: {spent}   answer {answer}", flush=True)
@@ -175,7 +188,7 @@ def run_on(master: str, names: list[str], paths: Paths, repeat: int, results: di
             pin(set(range(os.cpu_count() or 1)))
 
 
-def scaling(paths: Paths, repeat: int, rounds: int, results: dict[str, Any]) -> None:
+def scaling(paths: Paths, repeat: int, rounds: int, results: dict[str, Any], warmup: int) -> None:
     """The kfs counts on each master, round after round; each keeps its best time."""
     from spark_cluster import start_cluster
 
@@ -186,7 +199,7 @@ def scaling(paths: Paths, repeat: int, rounds: int, results: dict[str, Any]) -> 
             for master in ("local[1]", "local[2]", cluster.master_url):
                 found: dict[str, Any] = {}
                 roots = () if master.startswith("local") else (cluster.worker.process.pid,)
-                run_on(master, names, paths, repeat, found, roots, CLUSTER_CONF)
+                run_on(master, names, paths, repeat, found, roots, CLUSTER_CONF, warmup=warmup)
                 for key, value in found.items():
                     if key not in results or value[0] < results[key][0]:
                         results[key] = value
@@ -218,6 +231,10 @@ RATIOS = [  # (label, the time over, the time under, target): each printed when 
     ("local[2] vs local[1], kfs count (local[1] s / local[2] s)", "kfs count @ local[1]", "kfs count @ local[2]",
      ">= 1.7x"),
     ("  the same, decode=raw", "kfs count, decode=raw @ local[1]", "kfs count, decode=raw @ local[2]", ">= 1.7x"),
+    ("  spark.read.json's count, local[2] vs local[1]", "json count @ local[1]", "json count @ local[2]",
+     "none: a JVM task of one thread"),
+    ("  spark.read.parquet's count, local[2] vs local[1]", "parquet count @ local[1]", "parquet count @ local[2]",
+     "none: a JVM task of one thread"),
     ("local[2] vs local[1] pinned to one core", "kfs count @ local[1] on one core",
      "kfs count @ local[2]", "none: what two cores give"),
     ("cluster vs local[2], kfs count (cluster s / local[2] s)", "kfs count @ cluster", "kfs count @ local[2]",
@@ -238,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--segment-mib", type=int, default=128)
     p.add_argument("--repeat", type=int, default=2, help="timed runs after the warm-up")
+    p.add_argument("--warmup", type=int, default=10,
+                   help="untimed rounds of a session's queries before timing (a fresh JVM's JIT needs ~20 queries)")
     p.add_argument("--keep", metavar="DIR", help="write the data into DIR (or reuse it) and keep it")
     p.add_argument("--no-cluster", action="store_true", help="skip the standalone cluster")
     p.add_argument("--scaling", type=int, metavar="ROUNDS",
@@ -275,19 +294,21 @@ def main(argv: list[str] | None = None) -> int:
 
         results: dict[str, Any] = {}
         if args.scaling:
-            scaling(paths, args.repeat, args.scaling, results)
+            scaling(paths, args.repeat, args.scaling, results, args.warmup)
             print("\n".join(ratios(results)))
             return 0
-        run_on("local[2]", list(QUERIES), paths, args.repeat, results)
-        run_on("local[1]", ["kfs count"], paths, args.repeat, results)
-        run_on("local[1]", ["kfs count"], paths, args.repeat, results, one_core=True)
+        run_on("local[2]", list(QUERIES), paths, args.repeat, results, warmup=args.warmup)
+        # Spark's own sources on local[1] too: how a task of one thread scales on this machine.
+        run_on("local[1]", ["kfs count", "json count", "parquet count"], paths, args.repeat, results,
+               warmup=args.warmup)
+        run_on("local[1]", ["kfs count"], paths, args.repeat, results, one_core=True, warmup=args.warmup)
         if not args.no_cluster:
             from spark_cluster import start_cluster
 
             cluster = start_cluster(root / "cluster", cores=2, memory="3g")
             try:
                 run_on(cluster.master_url, ["kfs count"], paths, args.repeat, results, (cluster.worker.process.pid,),
-                       CLUSTER_CONF)
+                       CLUSTER_CONF, warmup=args.warmup)
             finally:
                 cluster.stop()
         check_answers(results, records)
