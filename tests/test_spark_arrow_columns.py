@@ -12,6 +12,7 @@ import shutil
 import struct
 import tempfile
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ from kfs.spark.options import parse_options
 from kfs.spark.plan import plan_splits
 from kfs.spark.source import ROWS_PER_BATCH, arrow_batches, kafka_schema, piece_batches
 from kfs.spark.tasks import PlannedPartitions
-from kfs.storage import CorruptLogError, KfsError, LogDirs, PartitionLog
+from kfs.storage import CorruptBatch, CorruptLogError, KfsError, LogDirs, PartitionLog
 
 pytestmark = pytest.mark.skipif(not arrow_columns.AVAILABLE, reason="extension not built")
 
@@ -48,16 +49,18 @@ SCHEMAS = {h: to_arrow_schema(kafka_schema(h), timezone="UTC") for h in (False, 
 
 
 def python_batches(plog: PartitionLog, start: int, end: int | None, isolation: str, headers: bool,
-                   rows: int) -> list[pa.RecordBatch]:
-    """The reference: the Record path, as `piece_batches` takes it without the extension."""
-    lists = plog.record_lists(start, isolation=isolation, end_offset=end)
+                   rows: int, on_corrupt: str = "fail") -> list[pa.RecordBatch]:
+    """The reference: the Record path, as `piece_batches` takes it without the extension
+    (`piece_record_lists`: with onCorrupt=skip, a corrupt batch's CorruptBatch left out)."""
+    lists = (records for records in plog.record_lists(start, isolation=isolation, end_offset=end, on_corrupt=on_corrupt)
+             if type(records[0]) is not CorruptBatch)
     return list(arrow_batches(plog.topic, plog.partition, lists, SCHEMAS[headers], headers, rows))
 
 
 def compiled_batches(plog: PartitionLog, start: int, end: int | None, isolation: str, headers: bool,
-                     rows: int) -> list[pa.RecordBatch]:
+                     rows: int, on_corrupt: str = "fail") -> list[pa.RecordBatch]:
     return list(compiled_arrow_batches(plog.topic, plog.partition, plog, start, end, isolation, SCHEMAS[headers],
-                                       headers, rows))
+                                       headers, rows, on_corrupt=on_corrupt))
 
 
 def assert_same_batches(got: list[pa.RecordBatch], expected: list[pa.RecordBatch]) -> None:
@@ -95,6 +98,9 @@ def test_every_fixture_partition_gives_the_record_paths_batches(logdir: str, nam
                         with pytest.raises(CorruptLogError) as raised:
                             compiled_batches(plog, start, stop, isolation, headers, rows)
                         assert str(raised.value) == str(e)
+                        # onCorrupt=skip: the same rows, the damaged batches left out alike
+                        assert_same_batches(compiled_batches(plog, start, stop, isolation, headers, rows, "skip"),
+                                            python_batches(plog, start, stop, isolation, headers, rows, "skip"))
                         continue
                     assert_same_batches(compiled_batches(plog, start, stop, isolation, headers, rows), expected)
 
@@ -117,9 +123,12 @@ def test_the_fixtures_hold_what_the_compiled_path_must_mix_and_decline() -> None
             "control"} <= kinds, kinds
 
 
-def test_the_source_takes_the_compiled_path_and_its_rows_are_the_tasks(tmp_path: Path) -> None:
-    """`read_split`'s pieces go through the compiled builder (a whole split equals the Record path's)."""
-    opts = parse_options({"path": ",".join(LOGDIRS), "includeHeaders": "true", "maxSplitBytes": "4096"})
+@pytest.mark.parametrize("on_corrupt", ["fail", "skip"])
+def test_the_source_takes_the_compiled_path_and_its_rows_are_the_tasks(tmp_path: Path, on_corrupt: str) -> None:
+    """`read_split`'s pieces go through the compiled builder (a whole split equals the Record path's),
+    with either `onCorrupt`."""
+    opts = parse_options({"path": ",".join(LOGDIRS), "includeHeaders": "true", "maxSplitBytes": "4096",
+                          "onCorrupt": on_corrupt})
     calls = 0
     original = arrow_columns.compiled_arrow_batches
 
@@ -135,7 +144,8 @@ def test_the_source_takes_the_compiled_path_and_its_rows_are_the_tasks(tmp_path:
             for piece in split.pieces:
                 plog = planned.open(piece)
                 got = list(piece_batches(plog, piece, opts, SCHEMAS[True]))
-                lists = plog.record_lists(piece.start_offset, isolation=opts.isolation, end_offset=piece.end_offset)
+                lists = plog.record_lists(piece.start_offset, isolation=opts.isolation, end_offset=piece.end_offset,
+                                          on_corrupt=on_corrupt)
                 expected = list(arrow_batches(piece.topic, piece.partition, lists, SCHEMAS[True], True))
                 assert_same_batches(got, expected)
     finally:
@@ -275,6 +285,28 @@ def test_a_damaged_batch_raises_the_record_paths_error(tmp_path: Path, fix_crc: 
     assert rows == list(range(start, damaged_at))
 
 
+@pytest.mark.parametrize("fix_crc", [False, True], ids=["crc", "records"])
+def test_on_corrupt_skip_leaves_out_the_damaged_batch_as_the_record_path_does(tmp_path: Path, fix_crc: bool,
+                                                                             caplog: pytest.LogCaptureFixture) -> None:
+    plog, damaged_at = _damaged_copy(tmp_path, fix_crc)
+    start = plog.log_start_offset()
+    data = sorted((tmp_path / "logdir" / "payments-0").glob("*.log"))[0].read_bytes()
+    at = 12 + int.from_bytes(data[8:12], "big")  # (the damaged batch: the second)
+    skipped = set(range(damaged_at, parse_batch_header(data, at, at).last_offset + 1))
+    assert skipped
+    source = LogDirs([next(d for d in LOGDIRS if (Path(d) / "payments-0").is_dir())]).partition("payments-0")
+    undamaged = [o for b in python_batches(source, start, None, "read_uncommitted", True, ROWS_PER_BATCH)
+                 for o in b.column("offset").to_pylist()]
+    for rows in (1, 7, ROWS_PER_BATCH):
+        expected = python_batches(plog, start, None, "read_uncommitted", True, rows, "skip")
+        with caplog.at_level("WARNING", logger="kfs"):
+            caplog.clear()
+            got = compiled_batches(plog, start, None, "read_uncommitted", True, rows, "skip")
+        assert_same_batches(got, expected)
+        assert [o for b in got for o in b.column("offset").to_pylist()] == [o for o in undamaged if o not in skipped]
+        assert any("skipped" in r.getMessage() and ("CRC" in r.getMessage()) != fix_crc for r in caplog.records)
+
+
 def test_records_of_another_type_are_refused() -> None:
     from kfs._native import spark as native
 
@@ -392,10 +424,12 @@ def test_random_segments_give_the_record_paths_batches_and_errors(batches: list[
         end = data.draw(st.one_of(st.none(), st.integers(start, log_end + 2)))
         isolation = data.draw(st.sampled_from(["read_uncommitted", "read_committed"]))
         rows = data.draw(st.sampled_from([1, 3, ROWS_PER_BATCH]))
-        expected, expected_error = _outcome(lambda: python_batches(plog, start, end, isolation, True, rows))
-        got, error = _outcome(lambda: compiled_batches(plog, start, end, isolation, True, rows))
-        assert error == expected_error
-        assert_same_batches(got, expected)
+        for on_corrupt in ("fail", "skip"):  # (skip: every batch but the damaged ones, resynchronised alike)
+            expected, expected_error = _outcome(partial(python_batches, plog, start, end, isolation, True, rows,
+                                                        on_corrupt))
+            got, error = _outcome(partial(compiled_batches, plog, start, end, isolation, True, rows, on_corrupt))
+            assert error == expected_error, on_corrupt
+            assert_same_batches(got, expected)
 
 
 def test_the_compiled_walk_runs_without_the_gil() -> None:

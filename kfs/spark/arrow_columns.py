@@ -15,13 +15,16 @@ with it (the same CorruptLogError as the Python path) or gives its Records, appe
 builder in order. The rows, and where one Arrow batch ends and the next begins, are the Python path's:
 tests/test_spark_arrow_columns.py holds the two to equal batches.
 
-`onCorrupt=skip` (a corrupt batch skipped, the walk resynchronised: kfs.storage.record_stream) keeps
-the Python path; so does a decoder without `array_columns` (kfs.spark.typed: the decoded columns of
-Kafka's internal topics are made from Records).
+`onCorrupt=skip` skips a corrupt batch here too: its decoding raises, the batch is logged and left out,
+and the walk goes on after it, resynchronised past a header that does not read
+(kfs.storage.record_stream.selected_batches_skipping_corrupt), the Record path's rows. A decoder without
+`array_columns` keeps the Python path (kfs.spark.typed: the decoded columns of Kafka's internal topics
+are made from Records).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
@@ -32,8 +35,10 @@ import pyarrow as pa
 from kfs._native import spark as native
 from kfs.record import BatchHeader, PlainRun, crc_is_valid, default_batch
 from kfs.record.compression import MAX_BATCH_RECORDS
-from kfs.storage import LogSegment, PartitionLog, batch_records
+from kfs.storage import CorruptLogError, LogSegment, PartitionLog, batch_records
 from kfs.storage.partition_reads import SelectedTaker
+
+log = logging.getLogger("kfs")
 
 # KFS_SPARK_RECORD_PATH=1 keeps the Record path with the extension built (to compare the two in Spark, as
 # benchmarks/bench_spark.py --record-path does, or to rule this path out); KFS_PURE_PYTHON=1 does too.
@@ -174,18 +179,31 @@ def run_taker(builder: ColumnBuilder, end: int | None, read_committed: bool, row
 
 def compiled_arrow_batches(topic: str, partition: int, plog: PartitionLog, start: int, end: int | None,
                            isolation: str, schema: pa.Schema, include_headers: bool, rows: int,
-                           decoder: ArrayDecoder | None = None, payloads: bool = True) -> Iterator[pa.RecordBatch]:
+                           decoder: ArrayDecoder | None = None, payloads: bool = True,
+                           on_corrupt: str = "fail") -> Iterator[pa.RecordBatch]:
     """The records of [start, end) of one partition as Arrow record batches of exactly `schema` (Spark's),
     as `kfs.spark.source.arrow_batches` makes them from `piece_record_lists`: the same rows, a batch
     closed after the Kafka batch that brings it to `rows` rows or more. `decoder`: the decoded columns.
     `payloads` False (a pruned read that shows none of them, and no decoder): every key and value null,
-    no headers, none of their bytes copied."""
+    no headers, none of their bytes copied. `on_corrupt="skip"`: a corrupt batch is logged and skipped,
+    and the walk goes on after it, as `piece_record_lists` does (a row cannot carry the error)."""
     ts_type = schema.field("timestamp").type
     headers_type = schema.field("headers").type if include_headers else HEADERS_ARROW_TYPE
     builder = ColumnBuilder(headers_type, payloads)
     take = run_taker(builder, end, isolation == "read_committed", rows)
-    for segment, header, body, first in plog.selected_batches(start, isolation=isolation, end_offset=end, take=take):
-        done = header.taken if type(header) is PlainRun else builder.add(segment, header, body, first, end)
+    skip = on_corrupt == "skip"
+    for segment, header, body, first in plog.selected_batches(start, isolation=isolation, end_offset=end, take=take,
+                                                              on_corrupt=on_corrupt):
+        if type(header) is PlainRun:
+            done = header.taken
+        elif not skip:
+            done = builder.add(segment, header, body, first, end)
+        else:
+            try:
+                done = builder.add(segment, header, body, first, end)  # (a declined append leaves no row)
+            except CorruptLogError as e:
+                log.warning("kfs: %s; skipped", e)
+                continue
         if builder.rows >= rows:
             yield from _batches(topic, partition, builder, schema, ts_type, include_headers, decoder)
         if done:

@@ -467,12 +467,12 @@ def piece_batches(plog: PartitionLog, piece: Piece, opts: ReadOptions, schema: p
                   decoder: RowDecoder | None = None, rows: int = ROWS_PER_BATCH,
                   payloads: bool = True) -> Iterator[pa.RecordBatch]:
     """One piece's Arrow batches: their undecoded columns built in C (kfs.spark.arrow_columns) when the
-    extension is built, else (and for onCorrupt=skip, or a decoder that fills its columns from Records
-    only) from the decoder's Records (`arrow_batches`, the reference). The two give equal batches."""
-    if arrow_columns.AVAILABLE and opts.on_corrupt == "fail" and (decoder is None or hasattr(decoder, "array_columns")):
+    extension is built, else (and for a decoder that fills its columns from Records only) from the
+    decoder's Records (`arrow_batches`, the reference). The two give equal batches, `onCorrupt=skip` too."""
+    if arrow_columns.AVAILABLE and (decoder is None or hasattr(decoder, "array_columns")):
         return arrow_columns.compiled_arrow_batches(piece.topic, piece.partition, plog, piece.start_offset,
                                                     piece.end_offset, opts.isolation, schema, opts.include_headers,
-                                                    rows, decoder, payloads or decoder is not None)
+                                                    rows, decoder, payloads or decoder is not None, opts.on_corrupt)
     return arrow_batches(piece.topic, piece.partition, piece_record_lists(plog, piece, opts), schema,
                          opts.include_headers, rows, decoder)
 

@@ -128,11 +128,12 @@ class PartitionLog:
 
     def selected_batches(self, start_offset: int, *, isolation: str = "read_uncommitted", control: str = "hide",
                          end_offset: int | None = None, segment: LogSegment | None = None,
-                         take: SelectedTaker | None = None
+                         take: SelectedTaker | None = None, on_corrupt: str = "fail"
                          ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview, int]]:
         """The batches `record_lists` decodes, undecoded, each with the first offset it may yield."""
         return self._reader.selected_batches(start_offset, isolation=isolation, control=control,
-                                             end_offset=end_offset, segment=segment, take=take)
+                                             end_offset=end_offset, segment=segment, take=take,
+                                             on_corrupt=on_corrupt)
 
     # ---- specs ----------------------------------------------------------------------------------
 

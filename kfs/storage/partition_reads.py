@@ -19,7 +19,12 @@ from kfs.record import BatchHeader, PlainRun, Record
 from kfs.storage.errors import OffsetOutOfRange, VanishedError
 from kfs.storage.local_log import LocalLog
 from kfs.storage.location import Extent, Location
-from kfs.storage.record_stream import record_lists_from, record_lists_skipping_corrupt, selected_batches
+from kfs.storage.record_stream import (
+    record_lists_from,
+    record_lists_skipping_corrupt,
+    selected_batches,
+    selected_batches_skipping_corrupt,
+)
 from kfs.storage.segment import LogSegment
 
 log = logging.getLogger("kfs")
@@ -231,23 +236,30 @@ class PartitionReader:
 
     def selected_batches(self, start_offset: int, *, isolation: str = "read_uncommitted", control: str = "hide",
                          end_offset: int | None = None, segment: LogSegment | None = None,
-                         take: SelectedTaker | None = None
+                         take: SelectedTaker | None = None, on_corrupt: str = "fail"
                          ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview, int]]:
         """The batches `record_lists` decodes, undecoded, each with the first offset it may yield
         (`batch_records(segment, header, body, first, end_offset)` gives its records): for front
         ends that measure records rather than read them. `segment`: as in `record_lists`. `take`:
         offered each window with the first offset too; what it takes comes as one PlainRun (its
-        body None): kfs.views.plain_runs."""
+        body None): kfs.views.plain_runs. `on_corrupt="skip"`: the batches `record_lists` decodes with
+        it, damaged ones included (their decoding raises, and the reader skips them)."""
         first = max(start_offset, self._log.log_start_offset())
         run_taker = None if take is None else partial(take, first)
+        aborted = self._log.aborted_transactions() if isolation == "read_committed" else None
         if segment is not None:
             batches = self.segment_batches(segment, start_offset, run_taker)
         else:
             start = self._read_start(start_offset)
             if start is None:
                 return
+            if on_corrupt == "skip":
+                for found, header, body in selected_batches_skipping_corrupt(
+                        lambda seg, position: self.batches_from(seg, position, run_taker), self._log.segments,
+                        *start, first, end_offset, control=control == "show", aborted=aborted):
+                    yield found, header, body, first
+                return
             batches = self.batches_from(*start, run_taker)
-        aborted = self._log.aborted_transactions() if isolation == "read_committed" else None
         for found, header, body in selected_batches(batches, first, end_offset, control=control == "show",
                                                     aborted=aborted):
             yield found, header, body, first

@@ -180,6 +180,26 @@ def record_lists_skipping_corrupt(batches_from: Callable[[LogSegment, int], Batc
             current, position = resync_after(segments(), e)
 
 
+def selected_batches_skipping_corrupt(batches_from: Callable[[LogSegment, int], Batches],
+                                      segments: Callable[[], list[LogSegment]], segment: LogSegment, position: int,
+                                      first_offset: int, end_offset: int | None, *, control: bool,
+                                      aborted: AbortedIndex | None
+                                      ) -> Iterator[tuple[LogSegment, BatchHeader, memoryview]]:
+    """The batches `record_lists_skipping_corrupt` decodes, undecoded (for front ends that build their
+    rows without Records: kfs.spark.arrow_columns): a damaged batch whose header reads is yielded, for
+    its decoding to meet the damage and skip it; past one whose header does not, the walk goes on where
+    `resync_after` says, as there."""
+    current: LogSegment | None = segment
+    while current is not None:
+        try:
+            yield from selected_batches(batches_from(current, position), first_offset, end_offset, control=control,
+                                        aborted=aborted, yield_damaged=True)
+            return
+        except CorruptLogError as e:
+            log.warning("%s; skipping it", e)
+            current, position = resync_after(segments(), e)
+
+
 def resync_after(segments: list[LogSegment], error: CorruptLogError) -> tuple[LogSegment | None, int]:
     """Where a walk can go on after a batch whose header cannot be read."""
     for i, segment in enumerate(segments):
