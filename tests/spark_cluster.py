@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyspark
@@ -108,6 +108,7 @@ class Cluster:
     worker: Daemon
     conf_dir: Path
     work_dir: Path
+    more_workers: list[Daemon] = field(default_factory=list)
 
     def env(self) -> dict[str, str]:
         """The environment of a driver for this cluster (a `kfs spark` command, a test script)."""
@@ -119,7 +120,21 @@ class Cluster:
         """What the executors wrote (the Worker's work dir: app-*/N/stderr), for failure messages."""
         return "\n".join(p.read_text(errors="replace")[-2000:] for p in sorted(self.work_dir.glob("app-*/*/stderr")))
 
+    def add_worker(self, name: str, cores: int, memory: str, env: dict[str, str], timeout: float = 240) -> Daemon:
+        """Another Worker of the Master, its environment (which its executors inherit) with `env` too:
+        `{"KFS_HOST": "broker-b"}` makes it another host to kfs.spark.broker_local."""
+        root = self.work_dir.parent
+        worker = _daemon(name, "org.apache.spark.deploy.worker.Worker",
+                         ["--host", "127.0.0.1", "--port", "0", "--webui-port", "0", "--cores", str(cores),
+                          "--memory", memory, "--work-dir", str(self.work_dir), self.master_url], root,
+                         {**_daemon_env(self.conf_dir), **env})
+        self.more_workers.append(worker)
+        worker.wait_for(r"Successfully registered with master", timeout)
+        return worker
+
     def stop(self) -> None:
+        for worker in self.more_workers:
+            worker.stop()
         self.worker.stop()
         self.master.stop()
 
@@ -133,6 +148,13 @@ def _daemon(name: str, cls: str, args: list[str], root: Path, env: dict[str, str
     return Daemon(name, process, log)
 
 
+def _daemon_env(conf_dir: Path) -> dict[str, str]:
+    return {**os.environ, "SPARK_HOME": SPARK_HOME, "SPARK_CONF_DIR": str(conf_dir), "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1",
+            # Daemons take little: the executor's heap is spark.executor.memory.
+            "SPARK_DAEMON_MEMORY": "512m"}
+
+
 def start_cluster(root: Path, cores: int = 2, memory: str = "2g", timeout: float = 240) -> Cluster:
     """A Master and a Worker of `cores` cores on 127.0.0.1, the Worker registered; stopped on failure."""
     conf_dir, work_dir = root / "conf", root / "work"
@@ -144,10 +166,7 @@ def start_cluster(root: Path, cores: int = 2, memory: str = "2g", timeout: float
         "appender.console.type = Console\nappender.console.name = console\nappender.console.target = SYSTEM_ERR\n"
         "appender.console.layout.type = PatternLayout\nappender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n"
         "logger.jetty.name = org.sparkproject.jetty\nlogger.jetty.level = warn\n")
-    env = {**os.environ, "SPARK_HOME": SPARK_HOME, "SPARK_CONF_DIR": str(conf_dir), "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1",
-           # Daemons take little: the executor's heap is spark.executor.memory.
-           "SPARK_DAEMON_MEMORY": "512m"}
+    env = _daemon_env(conf_dir)
     master = _daemon("master", "org.apache.spark.deploy.master.Master",
                      ["--host", "127.0.0.1", "--port", "0", "--webui-port", "0"], root, env)
     worker: Daemon | None = None

@@ -1,0 +1,153 @@
+"""Log dirs on the brokers' own disks, read in one Spark job: a barrier stage with a task in every slot.
+
+A Python data source cannot say where its tasks must run (docs/spark.md, "Many brokers"), so the
+simple case is a path every worker sees. When each broker host holds its own log dirs and nothing is
+shared, `read(spark, "b1:/data/kafka-logs,b2:/data/kafka-logs")` runs one barrier stage
+(`mapInArrow(..., barrier=True)`) of as many tasks as the application has slots: Spark launches them
+all at once, so with every slot taken every executor runs one, and each task
+
+1. tells the others its host (`$KFS_HOST`, else `socket.gethostname()`) and the partitions its
+   host's log dirs hold (`BarrierTaskContext.allGather`);
+2. checks that every host given log dirs has a task (else every task fails, naming the hosts
+   without one: never a result without their records);
+3. takes the partitions its host is the first (in the order given) to hold, a partition held by
+   several hosts (replicas) being read once, as `load("a,b")` reads the first log dir listed; the
+   tasks of one host divide its splits by their rank among that host's tasks;
+4. plans and reads those splits as any task does (kfs.spark.plan, kfs.spark.source.read_split), the
+   Arrow batches of Spark's Kafka source columns.
+
+Decoded columns are not built: the registry's `_schemas` log may be on another host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from kfs.spark.options import OptionError, parse_options
+from kfs.storage import KfsError, LogDirs
+
+HOST_VARIABLE = "KFS_HOST"
+
+
+class HostsNotCovered(KfsError):
+    """Log dirs were placed on a host where no task of the barrier stage ran."""
+
+
+def parse_placed(placed: str | Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """`"HOST:/path,HOST:/path2,OTHER:/path"` (or a mapping) as {host: [log dirs]}, hosts in the order
+    given. Paths must be absolute: they are read on their host, from no working directory of ours."""
+    pairs: list[tuple[str, str]] = []
+    if isinstance(placed, str):
+        for entry in (e.strip() for e in placed.split(",")):
+            if not entry:
+                continue
+            host, sep, path = entry.partition(":")
+            if not sep or not host:
+                raise OptionError(f"{entry!r}: a broker-local log dir is HOST:/path")
+            pairs.append((host, path))
+    else:
+        pairs = [(host, path) for host, paths in placed.items() for path in paths]
+    out: dict[str, list[str]] = {}
+    for host, path in pairs:
+        if not os.path.isabs(path):
+            raise OptionError(f"{host}:{path}: the path must be absolute (it is read on {host})")
+        out.setdefault(host, []).append(path)
+    if not out:
+        raise OptionError("no broker-local log dirs given (HOST:/path,...)")
+    return out
+
+
+def this_host() -> str:
+    """The name this host's log dirs are placed under: $KFS_HOST (containers, whose host names are
+    not the brokers'), else the host name."""
+    return os.environ.get(HOST_VARIABLE) or socket.gethostname()
+
+
+def owners(placed: Mapping[str, Sequence[str]], held: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """Each partition's reading host: the first host (in `placed`'s order) whose log dirs hold it."""
+    owner: dict[str, str] = {}
+    for host in placed:
+        for name in held.get(host, ()):
+            owner.setdefault(name, host)
+    return owner
+
+
+def read(spark: Any, placed: str | Mapping[str, Sequence[str]], options: Mapping[str, str] | None = None,
+         tasks: int | None = None) -> Any:
+    """A DataFrame of Spark's Kafka source columns over log dirs placed on their hosts (module doc).
+    `options`: the data source's (`startingOffsets`, `subscribe`, `includeHeaders`, `onCorrupt`, ...);
+    `tasks`: the barrier stage's size, by default the application's slots (`defaultParallelism`)."""
+    from kfs.spark.source import kafka_schema
+
+    hosts = parse_placed(placed)
+    read_options = {k: v for k, v in (options or {}).items() if k.lower() != "path"}
+    opts = parse_options({**read_options, "path": ",".join(p for paths in hosts.values() for p in paths)})
+    schema = kafka_schema(opts.include_headers)
+    n = tasks or spark.sparkContext.defaultParallelism
+    if n < len(hosts):
+        raise OptionError(f"{n} tasks cannot cover {len(hosts)} hosts ({', '.join(hosts)}): the application "
+                          f"has {n} task slots; run an executor on every broker host")
+    task = HostTask(hosts, read_options, opts.include_headers)
+    return spark.range(n, numPartitions=n).mapInArrow(task, schema, barrier=True)
+
+
+class HostTask:
+    """One barrier task's work (pickled to the executors)."""
+
+    def __init__(self, hosts: dict[str, list[str]], options: dict[str, str], include_headers: bool) -> None:
+        self.hosts = hosts
+        self.options = options
+        self.include_headers = include_headers
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import BarrierTaskContext
+
+        for _ in batches:  # (spark.range's one row: this task's index)
+            pass
+        context = BarrierTaskContext.get()
+        host = this_host()
+        mine = self.hosts.get(host, [])
+        listing: dict[str, Any] = {"host": host}
+        try:
+            listing["partitions"] = LogDirs(mine).partition_names() if mine else []
+        except KfsError as e:
+            listing["error"] = f"{host}: {e}"
+        found = [json.loads(m) for m in context.allGather(json.dumps(listing))]
+        yield from self.read(found, context.partitionId())
+
+    def read(self, found: list[dict[str, Any]], index: int) -> Iterator[pa.RecordBatch]:
+        """This task's batches, given every task's listing (`found`, by task index)."""
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from kfs.spark.plan import Split, plan_splits
+        from kfs.spark.source import kafka_schema, read_split
+
+        errors = sorted({f["error"] for f in found if "error" in f})
+        if errors:
+            raise KfsError("; ".join(errors))
+        ran = [f["host"] for f in found]
+        missing = [h for h in self.hosts if h not in ran]
+        if missing:
+            raise HostsNotCovered(
+                f"log dirs are placed on {', '.join(missing)}, but no task ran there (tasks ran on "
+                f"{', '.join(sorted(set(ran)))}): run an executor on every broker host, the stage with a task "
+                f"in every slot (docs/spark.md)")
+        host = found[index]["host"]
+        if host not in self.hosts:
+            return
+        owner = owners(self.hosts, {f["host"]: f["partitions"] for f in found})
+        peers = [i for i, f in enumerate(found) if f["host"] == host]
+        opts = parse_options({**self.options, "path": ",".join(self.hosts[host])})
+        schema = to_arrow_schema(kafka_schema(self.include_headers), timezone="UTC")
+        splits = [s for s in plan_splits(opts) if any(owner.get(p.partition_name) == host for p in s.pieces)]
+        for split in splits[peers.index(index)::len(peers)]:
+            kept = [p for p in split.pieces if owner.get(p.partition_name) == host]
+            if len(kept) < len(split.pieces):
+                split = Split(split.index, tuple(kept))
+            yield from read_split(split, opts, schema)

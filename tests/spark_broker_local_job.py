@@ -1,0 +1,65 @@
+"""The driver of tests/test_spark_broker_local.py, on a cluster whose two Workers are two hosts.
+
+    python tests/spark_broker_local_job.py MASTER OUT_DIR HOST_A HOST_B
+
+HOST_A is the first Worker's host name (this machine's), HOST_B the name the second Worker's executors
+go by (`KFS_HOST`). Reads broker-a's log dir as HOST_A's and broker-b's as HOST_B's in one barrier
+stage (kfs.spark.broker_local), the same log dirs by `format("kfs")` from a shared path, and the errors
+of a host without a task and of a log dir missing on its host; writes `results.json`. A script: a
+process holds one SparkContext, and the other Spark tests hold theirs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from spark_cluster_job import ALL, LOGDIRS, rows
+
+
+def error_of(run: Any) -> str | None:
+    try:
+        run()
+    except Exception as e:  # (Spark's exception carries the task's error text)
+        return str(e)
+    return None
+
+
+def main() -> int:
+    master, out, host_a, host_b = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
+    from pyspark.sql import SparkSession
+
+    import kfs.spark
+    from kfs.spark import broker_local, jvm
+
+    builder = (SparkSession.builder.master(master).appName("kfs broker-local test")
+               .config("spark.executor.cores", "1").config("spark.task.maxFailures", "1")
+               .config("spark.stage.maxConsecutiveAttempts", "1"))
+    spark = jvm.configure(builder).getOrCreate()
+    try:
+        kfs.spark.register(spark)
+        placed = f"{host_a}:{LOGDIRS[0]},{host_b}:{LOGDIRS[1]}"
+        options = {"includeHeaders": "true", "maxSplitBytes": "65536"}
+        results: dict[str, Any] = {
+            "slots": spark.sparkContext.defaultParallelism,
+            "broker_local": rows(broker_local.read(spark, placed, options)),
+            "shared_path": rows(spark.read.format("kfs").options(**options).load(ALL)),
+            # broker-b's log dir on both hosts: its partitions read once, from HOST_A's copy (listed first)
+            "replicated": rows(broker_local.read(spark, f"{host_a}:{LOGDIRS[1]},{host_b}:{LOGDIRS[1]}", options)),
+            "only_b": rows(spark.read.format("kfs").options(**options).load(LOGDIRS[1])),
+            "no_task_there": error_of(lambda: broker_local.read(spark, f"{host_a}:{LOGDIRS[0]},"
+                                                                       f"broker-z:{LOGDIRS[1]}").count()),
+            "too_few_slots": error_of(lambda: broker_local.read(spark, f"{placed},broker-z:{LOGDIRS[1]}")),
+            "missing_on_b": error_of(lambda: broker_local.read(spark, f"{host_a}:{LOGDIRS[0]},"
+                                                                      f"{host_b}:{LOGDIRS[1]}-gone").count()),
+        }
+    finally:
+        spark.stop()
+    (out / "results.json").write_text(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

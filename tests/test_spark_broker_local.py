@@ -1,0 +1,148 @@
+"""Broker-local log dirs in one Spark job (kfs.spark.broker_local): a barrier stage with a task in
+every slot, each reading the log dirs placed on its own host.
+
+The placing rules are checked in this process: `parse_placed`, `owners` (a partition several hosts
+hold is read once, from the first host listed) and a task's share of its host's splits, given every
+task's listing as `allGather` would hand it over. Then a real standalone cluster of two Workers, one
+core each, the second Worker's executors another host by `KFS_HOST` (tests/spark_cluster.py): the
+driver script (tests/spark_broker_local_job.py) reads broker-a's log dir on one host and broker-b's
+on the other, and gets the rows `format("kfs")` reads from a shared path; a host given log dirs but
+no task, and a log dir missing on its host, fail the job with the host and the path named.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyarrow")
+pytest.importorskip("pyspark")
+
+from conftest import LOGDIRS
+from spark_cluster import Cluster, cluster_session
+
+from kfs.spark.broker_local import HostTask, owners, parse_placed, this_host
+from kfs.spark.options import OptionError, parse_options
+from kfs.spark.plan import plan_splits
+from kfs.storage import KfsError, LogDirs
+
+TESTS = Path(__file__).parent
+JOB = TESTS / "spark_broker_local_job.py"
+OPTIONS = {"maxSplitBytes": "8192"}
+
+
+def test_placed_log_dirs_keep_the_hosts_order_and_must_be_absolute() -> None:
+    assert parse_placed("b2:/x/logs, b1:/y,b2:/z") == {"b2": ["/x/logs", "/z"], "b1": ["/y"]}
+    assert parse_placed({"h": ["/a"]}) == {"h": ["/a"]}
+    for bad in ("/x/logs", ":/x", "b1:relative/logs", ""):
+        with pytest.raises(OptionError):
+            parse_placed(bad)
+
+
+def test_a_partition_several_hosts_hold_is_read_by_the_first_listed() -> None:
+    placed = {"b2": ["/l"], "b1": ["/l"], "b3": ["/l"]}
+    held = {"b1": ["a-0", "b-0"], "b2": ["b-0", "c-0"], "b3": ["c-0", "d-0"]}
+    assert owners(placed, held) == {"b-0": "b2", "c-0": "b2", "a-0": "b1", "d-0": "b3"}
+
+
+def test_the_host_is_kfs_host_else_the_host_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KFS_HOST", raising=False)
+    assert this_host() == socket.gethostname()
+    monkeypatch.setenv("KFS_HOST", "broker-7")
+    assert this_host() == "broker-7"
+
+
+def _listing(host: str, dirs: list[str]) -> dict[str, Any]:
+    return {"host": host, "partitions": LogDirs(dirs).partition_names()}
+
+
+def _offsets(task: HostTask, found: list[dict[str, Any]], index: int) -> set[tuple[str, int, int]]:
+    return {(t, p, o) for b in task.read(found, index)
+            for t, p, o in zip(*(b.column(c).to_pylist() for c in ("topic", "partition", "offset")), strict=True)}
+
+
+def test_the_tasks_of_each_host_read_its_partitions_once_between_them() -> None:
+    """Three tasks on host a (broker-a's log dir), two on host b (broker-b's), one on a host given nothing:
+    each record of either log dir read by exactly one task, a task of the host that holds it."""
+    hosts = {"a": [LOGDIRS[0]], "b": [LOGDIRS[1]]}
+    task = HostTask(hosts, OPTIONS, False)
+    found = [_listing("a", hosts["a"]), _listing("b", hosts["b"]), _listing("a", hosts["a"]),
+             {"host": "idle", "partitions": []}, _listing("b", hosts["b"]), _listing("a", hosts["a"])]
+    read = [_offsets(task, found, i) for i in range(len(found))]
+    assert read[3] == set()
+    everything = [r for got in read for r in got]
+    assert len(everything) == len(set(everything))  # (no record twice)
+    expected: dict[str, set[tuple[str, int, int]]] = {}
+    for host, dirs in hosts.items():
+        opts = parse_options({**OPTIONS, "path": ",".join(dirs)})
+        expected[host] = {(p.topic, p.partition, o) for s in plan_splits(opts) for p in s.pieces
+                          for o in range(p.start_offset, p.end_offset)}
+    by_host = {h: set().union(*(read[i] for i, f in enumerate(found) if f["host"] == h)) for h in hosts}
+    owned = owners(hosts, {h: LogDirs(d).partition_names() for h, d in hosts.items()})
+    for host in hosts:
+        assert by_host[host] <= expected[host]
+        assert {(t, p) for t, p, _ in by_host[host]} == {
+            (t, p) for t, p, _ in expected[host] if owned[f"{t}-{p}"] == host}
+    assert all(len(read[i]) > 0 for i, f in enumerate(found) if f["host"] in hosts)  # (every task has a share)
+
+
+def test_a_host_without_a_task_or_with_a_listing_error_fails_every_task() -> None:
+    task = HostTask({"a": [LOGDIRS[0]], "z": ["/nowhere"]}, OPTIONS, False)
+    found = [_listing("a", [LOGDIRS[0]])]
+    with pytest.raises(KfsError, match="placed on z, but no task ran there"):
+        list(task.read(found, 0))
+    with pytest.raises(KfsError, match=r"z: .*nowhere"):
+        list(task.read([*found, {"host": "z", "error": "z: /nowhere: no such log dir"}], 0))
+
+
+# ---- a real cluster: two Workers, two hosts -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    gen = cluster_session(tmp_path_factory.mktemp("broker-local-cluster"), cores=1, memory="2g")
+    cluster = next(gen)
+    try:
+        cluster.add_worker("worker-b", 1, "2g", {"KFS_HOST": "broker-b"})
+        yield cluster
+    finally:
+        gen.close()
+
+
+@pytest.fixture(scope="module")
+def results(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("broker-local-job")
+    job = subprocess.run([sys.executable, str(JOB), cluster.master_url, str(out), socket.gethostname(), "broker-b"],
+                         cwd=TESTS, env=cluster.env(), capture_output=True, text=True, timeout=600)
+    assert job.returncode == 0, f"{job.stderr[-4000:]}\nexecutors:\n{cluster.executor_logs()}"
+    return json.loads((out / "results.json").read_text())
+
+
+def test_each_host_reads_its_own_log_dirs_and_together_they_give_every_record(results: dict[str, Any]) -> None:
+    assert results["slots"] == 2
+    assert results["broker_local"] and results["broker_local"] == results["shared_path"]
+
+
+def test_a_partition_on_both_hosts_is_read_once(results: dict[str, Any]) -> None:
+    assert results["replicated"] and results["replicated"] == results["only_b"]
+
+
+def test_a_host_without_a_task_fails_the_job_naming_it(results: dict[str, Any]) -> None:
+    error = results["no_task_there"]
+    assert error is not None and "placed on broker-z, but no task ran there" in error
+
+
+def test_more_hosts_than_slots_is_refused_before_the_job(results: dict[str, Any]) -> None:
+    error = results["too_few_slots"]
+    assert error is not None and "2 tasks cannot cover 3 hosts" in error
+
+
+def test_a_log_dir_missing_on_its_host_fails_the_job_naming_both(results: dict[str, Any]) -> None:
+    error = results["missing_on_b"]
+    assert error is not None and "broker-b: " in error and f"{LOGDIRS[1]}-gone" in error
