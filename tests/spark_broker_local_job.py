@@ -32,6 +32,7 @@ def main() -> int:
     from pyspark.sql import SparkSession
 
     import kfs.spark
+    from kfs.cli.main import main as cli_main
     from kfs.spark import broker_local, jvm
 
     builder = (SparkSession.builder.master(master).appName("kfs broker-local test")
@@ -55,6 +56,11 @@ def main() -> int:
             "missing_on_b": error_of(lambda: broker_local.read(spark, f"{host_a}:{LOGDIRS[0]},"
                                                                       f"{host_b}:{LOGDIRS[1]}-gone").count()),
         }
+        # `kfs spark export --on-hosts` as a user types it (in this process: its job takes this session)
+        results["export_status"] = cli_main(["spark", "export", "--on-hosts", f"{host_a}:{LOGDIRS[0]}",
+                                             f"{host_b}:{LOGDIRS[1]}", "--out", str(out / "export"),
+                                             "-o", "maxSplitBytes=65536", "--master", master])
+        results["exported"] = rows(spark.read.parquet(str(out / "export")))
     finally:
         spark.stop()
     (out / "results.json").write_text(json.dumps(results))

@@ -25,7 +25,7 @@ import pytest
 pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
-from conftest import LOGDIRS
+from conftest import LOGDIRS, kfs_command
 from spark_cluster import Cluster, cluster_session
 
 from kfs.spark.broker_local import HostTask, owners, parse_placed, this_host
@@ -127,6 +127,17 @@ def results(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[
 def test_each_host_reads_its_own_log_dirs_and_together_they_give_every_record(results: dict[str, Any]) -> None:
     assert results["slots"] == 2
     assert results["broker_local"] and results["broker_local"] == results["shared_path"]
+
+
+def test_kfs_spark_export_on_hosts_writes_every_record_as_parquet(results: dict[str, Any]) -> None:
+    assert results["export_status"] == 0
+    assert results["exported"] == results["shared_path"]
+
+
+def test_kfs_spark_export_on_hosts_refuses_a_log_dir_without_its_host(tmp_path: Path) -> None:
+    done = subprocess.run([*kfs_command(), "spark", "export", "--on-hosts", LOGDIRS[0], "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "is HOST:/path" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_partition_on_both_hosts_is_read_once(results: dict[str, Any]) -> None:

@@ -42,7 +42,8 @@ def _parse_option(text: str) -> tuple[str, str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    for path in args.logdirs:
+    on_hosts = getattr(args, "on_hosts", False)
+    for path in [] if on_hosts else args.logdirs:  # (HOST:/path log dirs are on their hosts, not here)
         if not os.path.isdir(path):
             return _fail(f"{path}: no such log dir")
     try:
@@ -57,7 +58,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         if args.spark_command == "export":
             jobs.export(args.logdirs, args.out, args.master, options=options,
-                        mode="overwrite" if args.overwrite else "errorifexists")
+                        mode="overwrite" if args.overwrite else "errorifexists", on_hosts=on_hosts)
         else:
             jobs.grep(args.pattern, args.logdirs, args.regex, args.master, options=options, decode=args.decode)
     except (OptionError, KfsError, ValueError) as e:
@@ -87,6 +88,9 @@ def add_spark_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("logdirs", nargs="+", metavar="LOGDIR")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (Parquet)")
     p.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
+    p.add_argument("--on-hosts", action="store_true",
+                   help="each LOGDIR is HOST:/path on that broker host's own disk: one barrier stage with a task "
+                        "in every slot reads each host's log dirs there (Kafka's columns, no decoded ones)")
     common(p)
 
     p = sub.add_parser("grep", help="print records whose key, value or a header value contains PATTERN")

@@ -87,7 +87,8 @@ def _with_parallelism(options: dict[str, str], spark: Any) -> dict[str, str]:
 
 
 def export(logdirs: Sequence[str], out: str, master: str = DEFAULT_MASTER, *,
-           options: Mapping[str, str] | None = None, mode: str = "errorifexists", spark: Any = None) -> None:
+           options: Mapping[str, str] | None = None, mode: str = "errorifexists", spark: Any = None,
+           on_hosts: bool = False) -> None:
     """Write the log dirs as Parquet under `out`, partitioned by topic and partition, with headers.
 
     Rows are sorted by offset within each file, so Parquet's min/max statistics on `offset` let a
@@ -96,9 +97,15 @@ def export(logdirs: Sequence[str], out: str, master: str = DEFAULT_MASTER, *,
     a read of that topic alone, so its `topic=` directory holds its typed (or, for an internal topic,
     JSON text) `key_decoded` / `value_decoded`; the other topics are written together (with a
     registry in reach, their decoded columns JSON text).
+
+    `on_hosts`: each log dir is `HOST:/path` on that broker host's own disk, read there by one barrier
+    stage (kfs.spark.broker_local); Kafka's columns only.
     """
     from kfs.spark import register
 
+    if on_hosts:
+        _export_on_hosts(logdirs, out, master, options, mode, spark)
+        return
     opts = _options(logdirs, options, includeHeaders="true")
     parse_options(opts)  # a bad option fails here, before Spark starts
     spark, own = _session(spark, master, "kfs export")
@@ -111,6 +118,26 @@ def export(logdirs: Sequence[str], out: str, master: str = DEFAULT_MASTER, *,
             df = spark.read.format("kfs").options(**read).load()
             (df.sortWithinPartitions("topic", "partition", "offset")
                .write.mode(mode if i == 0 else "append").partitionBy("topic", "partition").parquet(out))
+    finally:
+        if own:
+            spark.stop()
+    _progress(f"export: done in {time.monotonic() - started:.1f} s")
+
+
+def _export_on_hosts(logdirs: Sequence[str], out: str, master: str, options: Mapping[str, str] | None, mode: str,
+                     spark: Any) -> None:
+    from kfs.spark import broker_local
+
+    placed = broker_local.parse_placed(",".join(logdirs))
+    read = {**(options or {}), "includeHeaders": "true"}
+    parse_options({**read, "path": ",".join(p for paths in placed.values() for p in paths)})  # (fails before Spark)
+    spark, own = _session(spark, master, "kfs export")
+    started = time.monotonic()
+    try:
+        _progress(f"export: the log dirs of {len(placed)} host(s), read on each, to {out}")
+        df = broker_local.read(spark, placed, read)
+        df.sortWithinPartitions("topic", "partition", "offset").write.mode(mode).partitionBy(
+            "topic", "partition").parquet(out)
     finally:
         if own:
             spark.stop()
