@@ -70,7 +70,8 @@ def _offsets(task: HostTask, found: list[dict[str, Any]], index: int) -> set[tup
 
 def test_the_tasks_of_each_host_read_its_partitions_once_between_them() -> None:
     """Three tasks on host a (broker-a's log dir), two on host b (broker-b's), one on a host given nothing:
-    each record of either log dir read by exactly one task, a task of the host that holds it."""
+    each record of either log dir read by exactly one task, a task of the host that holds it, and each
+    partition by one task only."""
     hosts = {"a": [LOGDIRS[0]], "b": [LOGDIRS[1]]}
     task = HostTask(hosts, OPTIONS, False)
     found = [_listing("a", hosts["a"]), _listing("b", hosts["b"]), _listing("a", hosts["a"]),
@@ -91,6 +92,8 @@ def test_the_tasks_of_each_host_read_its_partitions_once_between_them() -> None:
         assert {(t, p) for t, p, _ in by_host[host]} == {
             (t, p) for t, p, _ in expected[host] if owned[f"{t}-{p}"] == host}
     assert all(len(read[i]) > 0 for i, f in enumerate(found) if f["host"] in hosts)  # (every task has a share)
+    partitions = [{(t, p) for t, p, _ in got} for got in read]
+    assert sum(len(ps) for ps in partitions) == len(set().union(*partitions))
 
 
 def test_a_host_without_a_task_or_with_a_listing_error_fails_every_task() -> None:

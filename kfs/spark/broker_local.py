@@ -12,8 +12,10 @@ all at once, so with every slot taken every executor runs one, and each task
    without one: never a result without their records);
 3. takes the partitions its host is the first (in the order given) to hold, a partition held by
    several hosts (replicas) being read once, as `load("a,b")` reads the first log dir listed; the
-   tasks of one host divide its splits by their rank among that host's tasks;
-4. plans and reads those splits as any task does (kfs.spark.plan, kfs.spark.source.read_split), the
+   tasks of one host divide those partitions by their rank among that host's tasks (each partition
+   planned and read by one task, so a live log growing between two tasks' plans loses or repeats
+   nothing);
+4. plans and reads its partitions as any task does (kfs.spark.plan, kfs.spark.source.read_split), the
    Arrow batches of Spark's Kafka source columns.
 
 Decoded columns are not built: the registry's `_schemas` log may be on another host.
@@ -21,6 +23,7 @@ Decoded columns are not built: the registry's `_schemas` log may be on another h
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -31,6 +34,7 @@ import pyarrow as pa
 
 from kfs.spark.options import OptionError, parse_options
 from kfs.storage import KfsError, LogDirs
+from kfs.storage.logdir import parse_partition_dir
 
 HOST_VARIABLE = "KFS_HOST"
 
@@ -125,7 +129,7 @@ class HostTask:
         """This task's batches, given every task's listing (`found`, by task index)."""
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from kfs.spark.plan import Split, plan_splits
+        from kfs.spark.plan import plan_splits
         from kfs.spark.source import kafka_schema, read_split
 
         errors = sorted({f["error"] for f in found if "error" in f})
@@ -141,13 +145,17 @@ class HostTask:
         host = found[index]["host"]
         if host not in self.hosts:
             return
-        owner = owners(self.hosts, {f["host"]: f["partitions"] for f in found})
+        held: dict[str, list[str]] = {}
+        for f in found:  # (a host's partitions as its first task listed them: every task agrees on them)
+            held.setdefault(f["host"], f["partitions"])
+        owner = owners(self.hosts, held)
         peers = [i for i, f in enumerate(found) if f["host"] == host]
+        ours = [name for name in held[host] if owner[name] == host][peers.index(index)::len(peers)]
+        wanted = frozenset(p for p in (parse_partition_dir(name) for name in ours) if p is not None)
         opts = parse_options({**self.options, "path": ",".join(self.hosts[host])})
+        opts = dataclasses.replace(opts, assign=wanted if opts.assign is None else wanted & opts.assign)
+        if not opts.assign:
+            return
         schema = to_arrow_schema(kafka_schema(self.include_headers), timezone="UTC")
-        splits = [s for s in plan_splits(opts) if any(owner.get(p.partition_name) == host for p in s.pieces)]
-        for split in splits[peers.index(index)::len(peers)]:
-            kept = [p for p in split.pieces if owner.get(p.partition_name) == host]
-            if len(kept) < len(split.pieces):
-                split = Split(split.index, tuple(kept))
+        for split in plan_splits(opts):  # (only this task's partitions: each is planned and read by one task)
             yield from read_split(split, opts, schema)
