@@ -11,7 +11,7 @@ install-test:
 	  || python3 -m pip install -q -e '.[test,spark]'
 
 test: install-test
-	python3 -m pytest -q tests
+	python3 -m pytest -q --durations=12 tests
 
 # The benchmark against Kafka's own decoder runs Kafka's classes (benchmarks/kafka-side-bench.jar) on a JRE
 # with Debian's codec jars, and uses bindfs as the FUSE baseline: installed here when missing (needs root).
@@ -56,7 +56,7 @@ spark-cluster:
 
 # The source and jobs on a real standalone cluster the tests start and stop; the Spark comparison benchmark.
 test-spark-cluster: install-test
-	python3 -m pytest -q tests/test_spark_cluster.py tests/test_spark_tasks.py
+	python3 -m pytest -q tests/test_spark_cluster.py tests/test_spark_broker_local.py tests/test_spark_tasks.py
 
 bench-spark:
 	python3 -m benchmarks.bench_spark
