@@ -194,3 +194,18 @@ def write_numbered_segment(directory: Path, base: int, offsets: list[int]) -> No
         records = [(o, 1_700_000_000_000 + o, b"k%d" % o, b"value-%d" % o, []) for o in offsets[i:i + 5]]
         appends.append([(v2_batch(records[0][0], records), records)])
     write_segment(str(directory), base, appends, 200)
+
+
+def orders_with_a_crc_mismatch(root: Path) -> range:
+    """A copy of orders-0 under `root` with one byte flipped inside a batch of segment 313 (its CRC no
+    longer matches); the offsets of that batch (344..354)."""
+    import shutil
+
+    shutil.copytree(FIXTURES / "logdirs" / "broker-a" / "orders-0", root / "orders-0")
+    batches = [json.loads(x) for x in (FIXTURES / "golden" / "orders-0" / "batches.jsonl").read_text().splitlines()]
+    batch = [b for b in batches if b["segment_base_offset"] == 313][5]
+    log = root / "orders-0" / "00000000000000000313.log"
+    data = bytearray(log.read_bytes())
+    data[batch["position"] + batch["size"] - 5] ^= 0xFF
+    log.write_bytes(bytes(data))
+    return range(batch["base_offset"], batch["last_offset"] + 1)

@@ -248,18 +248,9 @@ def test_cli_spark_errors_are_one_sentence(spark, capsysbinary, tmp_path):
 def test_on_corrupt_skip_in_a_session_leaves_out_only_the_damaged_batch(spark, tmp_path):
     """A batch of orders-0 with a byte flipped (its CRC no longer matches): `onCorrupt=skip` reads every
     other record, through the compiled walk the tasks take; the default fails with the batch's error."""
-    import shutil
+    from builders import orders_with_a_crc_mismatch
 
-    from builders import FIXTURES
-
-    shutil.copytree(FIXTURES / "logdirs" / "broker-a" / "orders-0", tmp_path / "orders-0")
-    batches = [json.loads(x) for x in (FIXTURES / "golden" / "orders-0" / "batches.jsonl").read_text().splitlines()]
-    batch = [b for b in batches if b["segment_base_offset"] == 313][5]
-    log = tmp_path / "orders-0" / "00000000000000000313.log"
-    data = bytearray(log.read_bytes())
-    data[batch["position"] + batch["size"] - 5] ^= 0xFF
-    log.write_bytes(bytes(data))
-    skipped = range(batch["base_offset"], batch["last_offset"] + 1)
+    skipped = orders_with_a_crc_mismatch(tmp_path)
     df = kfs_read(spark, str(tmp_path), onCorrupt="skip", maxSplitBytes="3000", includeHeaders="true")
     assert rows_of(df) == [r for r in golden_rows("orders-0") if r[2] not in skipped]
     with pytest.raises(Exception, match="CRC mismatch"):

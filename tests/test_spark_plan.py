@@ -10,11 +10,10 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from builders import ALL_LOGDIRS, golden_rows
+from builders import ALL_LOGDIRS, golden_rows, orders_with_a_crc_mismatch
 from conftest import FIXTURES, LOGDIRS
 from conftest import GOLDEN_PARTITIONS as PARTITIONS
 
@@ -226,14 +225,7 @@ def test_v0_messages_have_kafkas_no_timestamp():
 @pytest.fixture
 def corrupt_logdir(tmp_path: Path) -> tuple[str, range]:
     """orders-0 with one byte flipped inside a batch of segment 313 (offsets 344..354)."""
-    shutil.copytree(FIXTURES / "logdirs" / "broker-a" / "orders-0", tmp_path / "orders-0")
-    batches = [json.loads(x) for x in (FIXTURES / "golden" / "orders-0" / "batches.jsonl").read_text().splitlines()]
-    batch = [b for b in batches if b["segment_base_offset"] == 313][5]
-    log = tmp_path / "orders-0" / "00000000000000000313.log"
-    data = bytearray(log.read_bytes())
-    data[batch["position"] + batch["size"] - 5] ^= 0xFF
-    log.write_bytes(bytes(data))
-    return str(tmp_path), range(batch["base_offset"], batch["last_offset"] + 1)
+    return str(tmp_path), orders_with_a_crc_mismatch(tmp_path)
 
 
 def test_on_corrupt_fail_raises(corrupt_logdir):

@@ -191,19 +191,15 @@ def compiled_arrow_batches(topic: str, partition: int, plog: PartitionLog, start
     headers_type = schema.field("headers").type if include_headers else HEADERS_ARROW_TYPE
     builder = ColumnBuilder(headers_type, payloads)
     take = run_taker(builder, end, isolation == "read_committed", rows)
-    skip = on_corrupt == "skip"
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, end_offset=end, take=take,
                                                               on_corrupt=on_corrupt):
-        if type(header) is PlainRun:
-            done = header.taken
-        elif not skip:
-            done = builder.add(segment, header, body, first, end)
-        else:
-            try:
-                done = builder.add(segment, header, body, first, end)  # (a declined append leaves no row)
-            except CorruptLogError as e:
-                log.warning("kfs: %s; skipped", e)
-                continue
+        try:
+            done = header.taken if type(header) is PlainRun else builder.add(segment, header, body, first, end)
+        except CorruptLogError as e:  # (a declined append leaves no row)
+            if on_corrupt != "skip":
+                raise
+            log.warning("kfs: %s; skipped", e)
+            continue
         if builder.rows >= rows:
             yield from _batches(topic, partition, builder, schema, ts_type, include_headers, decoder)
         if done:
