@@ -15,7 +15,10 @@ fill it, on the Spark benchmark's schema and values (benchmarks/spark_data.py: `
   fields read past;
 - an older version: the same values written with an older version of the subject (`amount` an int,
   promoted; a `legacy` string field since dropped), resolved to the latest per row (fastavro) and by
-  the compiled decoder.
+  the compiled decoder;
+- Protobuf: the same values as a Protobuf message of the same four fields (ProtobufSerializer's
+  framing), per row (the protobuf package's parser, the converter, pa.array) and by the compiled
+  Protobuf decoder (kfs/_native/csrc/registry/protobuf_arrow.c), whole and with `amount` alone.
 
 CPU seconds of this process (time.process_time), best of `--rounds`, so that other work on the machine
 moves the figures less than wall time would; the load average is printed with them.
@@ -77,6 +80,30 @@ def _older_framed(value: dict[str, Any]) -> bytes:
     return b"\0" + OLDER_ID.to_bytes(4, "big") + out.getvalue()
 
 
+PROTO_ID, PROTO_TOPIC = 11, "orders_pb"
+PROTO_ORDER = """syntax = "proto3";
+package bench;
+message Order {
+  int64 n = 1;
+  string user = 2;
+  int64 amount = 3;
+  string note = 4;
+}
+"""
+
+
+def _with_protobuf(registry: Any) -> Any:
+    """The Protobuf twin of the order schema as subject `orders_pb-value`; its message class."""
+    from google.protobuf import message_factory
+
+    key = {"keytype": "SCHEMA", "subject": f"{PROTO_TOPIC}-value", "version": 1, "magic": 1}
+    value = {"subject": f"{PROTO_TOPIC}-value", "version": 1, "id": PROTO_ID, "schema": PROTO_ORDER,
+             "schemaType": "PROTOBUF"}
+    registry.state.apply(json.dumps(key).encode(), json.dumps(value).encode())
+    renderer = registry.compiled(PROTO_ID).renderer
+    return message_factory.GetMessageClass(renderer.file.message_types_by_name["Order"])
+
+
 def _best(rounds: int, run: Callable[[], object]) -> float:
     best = float("inf")
     for _ in range(rounds):
@@ -128,6 +155,20 @@ def main(argv: list[str] | None = None) -> int:
     assert rows.array_columns(keys, older_values, headers, types)[1].equals(reference)
     assert _column(decoder, older, data_type)[0].equals(reference)
     assert decoder.arrow_program(data_type, None, OLDER_ID) is not None
+    order_class = _with_protobuf(registry)
+    proto_prefix = b"\0" + PROTO_ID.to_bytes(4, "big") + b"\0"
+    proto_records = [_Row(None, proto_prefix + order_class(**order(n)).SerializeToString(), [])
+                     for n in range(args.records)]
+    proto_values = pa.array([r.value for r in proto_records], pa.binary())
+    proto_fields = decoded_fields(registry, [PROTO_TOPIC])
+    proto_type = to_arrow_schema(StructType(proto_fields), timezone="UTC").field("value_decoded").type
+    proto_rows = FramedRows(registry, [plan_from_field(f) for f in proto_fields[:2]], PROTO_TOPIC)
+    proto_pruned = FramedRows(registry, [plan_from_field(f) for f in proto_fields[:2]], PROTO_TOPIC,
+                              whole={"value": proto_type})
+    proto_amount = pa.struct([pa.field("amount", pa.int64())])
+    proto_reference = _column(proto_rows.parts[1], proto_records, proto_type)[0]
+    assert proto_rows.array_columns(keys, proto_values, headers, [pa.string(), proto_type])[1].equals(proto_reference)
+    assert proto_rows.parts[1].arrow_program(proto_type) is not None
     paths: list[tuple[str, Callable[[], object]]] = [
         ("per-row (fastavro, pa.array)", lambda: _column(decoder, records, data_type)),
         ("json-shaped (C renderer, Arrow's JSON reader)", lambda: _fast_column(decoder, records, data_type)),
@@ -139,6 +180,12 @@ def main(argv: list[str] | None = None) -> int:
          lambda: pruned.array_columns(keys, values, headers, [pa.string(), amount])),
         ("older version, per-row (fastavro resolves)", lambda: _column(decoder, older, data_type)),
         ("older version, c-arrow (resolved in C)", lambda: rows.array_columns(keys, older_values, headers, types)),
+        ("Protobuf, per-row (protobuf parser, pa.array)", lambda: _column(proto_rows.parts[1], proto_records,
+                                                                         proto_type)),
+        ("Protobuf, c-arrow (array_columns)",
+         lambda: proto_rows.array_columns(keys, proto_values, headers, [pa.string(), proto_type])),
+        ("Protobuf, c-arrow, `amount` shown alone",
+         lambda: proto_pruned.array_columns(keys, proto_values, headers, [pa.string(), proto_amount])),
     ]
     print(f"{args.records:,} values of {data_type}; CPU ns per value, best of {args.rounds}; "
           f"load average {os.getloadavg()[0]:.2f}")

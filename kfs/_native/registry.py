@@ -8,6 +8,8 @@ _speedups.pyi, or None unbuilt.
   `avro_arrow_decode`;
 - `avro_arrow_decode`: a batch of registry-framed values (an Arrow binary array's buffers) into the
   buffers of Spark's typed column, each row the per-row path's value or declined to it;
+- `protobuf_arrow_program`, `protobuf_arrow_decode`: the same for Protobuf messages (the reader's first
+  message), each row the per-row path's value or declined to it;
 - `avro_text_column`: a batch of framed Avro values into an Arrow string column of their JSON text
   (`render_avro`'s), each row rendered or declined to the per-row path.
 """
@@ -21,3 +23,5 @@ render_avro = extension.render_avro if BUILT else None
 avro_arrow_program = extension.avro_arrow_program if BUILT else None
 avro_arrow_decode = extension.avro_arrow_decode if BUILT else None
 avro_text_column = extension.avro_text_column if BUILT else None
+protobuf_arrow_program = extension.protobuf_arrow_program if BUILT else None
+protobuf_arrow_decode = extension.protobuf_arrow_decode if BUILT else None

@@ -36,8 +36,8 @@ _MAX_WORDS = 1 << 20  # (a named type is compiled at each use: a schema may mult
 _MILLIS = ("timestamp-millis", "local-timestamp-millis")
 
 
-class _Unsupported(Exception):
-    """A schema or column whose datums stay the per-row path's."""
+class Unsupported(Exception):
+    """A schema or column whose values stay the per-row path's."""
 
 
 def _column_kind(t: pa.DataType) -> str:
@@ -45,7 +45,8 @@ def _column_kind(t: pa.DataType) -> str:
         return "bool"
     if pa.types.is_int32(t) or pa.types.is_date32(t):
         return "i32"
-    if pa.types.is_int64(t) or (pa.types.is_timestamp(t) and t.unit == "us"):
+    if pa.types.is_int64(t) or (pa.types.is_timestamp(t) and t.unit == "us") or \
+            (pa.types.is_duration(t) and t.unit == "us"):
         return "i64"
     if pa.types.is_float32(t):
         return "f32"
@@ -61,7 +62,7 @@ def _column_kind(t: pa.DataType) -> str:
         return "list"
     if pa.types.is_map(t) and pa.types.is_string(t.key_type):
         return "map"
-    raise _Unsupported(str(t))
+    raise Unsupported(str(t))
 
 
 def _children(t: pa.DataType) -> list[pa.DataType]:
@@ -112,10 +113,11 @@ class ArrowProgram:
         return pa.Array.from_buffers(t, length, [valid, pa.py_buffer(values)])
 
 
-class _Compiler:
-    def __init__(self, named: dict[str, Any], writer: Writer | None = None) -> None:
-        self.named = named
-        self.writer = writer
+class ColumnTable:
+    """A program being compiled: its node words, text pool and column table (avro_arrow.h's layout, which
+    the Protobuf decoder's programs share: kfs/registry/protobuf_arrow_program.py)."""
+
+    def __init__(self) -> None:
         self.words: list[int] = [0] * _HEADER_WORDS
         self.pool = bytearray()
         self.cols: list[tuple[str, int, int]] = []  # (kind, first child, child count)
@@ -150,8 +152,25 @@ class _Compiler:
         at = len(self.words)
         self.words += words
         if len(self.words) > _MAX_WORDS:
-            raise _Unsupported("too large a program")
+            raise Unsupported("too large a program")
         return at
+
+    def program(self, root: int) -> bytes:
+        table = len(self.words)
+        for (kind, first, count), nullable in zip(self.cols, self.nullable, strict=True):
+            self.words += [COLUMNS[kind], first, count, int(nullable)]
+        self.words[:_HEADER_WORDS] = [root, len(self.words), len(self.cols), table]
+        return struct.pack(f"<{len(self.words)}i", *self.words) + bytes(self.pool)
+
+    def built(self, root: int) -> ArrowProgram:
+        return ArrowProgram(self.program(root), tuple(self.types), tuple(self.children))
+
+
+class _Compiler(ColumnTable):
+    def __init__(self, named: dict[str, Any], writer: Writer | None = None) -> None:
+        super().__init__()
+        self.named = named
+        self.writer = writer
 
     def node(self, schema: Any, col: int, full: pa.DataType, seen: frozenset[str] = frozenset()) -> int:
         """The node reading `schema`, whose whole column type is `full`, into column `col` (as avro_type
@@ -162,7 +181,7 @@ class _Compiler:
         kind = _kind(schema)
         column = _column_kind(full)
         if col >= 0 and (self.cols[col][0] != column or (not _children(full) and not self.types[col].equals(full))):
-            raise _Unsupported(f"{self.types[col]} is not a part of {full}")
+            raise Unsupported(f"{self.types[col]} is not a part of {full}")
         first = self.cols[col][1] if col >= 0 else -1
         logical = schema.get("logicalType") if isinstance(schema, dict) else None
         if kind == "union":
@@ -171,7 +190,7 @@ class _Compiler:
             name = schema["name"]
             fields = schema["fields"]
             if column != "struct" or name in seen or len(fields) != full.num_fields:
-                raise _Unsupported(name)
+                raise Unsupported(name)
             shown = self._shown(col, full)
             at = self.emit([OPS["record"], col, len(fields)] + [0] * len(fields))
             for i, f in enumerate(fields):
@@ -179,7 +198,7 @@ class _Compiler:
             return at
         if kind in ("array", "map"):
             if column != ("list" if kind == "array" else "map"):
-                raise _Unsupported(kind)
+                raise Unsupported(kind)
             at = self.emit([OPS[kind], col, 0])
             inner = schema["items"] if kind == "array" else schema["values"]
             inner_col = -1 if col < 0 else first + (kind == "map")
@@ -188,7 +207,7 @@ class _Compiler:
             return at
         if kind == "enum":
             if column != "bin":
-                raise _Unsupported(kind)
+                raise Unsupported(kind)
             words = [OPS["enum"], col, len(schema["symbols"])]
             for symbol in schema["symbols"]:
                 data = str(symbol).encode("utf-8")
@@ -206,7 +225,7 @@ class _Compiler:
         (-1: read past). Only what resolves plainly: the same schema; records whose fields are matched
         by name (a writer's field the reader lacks read past, a reader's field the writer lacks its
         default, of a kind whose JSON default is the value the per-row path keeps); int -> long,
-        int or long -> double, float -> double. Anything else is the per-row path's (_Unsupported)."""
+        int or long -> double, float -> double. Anything else is the per-row path's (Unsupported)."""
         assert self.writer is not None
         schema = _named(schema, self.named)
         while isinstance(schema, dict) and isinstance(schema.get("type"), (dict, list)):
@@ -223,11 +242,11 @@ class _Compiler:
                     ("long", "double"): "long_double", ("float", "double"): "float_double"}.get((wkind, kind))
         if promoted is not None and not logical:
             if _column_kind(full) != ("i64" if kind == "long" else "f64"):
-                raise _Unsupported(f"{wkind} -> {kind} into {full}")
+                raise Unsupported(f"{wkind} -> {kind} into {full}")
             return self.emit([OPS[promoted], col])
         if kind in ("array", "map") and wkind == kind:
             if _column_kind(full) != ("list" if kind == "array" else "map"):
-                raise _Unsupported(kind)
+                raise Unsupported(kind)
             inner = "items" if kind == "array" else "values"
             at = self.emit([OPS[kind], col, 0])
             inner_col = -1 if col < 0 else self.cols[col][1] + (kind == "map")
@@ -252,7 +271,7 @@ class _Compiler:
                 words += [len(self.pool), len(data)]
                 self.pool += data
             return self.emit(words)
-        raise _Unsupported(f"{wkind} resolved to {kind}")
+        raise Unsupported(f"{wkind} resolved to {kind}")
 
     def _resolve_record(self, schema: dict[str, Any], col: int, full: pa.DataType, wschema: dict[str, Any],
                         seen: frozenset[str]) -> int:
@@ -262,7 +281,7 @@ class _Compiler:
         if (name.split(".")[-1] != wschema["name"].split(".")[-1] or schema.get("aliases") or name in seen
                 or _column_kind(full) != "struct" or len(fields) != full.num_fields
                 or any(f.get("aliases") for f in fields)):
-            raise _Unsupported(f"record {wschema['name']} resolved to {name}")
+            raise Unsupported(f"record {wschema['name']} resolved to {name}")
         shown = self._shown(col, full)
         by_name = {f["name"]: i for i, f in enumerate(fields)}
         nodes: list[int] = []
@@ -308,19 +327,19 @@ class _Compiler:
     def _default_datum(self, field: dict[str, Any]) -> bytes:
         """A reader field's default as an Avro datum of its schema (_default says which are taken)."""
         if "default" not in field:
-            raise _Unsupported(f"no default for {field['name']}")
+            raise Unsupported(f"no default for {field['name']}")
         value = field["default"]
         target = _named(field["type"], self.named)
         branches = target if isinstance(target, list) else None
         if branches is not None:
             if value is not None or _kind(_named(branches[0], self.named)) != "null":
-                raise _Unsupported("a union's default")
+                raise Unsupported("a union's default")
             return b"\0"  # (branch 0, null)
         kind = _kind(target)
         if kind in ("array", "map") and value in ([], {}) and type(value) is (list if kind == "array" else dict):
             return b"\0"  # (no items)
         if isinstance(target, dict) and "logicalType" in target:
-            raise _Unsupported(f"a default of {kind} with a logical type")
+            raise Unsupported(f"a default of {kind} with a logical type")
         return _datum(kind, value)
 
     def _same(self, wschema: Any, schema: Any) -> bool:
@@ -330,7 +349,7 @@ class _Compiler:
         assert self.writer is not None
         try:
             return _expanded(wschema, self.writer.named, frozenset()) == _expanded(schema, self.named, frozenset())
-        except _Unsupported:
+        except Unsupported:
             return False
 
     def _shown(self, col: int, full: pa.DataType) -> list[int]:
@@ -349,7 +368,7 @@ class _Compiler:
             else:
                 shown.append(-1)
         if at != pruned.num_fields:
-            raise _Unsupported(f"{pruned} is not a part of {full}")
+            raise Unsupported(f"{pruned} is not a part of {full}")
         return shown
 
     def _leaf(self, kind: str, logical: Any, column: str, schema: Any) -> tuple[Any, ...]:
@@ -368,19 +387,19 @@ class _Compiler:
             return ("fixed", int(schema["size"]))
         op = table.get((kind, column))
         if op is None:
-            raise _Unsupported(f"{kind} into {column}")
+            raise Unsupported(f"{kind} into {column}")
         return op
 
     def _union(self, branches: list[Any], col: int, full: pa.DataType, seen: frozenset[str]) -> int:
         rest = _non_null(branches)
         if not rest:
-            raise _Unsupported("a union of null only")
+            raise Unsupported("a union of null only")
         kinds = {_kind(_named(b, self.named)) for b in rest}
         single = len(rest) == 1 or (len(rest) == 2 and kinds in ({"int", "long"}, {"float", "double"}))
         if single and len(rest) == 2 and any(self._logical(b) in _MILLIS for b in rest):
             # The per-row path converts a folded union's value by the first branch of its Python type
             # (an int for either of [int, long]): by the other branch's converter when that one is taken.
-            raise _Unsupported("a folded union with a millisecond timestamp")
+            raise Unsupported("a folded union with a millisecond timestamp")
         if single:
             at = self.emit([OPS["union_one"], col, len(branches)] + [-1] * len(branches))
             for i, b in enumerate(branches):
@@ -388,12 +407,12 @@ class _Compiler:
                     self.words[at + 3 + i] = self.node(b, col, full, seen)
             return at
         if _column_kind(full) != "struct" or full.num_fields != len(rest):
-            raise _Unsupported("a union's members")
+            raise Unsupported("a union's members")
         pythons = [self._python_type(b) for b in rest]
         if len(set(pythons)) != len(pythons):
             # The per-row path finds the branch a value took by its Python type (an unnamed one: int for
             # both int and long): it puts it in the first such member, which this decoder would not.
-            raise _Unsupported("a union of two branches of one Python type")
+            raise Unsupported("a union of two branches of one Python type")
         shown = self._shown(col, full)
         first = self.cols[col][1] if col >= 0 else -1
         at = self.emit([OPS["union_members"], col, len(branches)] + [-1, -1] * len(branches))
@@ -423,13 +442,6 @@ class _Compiler:
             return "bytes"  # (a Decimal, which the converter files with bytes)
         return {"long": "int", "double": "float"}.get(kind, kind)
 
-    def program(self, root: int) -> bytes:
-        table = len(self.words)
-        for (kind, first, count), nullable in zip(self.cols, self.nullable, strict=True):
-            self.words += [COLUMNS[kind], first, count, int(nullable)]
-        self.words[:_HEADER_WORDS] = [root, len(self.words), len(self.cols), table]
-        return struct.pack(f"<{len(self.words)}i", *self.words) + bytes(self.pool)
-
 
 @dataclass(frozen=True)
 class Writer:
@@ -446,21 +458,21 @@ _PROMOTABLE = {"int": {"long", "float", "double"}, "long": {"float", "double"}, 
 
 
 def _expanded(schema: Any, named: dict[str, Any], seen: frozenset[str]) -> Any:
-    """`schema` with its named types written out and docs dropped, comparable with ==; _Unsupported
+    """`schema` with its named types written out and docs dropped, comparable with ==; Unsupported
     for a recursive one, or a union one of whose branches an earlier branch would take."""
     schema = _named(schema, named)
     if isinstance(schema, list):
         branches = [_named(b, named) for b in schema]
         for j, later in enumerate(branches):
             if any(_takes(earlier, later) for earlier in branches[:j]):
-                raise _Unsupported("a union a writer's branch may resolve to another branch of")
+                raise Unsupported("a union a writer's branch may resolve to another branch of")
         return [_expanded(b, named, seen) for b in schema]
     if not isinstance(schema, dict):
         return schema
     name = schema.get("name")
     if isinstance(name, str) and schema.get("type") in ("record", "error", "enum", "fixed"):
         if name in seen:
-            raise _Unsupported(f"recursive {name}")
+            raise Unsupported(f"recursive {name}")
         seen = seen | {name}
     out: dict[str, Any] = {}
     for key, value in schema.items():
@@ -492,13 +504,13 @@ _DEFAULT_KINDS: dict[str, tuple[type, ...]] = {"boolean": (bool,), "int": (int,)
 
 def _datum(kind: str, value: Any) -> bytes:
     """A JSON default of a primitive kind as its Avro binary datum (fastavro's writer, as the per-row
-    path's library writes it); _Unsupported for a value not of the kind, or an int out of its range."""
+    path's library writes it); Unsupported for a value not of the kind, or an int out of its range."""
     from fastavro import schemaless_writer
 
     taken = isinstance(value, _DEFAULT_KINDS.get(kind, ())) and (kind == "boolean") == isinstance(value, bool)
     bits = {"int": 32, "long": 64}.get(kind)
     if not taken or (bits is not None and not -(1 << (bits - 1)) <= value < 1 << (bits - 1)):
-        raise _Unsupported(f"a default {value!r} of {kind}")
+        raise Unsupported(f"a default {value!r} of {kind}")
     out = io.BytesIO()
     schemaless_writer(out, kind, value)
     return out.getvalue()
@@ -517,8 +529,8 @@ def compile_arrow_program(schema: Any, named: dict[str, Any], target: pa.DataTyp
         col = compiler.column(target if shown is None else shown)
         root = compiler.node(schema, col, target) if writer is None else compiler.resolve(schema, col, target,
                                                                                           writer.schema)
-    except (_Unsupported, KeyError, TypeError, ValueError, RecursionError):
+    except (Unsupported, KeyError, TypeError, ValueError, RecursionError):
         return None
     if len(compiler.words) + 4 * len(compiler.cols) >= _MAX_WORDS:
         return None
-    return ArrowProgram(compiler.program(root), tuple(compiler.types), tuple(compiler.children))
+    return compiler.built(root)

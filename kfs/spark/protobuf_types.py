@@ -157,7 +157,13 @@ def _proto_value_single(fd: Any) -> Convert:
 
 def _micros_of(message: Any) -> int:
     # (Spark: millisToMicros(seconds * 1000) + NANOSECONDS.toMicros(nanos), truncating)
-    return int(message.seconds) * 1_000_000 + int(int(message.nanos) / 1000)
+    micros = int(message.seconds) * 1_000_000 + int(int(message.nanos) / 1000)
+    if not -(1 << 63) <= micros < 1 << 63:  # (Spark's multiplyExact fails there: here the row's error)
+        from kfs.registry.protobuf import ProtobufPayloadError
+
+        raise ProtobufPayloadError(f"the {message.DESCRIPTOR.full_name} of {message.seconds} seconds is past "
+                                   "the microseconds a Spark timestamp holds")
+    return micros
 
 
 def _proto_scalar(fd: Any) -> Convert:
@@ -171,8 +177,20 @@ def _proto_scalar(fd: Any) -> Convert:
             return v.name if v is not None else str(n)
 
         return enum
+    if fd.type == F.TYPE_STRING:
+        return _text
     if fd.cpp_type == F.CPPTYPE_UINT32:  # Java's int: the same 32 bits, signed
         return lambda n: n - (1 << 32) if n >= 1 << 31 else n
     if fd.cpp_type == F.CPPTYPE_UINT64:
         return lambda n: n - (1 << 64) if n >= 1 << 63 else n
     return identity
+
+
+def _text(value: Any) -> str:
+    """A string field's value: protobuf hands a proto2 string that is not UTF-8 over as bytes, which a
+    string column cannot hold (Spark's connector fails on it too): the row's error here."""
+    if isinstance(value, str):
+        return value
+    from kfs.registry.protobuf import ProtobufPayloadError
+
+    raise ProtobufPayloadError("a string field holds bytes that are not UTF-8")

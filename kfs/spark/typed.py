@@ -26,11 +26,18 @@ import pyarrow.compute as pc
 from pyspark.sql.types import DataType, StringType, StructField
 
 from kfs.registry.avro import AvroDatumError, AvroSchemaError
-from kfs.registry.avro_arrow import avro_arrow_decode, avro_arrow_program, avro_text_column
+from kfs.registry.avro_arrow import (
+    avro_arrow_decode,
+    avro_arrow_program,
+    avro_text_column,
+    protobuf_arrow_decode,
+    protobuf_arrow_program,
+)
 from kfs.registry.avro_arrow_program import ArrowProgram, Writer, compile_arrow_program
 from kfs.registry.decode import PayloadError, Registry
 from kfs.registry.lines import KEY_HEADER, VALUE_HEADER, framed
 from kfs.registry.protobuf import ProtobufPayloadError, message_indexes
+from kfs.registry.protobuf_arrow_program import compile_protobuf_program
 from kfs.registry.resolution import READ_LOGICAL_TYPES, AvroResolver, ParsedAvro, parse_avro
 from kfs.spark.avro_types import Convert, TypingError, avro_converter, avro_type
 from kfs.spark.json_shaped import json_shaped, json_type, parse_lines, to_spark
@@ -134,6 +141,9 @@ class PartDecoder:
         self._reader: ParsedAvro | None = None
         self._convert: Convert | None = None
         self._proto: tuple[Any, Any] | None = None  # (message class, converter) of the reader
+        self._proto_descriptor: Any = None  # the reader's message, for kfs/_native/csrc/registry/protobuf_arrow.c
+        # the compiled decoder of the part's programs (arrow_program): Avro's or Protobuf's
+        self.arrow_decode: Any = protobuf_arrow_decode if plan.kind == "PROTOBUF" else avro_arrow_decode
         # kfs.spark.json_shaped's fast path: the reader schema's own framing, and its JSON renderer
         self.fast_prefix: bytes | None = None
         self.fast_render: Any = None
@@ -163,6 +173,7 @@ class PartDecoder:
 
             descriptor = _first_message(registry.compiled(plan.schema_id).renderer)
             self._proto = (message_factory.GetMessageClass(descriptor), protobuf_converter(descriptor))
+            self._proto_descriptor = descriptor
 
     def decode(self, data: bytes | None, headers: Sequence[tuple[str, bytes | None]]) -> tuple[Any, str | None]:
         """(the column's value, the decode error): (None, None) for a part that is not framed."""
@@ -209,7 +220,9 @@ class PartDecoder:
         if key in self._arrow:
             return self._arrow[key]
         found = None
-        if self._typing is not None and avro_arrow_program is not None and self.plan.schema_id:
+        if self._proto_descriptor is not None:
+            found = self._protobuf_program(data_type, shown, writer_id)
+        elif self._typing is not None and avro_arrow_program is not None and self.plan.schema_id:
             writer = self._writer(writer_id) if writer_id is not None else None
             compiled = None
             if writer_id is None or writer is not None:
@@ -219,6 +232,26 @@ class PartDecoder:
                 found = (avro_arrow_program(compiled.program), compiled)
         self._arrow[key] = found
         return found
+
+    def _protobuf_program(self, data_type: pa.DataType, shown: pa.DataType,
+                          writer_id: int | None) -> tuple[object, ArrowProgram] | None:
+        """The Protobuf decoder's program (records are parsed with the reader's message, whatever version
+        wrote them: a writer's values are decoded by it when its first message is the reader's)."""
+        if protobuf_arrow_program is None:
+            return None
+        if writer_id is not None:
+            compiled = self.registry.compiled(writer_id)
+            if compiled.kind != "PROTOBUF" or compiled.error is not None:
+                return None
+            try:
+                if _first_message(compiled.renderer).full_name != self._proto_descriptor.full_name:
+                    return None
+            except TypingError:
+                return None
+            return self.arrow_program(data_type, shown)
+        program = compile_protobuf_program(self._proto_descriptor, data_type,
+                                           None if shown.equals(data_type) else shown)
+        return None if program is None else (protobuf_arrow_program(program.program), program)
 
     def _writer(self, schema_id: int) -> Writer | None:
         """Schema `schema_id` as a writer to resolve to the reader schema (None: not an Avro schema of
@@ -525,12 +558,13 @@ def _arrow_column(decoder: PartDecoder, data: pa.Array, skip: bytes | None,
                   headers_of: Callable[[int], list[tuple[str, bytes | None]]],
                   data_type: pa.DataType, shown: pa.DataType | None = None) -> tuple[pa.Array, pa.Array] | None:
     """A part's column (of `shown`, a part of `data_type`: by default all of it) and its errors by the
-    compiled decoder (kfs/_native/csrc/registry/avro_arrow.c); the rows it declines by the per-row path
-    (`decoder.decode`, cut down to `shown`), put in their places by `take`. None where the values are
-    not a binary array the decoder reads."""
+    compiled decoder (kfs/_native/csrc/registry/avro_arrow.c, protobuf_arrow.c); the rows it declines by
+    the per-row path (`decoder.decode`, cut down to `shown`), put in their places by `take`. None where
+    the values are not a binary array the decoder reads."""
     shown = data_type if shown is None else shown
     found = decoder.arrow_program(data_type, shown)
-    assert found is not None and avro_arrow_decode is not None and decoder.plan.schema_id is not None
+    decode = decoder.arrow_decode
+    assert found is not None and decode is not None and decoder.plan.schema_id is not None
     program, compiled = found
     if pa.types.is_large_binary(data.type):
         data = data.cast(pa.binary())
@@ -540,7 +574,7 @@ def _arrow_column(decoder: PartDecoder, data: pa.Array, skip: bytes | None,
     validity, offsets, body = data.buffers()
     buffers = (validity, offsets if offsets is not None else b"\0" * 4, body if body is not None else b"",
                data.offset, skip)
-    status, columns = avro_arrow_decode(program, _prefix(decoder.plan.schema_id), n, *buffers)
+    status, columns = decode(program, _prefix(decoder.plan.schema_id), n, *buffers)
     arrays = [compiled.build(columns)]
     indices = np.arange(n, dtype=np.int64)
     declined = np.frombuffer(status, dtype=np.uint8).astype(bool)
@@ -548,7 +582,7 @@ def _arrow_column(decoder: PartDecoder, data: pa.Array, skip: bytes | None,
         other = decoder.arrow_program(data_type, shown, writer_id)
         if other is None:
             continue
-        status, columns = avro_arrow_decode(other[0], _prefix(writer_id), n, *buffers)
+        status, columns = decode(other[0], _prefix(writer_id), n, *buffers)
         decoded = declined & (np.frombuffer(status, dtype=np.uint8) == 0)
         indices[decoded] += n * len(arrays)
         declined &= ~decoded

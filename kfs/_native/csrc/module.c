@@ -22,6 +22,7 @@
  *   registry/ avro_json.c: Avro datums to JSON text by a program compiled from the schema
  *             (kfs/registry/avro_program.py), the Python path's answers without its objects
  *   registry/ avro_arrow.c: Avro values into the Arrow buffers of Spark's typed column
+ *   registry/ protobuf_arrow.c: Protobuf messages likewise (arrow_build.c: the buffers both fill)
  *   module.c  init(), the method table, the module
  *
  * The helpers small and hot enough to be inlined into those loops are static inline in the headers.
@@ -139,6 +140,8 @@ static PyMethodDef speedups_methods[] = {
     {"render_avro", (PyCFunction)(void (*)(void))kfs_render_avro, METH_FASTCALL, kfs_render_avro_doc},
     {"avro_arrow_program", kfs_avro_arrow_program, METH_O, kfs_avro_arrow_program_doc},
     {"avro_arrow_decode", kfs_avro_arrow_decode, METH_VARARGS, kfs_avro_arrow_decode_doc},
+    {"protobuf_arrow_program", kfs_protobuf_arrow_program, METH_O, kfs_protobuf_arrow_program_doc},
+    {"protobuf_arrow_decode", kfs_protobuf_arrow_decode, METH_VARARGS, kfs_protobuf_arrow_decode_doc},
     {"avro_text_column", kfs_avro_text_column, METH_VARARGS, kfs_avro_text_column_doc},
     {"arrow_builder", kfs_arrow_builder, METH_VARARGS, kfs_arrow_builder_doc},
     {"arrow_append_v2", kfs_arrow_append_v2, METH_VARARGS, kfs_arrow_append_v2_doc},

@@ -216,6 +216,11 @@ KFS_HIDDEN extern const char kfs_avro_arrow_program_doc[];
 KFS_HIDDEN PyObject *kfs_avro_arrow_program(PyObject *module, PyObject *arg);
 KFS_HIDDEN extern const char kfs_avro_arrow_decode_doc[];
 KFS_HIDDEN PyObject *kfs_avro_arrow_decode(PyObject *module, PyObject *args);
+/* protobuf_arrow.c */
+KFS_HIDDEN extern const char kfs_protobuf_arrow_program_doc[];
+KFS_HIDDEN PyObject *kfs_protobuf_arrow_program(PyObject *module, PyObject *arg);
+KFS_HIDDEN extern const char kfs_protobuf_arrow_decode_doc[];
+KFS_HIDDEN PyObject *kfs_protobuf_arrow_decode(PyObject *module, PyObject *args);
 KFS_HIDDEN extern const char kfs_avro_text_column_doc[];
 KFS_HIDDEN PyObject *kfs_avro_text_column(PyObject *module, PyObject *args);
 

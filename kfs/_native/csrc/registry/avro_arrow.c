@@ -12,8 +12,7 @@
  * strings and map keys Python's strict UTF-8 decoder refuses, and an Arrow offset past 2^31 - 1.
  * A declined row leaves no trace in the columns: each is cut back to its length before the row. */
 
-#include "avro_arrow.h"
-#include "../record/utf8.h"
+#include "arrow_build.h"
 #include "avro_binary.h"
 #include "avro_json.h"
 
@@ -21,161 +20,14 @@
 #define MAX_DEPTH 200
 
 typedef struct {
-    uint8_t *p;
-    size_t len, cap;
-} abuf;
-
-typedef struct {
-    abuf valid; /* validity bitmap */
-    abuf vals;  /* fixed-width values, a bool bitmap, or int32 offsets */
-    abuf data;  /* string/binary bytes */
-    int64_t n;
-    int32_t kind, first, nchild, nullable;
-} column;
-
-typedef struct {
-    int64_t n;
-    size_t vals, data;
-} mark;
-
-typedef struct {
-    const int32_t *w;
-    int32_t nw, ncols, root;
-    const char *pool;
-    Py_ssize_t pool_len;
-} aprogram;
-
-typedef struct {
     const aprogram *P;
-    column *cols;
+    arrow_out *out;
     const uint8_t *p, *end;
     int64_t items;
-    int nomem;
     int writer_past; /* within an OP_WRITER_PAST node */
 } astate;
 
-enum { OK = AVRO_OK, DECLINE = AVRO_DECLINE };
-
-/* ---- buffers ---------------------------------------------------------------------------------- */
-
-static int
-grow(astate *s, abuf *b, size_t need)
-{
-    if (b->cap - b->len >= need)
-        return OK;
-    if (need > ((size_t)PY_SSIZE_T_MAX >> 2) - b->len) {
-        s->nomem = 1;
-        return DECLINE;
-    }
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->len < need)
-        cap *= 2;
-    uint8_t *p = PyMem_Realloc(b->p, cap);
-    if (p == NULL) {
-        s->nomem = 1;
-        return DECLINE;
-    }
-    b->p = p; /* (not zeroed: every byte is written before it is read; put_bit zeroes a bitmap's new bytes) */
-    b->cap = cap;
-    return OK;
-}
-
-static inline int
-put_bytes(astate *s, abuf *b, const void *v, size_t n)
-{
-    if (n == 0) /* (an empty string into a buffer not yet allocated: memcpy takes no NULL) */
-        return OK;
-    if (grow(s, b, n) < 0)
-        return DECLINE;
-    memcpy(b->p + b->len, v, n);
-    b->len += n;
-    return OK;
-}
-
-/* Bit i of a bitmap set to `on`, the bitmap grown to hold it. */
-static inline int
-put_bit(astate *s, abuf *b, int64_t i, int on)
-{
-    const size_t byte = (size_t)(i >> 3);
-    if (byte >= b->len) {
-        if (grow(s, b, byte + 1 - b->len) < 0)
-            return DECLINE;
-        memset(b->p + b->len, 0, byte + 1 - b->len);
-        b->len = byte + 1;
-    }
-    const uint8_t bit = (uint8_t)(1u << (i & 7));
-    if (on)
-        b->p[byte] |= bit;
-    else
-        b->p[byte] &= (uint8_t)~bit;
-    return OK;
-}
-
-/* A row of column c begun: its validity bit set (the value follows). */
-static inline int
-begin(astate *s, column *c)
-{
-    if (put_bit(s, &c->valid, c->n, 1) < 0)
-        return DECLINE;
-    c->n++;
-    return OK;
-}
-
-static inline int
-put_offset(astate *s, column *c, int64_t end)
-{
-    if (end > INT32_MAX)
-        return DECLINE;
-    const int32_t o = (int32_t)end;
-    return put_bytes(s, &c->vals, &o, 4);
-}
-
-/* A null in column ci; in a column that is not nullable (a struct field under a null struct: pa.array
- * fills those so), its empty value instead: 0, "", [], {}, a struct of such. */
-static int
-append_null(astate *s, int32_t ci)
-{
-    column *c = s->cols + ci;
-    if (put_bit(s, &c->valid, c->n, !c->nullable) < 0)
-        return DECLINE;
-    static const uint8_t zeros[16];
-    switch (c->kind) {
-    case ACOL_BOOL:
-        if (put_bit(s, &c->vals, c->n, 0) < 0)
-            return DECLINE;
-        break;
-    case ACOL_I32:
-    case ACOL_F32:
-        if (put_bytes(s, &c->vals, zeros, 4) < 0)
-            return DECLINE;
-        break;
-    case ACOL_I64:
-    case ACOL_F64:
-        if (put_bytes(s, &c->vals, zeros, 8) < 0)
-            return DECLINE;
-        break;
-    case ACOL_DEC:
-        if (put_bytes(s, &c->vals, zeros, 16) < 0)
-            return DECLINE;
-        break;
-    case ACOL_BIN:
-        if (put_offset(s, c, (int64_t)c->data.len) < 0)
-            return DECLINE;
-        break;
-    case ACOL_LIST:
-    case ACOL_MAP:
-        if (put_offset(s, c, s->cols[c->first].n) < 0)
-            return DECLINE;
-        break;
-    case ACOL_STRUCT:
-        for (int32_t k = 0; k < c->nchild; k++)
-            if (append_null(s, c->first + k) < 0)
-                return DECLINE;
-        break;
-    }
-    c->n++;
-    return OK;
-}
+enum { OK = AB_OK, DECLINE = AB_DECLINE };
 
 /* ---- the datum -------------------------------------------------------------------------------- */
 
@@ -211,34 +63,6 @@ read_integer(astate *s, int is_int, int64_t *v)
     return OK;
 }
 
-/* valid_utf8 (Python's strict decoder), 32 then 8 ASCII bytes at a time where it can. */
-static inline int
-utf8_ok(const uint8_t *t, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        uint64_t w[4];
-        memcpy(w, t + i, 32);
-        if ((w[0] | w[1] | w[2] | w[3]) & 0x8080808080808080ULL)
-            break;
-    }
-    for (; i + 8 <= n; i += 8) {
-        uint64_t word;
-        memcpy(&word, t + i, 8);
-        if (word & 0x8080808080808080ULL)
-            break;
-    }
-    return valid_utf8(t + i, n - i);
-}
-
-static inline int
-put_binary(astate *s, column *c, const uint8_t *t, Py_ssize_t n)
-{
-    if (begin(s, c) < 0 || put_bytes(s, &c->data, t, (size_t)n) < 0)
-        return DECLINE;
-    return put_offset(s, c, (int64_t)c->data.len);
-}
-
 /* A big-endian two's-complement decimal's unscaled value (as decimal128's 16 little-endian bytes);
  * declined past 16 bytes or `precision` digits (fastavro rounds it to its context's precision). */
 static int
@@ -269,9 +93,9 @@ put_decimal(astate *s, column *c, const uint8_t *t, Py_ssize_t n, int32_t precis
     uint8_t out[16];
     for (int i = 0; i < 16; i++)
         out[i] = (uint8_t)(u >> (8 * i));
-    if (begin(s, c) < 0)
+    if (ab_begin(s->out, c) < 0)
         return DECLINE;
-    return put_bytes(s, &c->vals, out, 16);
+    return ab_put_bytes(s->out, &c->vals, out, 16);
 }
 
 static int decode(astate *s, int32_t node, int depth);
@@ -286,7 +110,7 @@ decode_blocks(astate *s, column *c, int32_t child, int is_map, int depth)
     avro_span *keys = local;
     Py_ssize_t nkeys = 0, keys_cap = 16;
     int rc = DECLINE;
-    column *key_col = is_map && c != NULL ? s->cols + c->first : NULL; /* (none: a map read past) */
+    column *key_col = is_map && c != NULL ? s->out->cols + c->first : NULL; /* (none: a map read past) */
     for (;;) {
         int64_t count;
         if (read_long(s, &count) < 0)
@@ -305,12 +129,12 @@ decode_blocks(astate *s, column *c, int32_t child, int is_map, int depth)
         for (int64_t i = 0; i < count; i++) {
             if (is_map) {
                 Py_ssize_t n;
-                if (read_length(s, &n) < 0 || !utf8_ok(s->p, n))
+                if (read_length(s, &n) < 0 || !ab_utf8_ok(s->p, n))
                     goto done;
                 if (nkeys == keys_cap) {
                     avro_span *grown = PyMem_Malloc(sizeof(avro_span) * (size_t)keys_cap * 2);
                     if (grown == NULL) {
-                        s->nomem = 1;
+                        s->out->nomem = 1;
                         goto done;
                     }
                     memcpy(grown, keys, sizeof(avro_span) * (size_t)nkeys);
@@ -322,7 +146,7 @@ decode_blocks(astate *s, column *c, int32_t child, int is_map, int depth)
                 keys[nkeys].p = s->p;
                 keys[nkeys].n = n;
                 nkeys++;
-                if (key_col != NULL && put_binary(s, key_col, s->p, n) < 0)
+                if (key_col != NULL && ab_put_binary(s->out, key_col, s->p, n) < 0)
                     goto done;
                 s->p += n;
             }
@@ -393,7 +217,7 @@ skip(astate *s, const int32_t *w, int depth)
         s->p += n;
         unsigned __int128 u;
         if (w[0] == AOP_STRING)
-            return utf8_ok(t, n) ? OK : DECLINE;
+            return ab_utf8_ok(t, n) ? OK : DECLINE;
         if (w[0] == AOP_DEC_BYTES || w[0] == AOP_DEC_FIXED)
             return decimal_value(t, n, w[0] == AOP_DEC_BYTES ? w[2] : w[3], &u);
         return OK;
@@ -437,20 +261,20 @@ decode(astate *s, int32_t node, int depth)
     const int32_t *w = s->P->w + node;
     if (w[1] < 0)
         return skip(s, w, depth);
-    column *c = s->cols + w[1];
+    column *c = s->out->cols + w[1];
     switch (w[0]) {
     case AOP_BOOL:
         if (s->p >= s->end)
             return DECLINE;
         /* Java's readBoolean: true for 1 only (the per-row path reads a byte over 1 so too) */
-        if (put_bit(s, &c->vals, c->n, *s->p++ == 1) < 0)
+        if (ab_put_bit(s->out, &c->vals, c->n, *s->p++ == 1) < 0)
             return DECLINE;
-        return begin(s, c);
+        return ab_begin(s->out, c);
     case AOP_INT: {
         int32_t v;
-        if (read_int(s, &v) < 0 || begin(s, c) < 0)
+        if (read_int(s, &v) < 0 || ab_begin(s->out, c) < 0)
             return DECLINE;
-        return put_bytes(s, &c->vals, &v, 4);
+        return ab_put_bytes(s->out, &c->vals, &v, 4);
     }
     case AOP_INT_LONG:
     case AOP_LONG:
@@ -460,9 +284,9 @@ decode(astate *s, int32_t node, int depth)
             return DECLINE;
         if (w[0] == AOP_LONG_MILLIS && __builtin_mul_overflow(v, (int64_t)1000, &v))
             return DECLINE;
-        if (begin(s, c) < 0)
+        if (ab_begin(s->out, c) < 0)
             return DECLINE;
-        return put_bytes(s, &c->vals, &v, 8);
+        return ab_put_bytes(s->out, &c->vals, &v, 8);
     }
     case AOP_INT_DOUBLE:
     case AOP_LONG_DOUBLE: {
@@ -470,9 +294,9 @@ decode(astate *s, int32_t node, int depth)
         if (read_integer(s, w[0] == AOP_INT_DOUBLE, &v) < 0)
             return DECLINE;
         const double x = (double)v; /* (as pyarrow makes a Python int a double: rounded to nearest) */
-        if (begin(s, c) < 0)
+        if (ab_begin(s->out, c) < 0)
             return DECLINE;
-        return put_bytes(s, &c->vals, &x, 8);
+        return ab_put_bytes(s->out, &c->vals, &x, 8);
     }
     case AOP_DEFAULT: {
         const uint8_t *p = s->p, *end = s->end;
@@ -491,18 +315,18 @@ decode(astate *s, int32_t node, int depth)
         float f;
         memcpy(&f, s->p, 4); /* (little-endian, as Avro writes it) */
         s->p += 4;
-        if (begin(s, c) < 0)
+        if (ab_begin(s->out, c) < 0)
             return DECLINE;
         if (w[0] == AOP_FLOAT)
-            return put_bytes(s, &c->vals, &f, 4);
+            return ab_put_bytes(s->out, &c->vals, &f, 4);
         const double x = (double)f;
-        return put_bytes(s, &c->vals, &x, 8);
+        return ab_put_bytes(s->out, &c->vals, &x, 8);
     }
     case AOP_DOUBLE:
-        if (s->end - s->p < 8 || begin(s, c) < 0)
+        if (s->end - s->p < 8 || ab_begin(s->out, c) < 0)
             return DECLINE;
         s->p += 8;
-        return put_bytes(s, &c->vals, s->p - 8, 8);
+        return ab_put_bytes(s->out, &c->vals, s->p - 8, 8);
     case AOP_STRING:
     case AOP_BYTES:
     case AOP_DEC_BYTES: {
@@ -513,9 +337,9 @@ decode(astate *s, int32_t node, int depth)
         s->p += n;
         if (w[0] == AOP_DEC_BYTES)
             return put_decimal(s, c, t, n, w[2]);
-        if (w[0] == AOP_STRING && !utf8_ok(t, n))
+        if (w[0] == AOP_STRING && !ab_utf8_ok(t, n))
             return DECLINE;
-        return put_binary(s, c, t, n);
+        return ab_put_binary(s->out, c, t, n);
     }
     case AOP_FIXED:
     case AOP_DEC_FIXED: {
@@ -524,16 +348,16 @@ decode(astate *s, int32_t node, int depth)
             return DECLINE;
         const uint8_t *t = s->p;
         s->p += n;
-        return w[0] == AOP_FIXED ? put_binary(s, c, t, n) : put_decimal(s, c, t, n, w[3]);
+        return w[0] == AOP_FIXED ? ab_put_binary(s->out, c, t, n) : put_decimal(s, c, t, n, w[3]);
     }
     case AOP_ENUM: {
         int32_t i;
         if (read_int(s, &i) < 0 || i < 0 || i >= w[2] || w[4 + 2 * i] < 0) /* (-1: not a reader's symbol) */
             return DECLINE;
-        return put_binary(s, c, (const uint8_t *)s->P->pool + w[3 + 2 * i], w[4 + 2 * i]);
+        return ab_put_binary(s->out, c, (const uint8_t *)s->P->pool + w[3 + 2 * i], w[4 + 2 * i]);
     }
     case AOP_RECORD:
-        if (begin(s, c) < 0)
+        if (ab_begin(s->out, c) < 0)
             return DECLINE;
         for (int32_t i = 0; i < w[2]; i++)
             if (decode(s, w[3 + i], depth) < 0)
@@ -541,15 +365,15 @@ decode(astate *s, int32_t node, int depth)
         return OK;
     case AOP_ARRAY:
     case AOP_MAP: {
-        if (begin(s, c) < 0 || decode_blocks(s, c, w[2], w[0] == AOP_MAP, depth) < 0)
+        if (ab_begin(s->out, c) < 0 || decode_blocks(s, c, w[2], w[0] == AOP_MAP, depth) < 0)
             return DECLINE;
-        return put_offset(s, c, s->cols[c->first].n);
+        return ab_put_offset(s->out, c, s->out->cols[c->first].n);
     }
     case AOP_UNION_ONE: {
         int32_t i;
         if (read_int(s, &i) < 0 || i < 0 || i >= w[2])
             return DECLINE;
-        return w[3 + i] < 0 ? append_null(s, w[1]) : decode(s, w[3 + i], depth);
+        return w[3 + i] < 0 ? ab_append_null(s->out, w[1]) : decode(s, w[3 + i], depth);
     }
     case AOP_UNION_MEMBERS: {
         int32_t i;
@@ -557,11 +381,11 @@ decode(astate *s, int32_t node, int depth)
             return DECLINE;
         const int32_t member = w[3 + 2 * i];
         if (member == -1)
-            return append_null(s, w[1]);
-        if (begin(s, c) < 0)
+            return ab_append_null(s->out, w[1]);
+        if (ab_begin(s->out, c) < 0)
             return DECLINE;
         for (int32_t k = 0; k < c->nchild; k++) /* (member -2: a branch whose member is not shown) */
-            if (k != member && append_null(s, c->first + k) < 0)
+            if (k != member && ab_append_null(s->out, c->first + k) < 0)
                 return DECLINE;
         return decode(s, w[4 + 2 * i], depth);
     }
@@ -570,40 +394,6 @@ decode(astate *s, int32_t node, int depth)
 }
 
 /* ---- the program ------------------------------------------------------------------------------ */
-
-static void
-aprogram_free(PyObject *capsule)
-{
-    aprogram *P = PyCapsule_GetPointer(capsule, "kfs.avro_arrow_program");
-    if (P != NULL) {
-        PyMem_Free((void *)P->w);
-        PyMem_Free(P);
-    }
-}
-
-static const int32_t *
-col_entry(const aprogram *P, int32_t c)
-{
-    return P->w + P->w[3] + 4 * c;
-}
-
-/* Whether a column's children lie within the table and each kind is one of avro_arrow.h's, with the
- * children its layout has (a map: a binary key column). */
-static int
-check_columns(const aprogram *P)
-{
-    for (int32_t c = 0; c < P->ncols; c++) {
-        const int32_t *e = col_entry(P, c);
-        const int32_t kind = e[0], first = e[1], n = e[2];
-        if ((e[3] != 0 && e[3] != 1) || kind < ACOL_BOOL || kind > ACOL_MAP || n < 0 || first < 0 || first > P->ncols - n ||
-            (n > 0 && first <= c))
-            return 0;
-        if ((kind == ACOL_LIST && n != 1) || (kind == ACOL_MAP && (n != 2 || col_entry(P, first)[0] != ACOL_BIN)) ||
-            (kind != ACOL_STRUCT && kind != ACOL_LIST && kind != ACOL_MAP && n != 0))
-            return 0;
-    }
-    return 1;
-}
 
 /* The column a node writes (-1: none, a datum read past). */
 static int32_t
@@ -627,7 +417,7 @@ check_node(const aprogram *P, int32_t i, int depth)
     const int past = w[1] == -1;
     if (!past && (w[1] < 0 || w[1] >= P->ncols))
         return 0;
-    const int32_t *col = past ? NULL : col_entry(P, w[1]);
+    const int32_t *col = past ? NULL : ab_col_entry(P, w[1]);
     const int32_t kind = past ? 0 : col[0];
 #define WRITES(k) (past || kind == (k))
     switch (w[0]) {
@@ -736,81 +526,25 @@ PyObject *
 kfs_avro_arrow_program(PyObject *module, PyObject *arg)
 {
     (void)module;
-    if (!PyBytes_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "avro_arrow_program: a bytes object");
+    aprogram P;
+    if (!ab_program_load(arg, &P, "avro_arrow_program"))
+        return NULL;
+    if (!check_node(&P, P.root, 0) || P.w[P.root + 1] != 0) {
+        ab_program_free(&P);
+        PyErr_SetString(PyExc_ValueError, "avro_arrow_program: not a program");
         return NULL;
     }
-    const Py_ssize_t size = PyBytes_GET_SIZE(arg);
-    const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(arg);
-    if (size < 16 || size > INT32_MAX)
-        goto bad;
-    const int32_t nw = (int32_t)kfs_load_le32(b + 4);
-    if (nw < 4 || (Py_ssize_t)nw * 4 > size)
-        goto bad;
-    aprogram *P = PyMem_Calloc(1, sizeof(aprogram));
-    char *mem = PyMem_Malloc((size_t)size);
-    if (P == NULL || mem == NULL) {
-        PyMem_Free(P);
-        PyMem_Free(mem);
-        return PyErr_NoMemory();
-    }
-    int32_t *w = (int32_t *)mem;
-    for (int32_t i = 0; i < nw; i++)
-        w[i] = (int32_t)kfs_load_le32(b + 4 * (Py_ssize_t)i);
-    P->w = w;
-    P->nw = nw;
-    P->root = w[0];
-    P->ncols = w[2];
-    P->pool = mem + 4 * (Py_ssize_t)nw;
-    P->pool_len = size - 4 * (Py_ssize_t)nw;
-    memcpy(mem + 4 * (Py_ssize_t)nw, b + 4 * (Py_ssize_t)nw, (size_t)P->pool_len);
-    if (P->ncols < 1 || w[3] < 4 || w[3] > nw || P->ncols > (nw - w[3]) / 4 || !check_columns(P) ||
-        !check_node(P, P->root, 0) || w[P->root + 1] != 0) {
-        PyMem_Free(mem);
-        PyMem_Free(P);
-        goto bad;
-    }
-    PyObject *capsule = PyCapsule_New(P, "kfs.avro_arrow_program", aprogram_free);
-    if (capsule == NULL) {
-        PyMem_Free(mem);
-        PyMem_Free(P);
-    }
-    return capsule;
-bad:
-    PyErr_SetString(PyExc_ValueError, "avro_arrow_program: not a program");
-    return NULL;
+    return ab_program_capsule(&P, "kfs.avro_arrow_program");
 }
 
 /* ---- a batch ---------------------------------------------------------------------------------- */
 
-static PyObject *
-as_bytes(const abuf *b, size_t len)
+/* One value's datum (after its prefix): decoded whole, to its last byte. */
+static int
+decode_row(const aprogram *P, arrow_out *o, const uint8_t *p, const uint8_t *end)
 {
-    return PyBytes_FromStringAndSize(len ? (const char *)b->p : NULL, (Py_ssize_t)len);
-}
-
-/* The columns' buffers as Python: a list of (length, validity, values, data or None) per column. */
-static PyObject *
-columns_out(const aprogram *P, column *cols)
-{
-    PyObject *out = PyList_New(P->ncols);
-    if (out == NULL)
-        return NULL;
-    for (int32_t k = 0; k < P->ncols; k++) {
-        column *c = cols + k;
-        const size_t bitmap = (size_t)((c->n + 7) / 8);
-        PyObject *data = c->kind == ACOL_BIN ? as_bytes(&c->data, c->data.len) : Py_NewRef(Py_None);
-        PyObject *t = data == NULL ? NULL
-                                   : Py_BuildValue("(LNNN)", (long long)c->n, as_bytes(&c->valid, bitmap),
-                                                   as_bytes(&c->vals, c->kind == ACOL_BOOL ? bitmap : c->vals.len),
-                                                   data);
-        if (t == NULL) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, k, t);
-    }
-    return out;
+    astate s = {.P = P, .out = o, .p = p, .end = end};
+    return decode(&s, P->root, 0) == OK && s.p == s.end ? OK : DECLINE;
 }
 
 KFS_DOC(kfs_avro_arrow_decode_doc,
@@ -827,122 +561,13 @@ PyObject *
 kfs_avro_arrow_decode(PyObject *module, PyObject *args)
 {
     (void)module;
-    PyObject *capsule, *validity_obj, *skip_obj;
-    Py_buffer prefix, offsets, data;
-    Py_ssize_t count, offset;
-    if (!PyArg_ParseTuple(args, "Oy*nOy*y*nO:avro_arrow_decode", &capsule, &prefix, &count, &validity_obj, &offsets,
-                          &data, &offset, &skip_obj))
-        return NULL;
-    PyObject *result = NULL;
-    Py_buffer validity = {0}, skip = {0};
-    column *cols = NULL;
-    PyObject *status = NULL;
-    mark *marks = NULL;
-    const aprogram *P = PyCapsule_GetPointer(capsule, "kfs.avro_arrow_program");
-    if (P == NULL)
-        goto out;
-    if (validity_obj != Py_None && PyObject_GetBuffer(validity_obj, &validity, PyBUF_SIMPLE) < 0)
-        goto out;
-    if (skip_obj != Py_None && PyObject_GetBuffer(skip_obj, &skip, PyBUF_SIMPLE) < 0)
-        goto out;
-    if (count < 0 || offset < 0 || count > PY_SSIZE_T_MAX / 8 - offset ||
-        offsets.len / 4 < offset + count + (count > 0) ||
-        (validity.buf != NULL && validity.len * 8 < offset + count) || (skip.buf != NULL && skip.len < count) ||
-        prefix.len != 5) {
-        PyErr_SetString(PyExc_ValueError, "avro_arrow_decode: the buffers are shorter than the array");
-        goto out;
-    }
-    status = PyBytes_FromStringAndSize(NULL, count);
-    cols = PyMem_Calloc((size_t)P->ncols, sizeof(column));
-    marks = PyMem_Calloc((size_t)P->ncols, sizeof(mark));
-    if (status == NULL || cols == NULL || marks == NULL) {
-        if (status != NULL)
-            PyErr_NoMemory();
-        goto out;
-    }
-    uint8_t *st = (uint8_t *)PyBytes_AS_STRING(status);
-    astate s = {.P = P, .cols = cols};
-    for (int32_t k = 0; k < P->ncols; k++) {
-        const int32_t *e = col_entry(P, k);
-        cols[k].kind = e[0];
-        cols[k].first = e[1];
-        cols[k].nchild = e[2];
-        cols[k].nullable = k == 0 || e[3]; /* (the column itself: a null row is null) */
-        if ((e[0] == ACOL_BIN || e[0] == ACOL_LIST || e[0] == ACOL_MAP) && put_offset(&s, cols + k, 0) < 0)
-            break;
-    }
-    const uint8_t *vbits = validity.buf, *skips = skip.buf, *bytes = data.buf;
-    const uint8_t *offs = offsets.buf;
-    for (Py_ssize_t i = 0; i < count && !s.nomem; i++) {
-        const Py_ssize_t r = offset + i;
-        int declined = 1, decoded = 0;
-        if (vbits != NULL && !(vbits[r >> 3] >> (r & 7) & 1))
-            declined = 0; /* a null value: a null row */
-        else if (skips == NULL || skips[i] == 0) {
-            const int32_t start = (int32_t)kfs_load_le32(offs + 4 * r), end = (int32_t)kfs_load_le32(offs + 4 * r + 4);
-            if (start < 0 || end < start || end > data.len) {
-                PyErr_SetString(PyExc_ValueError, "avro_arrow_decode: an offset outside the data");
-                goto fail;
-            }
-            if (end - start >= 5 && memcmp(bytes + start, prefix.buf, 5) == 0) {
-                for (int32_t k = 0; k < P->ncols; k++) {
-                    marks[k].n = cols[k].n;
-                    marks[k].vals = cols[k].vals.len;
-                    marks[k].data = cols[k].data.len;
-                }
-                s.p = bytes + start + 5;
-                s.end = bytes + end;
-                s.items = 0;
-                if (decode(&s, P->root, 0) == OK && s.p == s.end)
-                    declined = 0, decoded = 1;
-                else {
-                    for (int32_t k = 0; k < P->ncols; k++) {
-                        cols[k].n = marks[k].n;
-                        cols[k].vals.len = marks[k].vals;
-                        cols[k].data.len = marks[k].data;
-                    }
-                    /* (a bool column's value bits and every validity bit past n are rewritten when reached) */
-                    for (int32_t k = 0; k < P->ncols; k++) {
-                        if (cols[k].kind == ACOL_BOOL)
-                            cols[k].vals.len = (size_t)((cols[k].n + 7) / 8);
-                        cols[k].valid.len = (size_t)((cols[k].n + 7) / 8);
-                    }
-                }
-            }
-        }
-        st[i] = (uint8_t)declined;
-        if (!decoded && !s.nomem && append_null(&s, 0) < 0 && !s.nomem) {
-            PyErr_SetString(PyExc_ValueError, "avro_arrow_decode: the column exceeds Arrow's 32-bit offsets");
-            goto fail;
-        }
-    }
-    if (s.nomem) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    PyObject *columns = columns_out(P, cols);
-    if (columns != NULL)
-        result = Py_BuildValue("(ON)", status, columns);
-fail:
-out:
-    PyMem_Free(marks);
-    if (cols != NULL) {
-        for (int32_t k = 0; k < P->ncols; k++) {
-            PyMem_Free(cols[k].valid.p);
-            PyMem_Free(cols[k].vals.p);
-            PyMem_Free(cols[k].data.p);
-        }
-        PyMem_Free(cols);
-    }
-    Py_XDECREF(status);
-    PyBuffer_Release(&prefix);
-    PyBuffer_Release(&offsets);
-    PyBuffer_Release(&data);
-    if (validity.buf != NULL)
-        PyBuffer_Release(&validity);
-    if (skip.buf != NULL)
-        PyBuffer_Release(&skip);
-    return result;
+    return ab_decode_batch(args, "avro_arrow_decode", "kfs.avro_arrow_program", decode_row);
+}
+
+static PyObject *
+text_bytes(const abuf *b)
+{
+    return PyBytes_FromStringAndSize(b->len ? (const char *)b->p : NULL, (Py_ssize_t)b->len);
 }
 
 /* ---- JSON-text columns ------------------------------------------------------------------------ */
@@ -968,7 +593,7 @@ kfs_avro_text_column(PyObject *module, PyObject *args)
         return NULL;
     PyObject *result = NULL, *status = NULL;
     Py_buffer validity = {0}, skip = {0};
-    astate s = {0};
+    arrow_out o = {0};
     abuf out_offsets = {0}, out_data = {0};
     const Py_ssize_t nprograms = PyList_GET_SIZE(programs);
     if (validity_obj != Py_None && PyObject_GetBuffer(validity_obj, &validity, PyBUF_SIMPLE) < 0)
@@ -996,7 +621,7 @@ kfs_avro_text_column(PyObject *module, PyObject *args)
     uint8_t *st = (uint8_t *)PyBytes_AS_STRING(status);
     const uint8_t *vbits = validity.buf, *skips = skip.buf, *bytes = data.buf, *offs = offsets.buf;
     int32_t zero = 0;
-    if (put_bytes(&s, &out_offsets, &zero, 4) < 0)
+    if (ab_put_bytes(&o, &out_offsets, &zero, 4) < 0)
         goto nomem;
     for (Py_ssize_t i = 0; i < count; i++) {
         const Py_ssize_t r = offset + i;
@@ -1021,9 +646,9 @@ kfs_avro_text_column(PyObject *module, PyObject *args)
                 const int rc = kfs_avro_render(program, bytes + start + 5, end - start - 5, &text, &len, &nonascii);
                 if (rc < 0)
                     goto out;
-                if (rc == 1 && put_bytes(&s, &out_data, text, len) == OK)
+                if (rc == 1 && ab_put_bytes(&o, &out_data, text, len) == OK)
                     st[i] = 0;
-                else if (s.nomem)
+                else if (o.nomem)
                     goto nomem;
             }
         }
@@ -1032,10 +657,10 @@ kfs_avro_text_column(PyObject *module, PyObject *args)
             goto out;
         }
         const int32_t end_offset = (int32_t)out_data.len;
-        if (put_bytes(&s, &out_offsets, &end_offset, 4) < 0)
+        if (ab_put_bytes(&o, &out_offsets, &end_offset, 4) < 0)
             goto nomem;
     }
-    result = Py_BuildValue("(ONN)", status, as_bytes(&out_offsets, out_offsets.len), as_bytes(&out_data, out_data.len));
+    result = Py_BuildValue("(ONN)", status, text_bytes(&out_offsets), text_bytes(&out_data));
     goto out;
 nomem:
     PyErr_NoMemory();
