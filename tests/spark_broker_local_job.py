@@ -4,8 +4,9 @@
 
 HOST_A is the first Worker's host name (this machine's), HOST_B the name the second Worker's executors
 go by (`KFS_HOST`). Reads broker-a's log dir as HOST_A's and broker-b's as HOST_B's in one barrier
-stage (kfs.spark.broker_local), the same log dirs by `format("kfs")` from a shared path, and the errors
-of a host without a task and of a log dir missing on its host; writes `results.json`. A script: a
+stage (kfs.spark.broker_local), the same log dirs by `format("kfs")` from a shared path, the errors
+of a host without a task and of a log dir missing on its host, and a typed read (`schemas` read on
+the driver) on HOST_B; writes `results.json`. A script: a
 process holds one SparkContext, and the other Spark tests hold theirs.
 """
 
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from spark_cluster_job import ALL, LOGDIRS, rows
+
+REGISTRY = str(Path(__file__).resolve().parent / "fixtures" / "schema-registry" / "logdir")
 
 
 def error_of(run: Any) -> str | None:
@@ -55,6 +58,10 @@ def main() -> int:
             "too_few_slots": error_of(lambda: broker_local.read(spark, f"{placed},broker-z:{LOGDIRS[1]}")),
             "missing_on_b": error_of(lambda: broker_local.read(spark, f"{host_a}:{LOGDIRS[0]},"
                                                                       f"{host_b}:{LOGDIRS[1]}-gone").count()),
+            # typed by the registry the driver read (`schemas`), decoded on HOST_B's executor
+            "typed_on_b": rows(broker_local.read(spark, f"{host_b}:{REGISTRY}",
+                                                 {"subscribe": "orders", "schemas": REGISTRY})),
+            "typed_shared": rows(spark.read.format("kfs").option("subscribe", "orders").load(REGISTRY)),
         }
         # `kfs spark export --on-hosts` as a user types it (in this process: its job takes this session)
         results["export_status"] = cli_main(["spark", "export", "--on-hosts", f"{host_a}:{LOGDIRS[0]}",

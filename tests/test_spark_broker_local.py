@@ -13,6 +13,7 @@ no task, and a log dir missing on its host, fail the job with the host and the p
 from __future__ import annotations
 
 import json
+import pickle
 import socket
 import subprocess
 import sys
@@ -28,14 +29,18 @@ pytest.importorskip("pyspark")
 from conftest import LOGDIRS, kfs_command
 from spark_cluster import Cluster, cluster_session
 
-from kfs.spark.broker_local import HostTask, owners, parse_placed, this_host
+from kfs.spark.broker_local import HostTask, decoded_columns, owners, parse_placed, this_host
 from kfs.spark.options import OptionError, parse_options
 from kfs.spark.plan import plan_splits
+from kfs.spark.source import KafkaLogDataSource, kafka_schema
 from kfs.storage import KfsError, LogDirs
 
 TESTS = Path(__file__).parent
 JOB = TESTS / "spark_broker_local_job.py"
 OPTIONS = {"maxSplitBytes": "8192"}
+FIXTURES = TESTS / "fixtures"
+REGISTRY_LOGDIR = str(FIXTURES / "schema-registry" / "logdir")
+INTERNAL_LOGDIR = str(FIXTURES / "internal-topics" / "logdirs" / "broker-a")
 
 
 def test_placed_log_dirs_keep_the_hosts_order_and_must_be_absolute() -> None:
@@ -73,7 +78,7 @@ def test_the_tasks_of_each_host_read_its_partitions_once_between_them() -> None:
     each record of either log dir read by exactly one task, a task of the host that holds it, and each
     partition by one task only."""
     hosts = {"a": [LOGDIRS[0]], "b": [LOGDIRS[1]]}
-    task = HostTask(hosts, OPTIONS, False)
+    task = HostTask(hosts, OPTIONS, kafka_schema(False), None)
     found = [_listing("a", hosts["a"]), _listing("b", hosts["b"]), _listing("a", hosts["a"]),
              {"host": "idle", "partitions": []}, _listing("b", hosts["b"]), _listing("a", hosts["a"])]
     read = [_offsets(task, found, i) for i in range(len(found))]
@@ -97,12 +102,59 @@ def test_the_tasks_of_each_host_read_its_partitions_once_between_them() -> None:
 
 
 def test_a_host_without_a_task_or_with_a_listing_error_fails_every_task() -> None:
-    task = HostTask({"a": [LOGDIRS[0]], "z": ["/nowhere"]}, OPTIONS, False)
+    task = HostTask({"a": [LOGDIRS[0]], "z": ["/nowhere"]}, OPTIONS, kafka_schema(False), None)
     found = [_listing("a", [LOGDIRS[0]])]
     with pytest.raises(KfsError, match="placed on z, but no task ran there"):
         list(task.read(found, 0))
     with pytest.raises(KfsError, match=r"z: .*nowhere"):
         list(task.read([*found, {"host": "z", "error": "z: /nowhere: no such log dir"}], 0))
+
+
+def _host_task(host: str, logdir: str, options: dict[str, str]) -> tuple[HostTask, list[dict[str, Any]]]:
+    """A task of a one-host read (as broker_local.read makes it, pickled and back as Spark ships it) and
+    the listing allGather would give it."""
+    opts = parse_options({**options, "path": logdir})
+    registry, decoded = decoded_columns(opts)
+    schema = kafka_schema(opts.include_headers)
+    for field in decoded:
+        schema.add(field)
+    task = HostTask({host: [logdir]}, options, schema, registry.state if registry is not None else None)
+    return pickle.loads(pickle.dumps(task)), [_listing(host, [logdir])]
+
+
+def _source_rows(logdir: str, options: dict[str, str]) -> tuple[Any, list[dict[str, Any]]]:
+    """The data source's schema and rows (in process: its reader, every partition) over the same log dir."""
+    source = KafkaLogDataSource({**options, "path": logdir})
+    schema = source.schema()
+    reader = source.reader(schema)
+    got = [row for part in reader.partitions() for batch in reader.read(part) for row in batch.to_pylist()]
+    return schema, sorted(got, key=lambda r: (r["topic"], r["partition"], r["offset"]))
+
+
+@pytest.mark.parametrize(("logdir", "options"), [
+    (REGISTRY_LOGDIR, {"subscribe": "orders", "schemas": REGISTRY_LOGDIR}),  # typed by the registry
+    (REGISTRY_LOGDIR, {"subscribe": "orders,payments", "schemas": REGISTRY_LOGDIR}),  # JSON text
+    (INTERNAL_LOGDIR, {"subscribe": "__consumer_offsets"}),  # Kafka's own topics: no registry needed
+])
+def test_decoded_columns_are_the_data_sources(logdir: str, options: dict[str, str]) -> None:
+    """With `schemas` read on the driver, or for internal topics, a broker-local read has the data
+    source's decoded columns, value for value (the registry's state travels with the task)."""
+    task, found = _host_task("a", logdir, options)
+    want_schema, want = _source_rows(logdir, options)
+    assert task.schema == want_schema
+    assert "value_decoded" in task.schema.fieldNames()
+    got = sorted((row for batch in task.read(found, 0) for row in batch.to_pylist()),
+                 key=lambda r: (r["topic"], r["partition"], r["offset"]))
+    assert got and got == want
+    assert any(r["value_decoded"] is not None for r in got)
+
+
+def test_without_schemas_a_broker_local_read_has_kafkas_columns_only() -> None:
+    """The hosts' `_schemas` is not read on the driver: without `schemas`, no decoded columns (the
+    module doc says why); `decode=raw` drops them even with it."""
+    for options in ({"subscribe": "orders"}, {"subscribe": "orders", "schemas": REGISTRY_LOGDIR, "decode": "raw"}):
+        task, _ = _host_task("a", REGISTRY_LOGDIR, options)
+        assert task.schema == kafka_schema(False)
 
 
 # ---- a real cluster: two Workers, two hosts -----------------------------------------------------------
@@ -130,6 +182,11 @@ def results(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[
 def test_each_host_reads_its_own_log_dirs_and_together_they_give_every_record(results: dict[str, Any]) -> None:
     assert results["slots"] == 2
     assert results["broker_local"] and results["broker_local"] == results["shared_path"]
+
+
+def test_typed_columns_decoded_on_another_host_equal_the_data_sources(results: dict[str, Any]) -> None:
+    assert results["typed_on_b"] and results["typed_on_b"] == results["typed_shared"]
+    assert any(r[-2] is not None for r in results["typed_on_b"])  # (value_decoded, as JSON)
 
 
 def test_kfs_spark_export_on_hosts_writes_every_record_as_parquet(results: dict[str, Any]) -> None:

@@ -288,6 +288,18 @@ class RegistryState:
         """A digest of every record applied: decoded sizes counted with this state are keyed on it."""
         return self._hash.copy().hexdigest()[:32]
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (a Spark task gets the driver's registry: kfs.spark.broker_local): the running hash,
+        which does not pickle, goes as its digest, and a copy's hash starts from that digest."""
+        state = dict(self.__dict__)
+        state["_hash"] = self.digest()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        digest = state.pop("_hash")
+        self.__dict__.update(state)
+        self._hash = hashlib.sha256(digest.encode())
+
     def listing(self) -> list[SchemaVersion]:
         """Every subject version, by subject then version."""
         return [self.versions[k] for k in sorted(self.versions)]

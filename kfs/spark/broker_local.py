@@ -16,9 +16,14 @@ all at once, so with every slot taken every executor runs one, and each task
    planned and read by one task, so a live log growing between two tasks' plans loses or repeats
    nothing);
 4. plans and reads its partitions as any task does (kfs.spark.plan, kfs.spark.source.read_split), the
-   Arrow batches of Spark's Kafka source columns.
+   Arrow batches of Spark's Kafka source columns, and the decoded columns where there are any.
 
-Decoded columns are not built: the registry's `_schemas` log may be on another host.
+Decoded columns: the DataFrame's schema is fixed on the driver before any task runs, and the registry's
+`_schemas` log is on some broker's disk, so the registry comes from the `schemas` option, read on the
+driver (a copy of the `_schemas` partition, or a directory of schema files, as `kfs cat --schemas`),
+and goes to every task with the stage: the columns are typed (`subscribe` of one topic, or of topics
+sharing a schema) or the decoded JSON text, as the data source makes them. Kafka's internal topics
+read on their own (`subscribe=__consumer_offsets`) get their decoded columns with no registry.
 """
 
 from __future__ import annotations
@@ -31,8 +36,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql.types import StructField, StructType
 
-from kfs.spark.options import OptionError, parse_options
+from kfs.registry import Registry
+from kfs.registry.state import RegistryState
+from kfs.spark.options import OptionError, ReadOptions, parse_options
 from kfs.storage import KfsError, LogDirs
 from kfs.storage.logdir import parse_partition_dir
 
@@ -93,21 +101,43 @@ def read(spark: Any, placed: str | Mapping[str, Sequence[str]], options: Mapping
     read_options = {k: v for k, v in (options or {}).items() if k.lower() != "path"}
     opts = parse_options({**read_options, "path": ",".join(p for paths in hosts.values() for p in paths)})
     schema = kafka_schema(opts.include_headers)
+    registry, decoded = decoded_columns(opts)
+    for field in decoded:
+        schema.add(field)
     n = tasks or spark.sparkContext.defaultParallelism
     if n < len(hosts):
         raise OptionError(f"{n} tasks cannot cover {len(hosts)} hosts ({', '.join(hosts)}): the application "
                           f"has {n} task slots; run an executor on every broker host")
-    task = HostTask(hosts, read_options, opts.include_headers)
+    task = HostTask(hosts, read_options, schema, registry.state if registry is not None else None)
     return spark.range(n, numPartitions=n).mapInArrow(task, schema, barrier=True)
 
 
-class HostTask:
-    """One barrier task's work (pickled to the executors)."""
+def decoded_columns(opts: ReadOptions) -> tuple[Registry | None, list[StructField]]:
+    """The registry of the `schemas` option (read here, on the driver) and the decoded columns a read
+    gains: typed by the topics `subscribe` names, or the JSON text (a pattern or `assign` selects
+    topics only the hosts can list); none with decode=raw, or without a registry but for internal topics."""
+    from kfs.registry import load_registry
+    from kfs.spark.typed import decoded_fields, wants_decoded_columns
 
-    def __init__(self, hosts: dict[str, list[str]], options: dict[str, str], include_headers: bool) -> None:
+    if opts.decode == "raw":
+        return None, []
+    registry = load_registry([], opts.schemas, opts.schemas_topic) if opts.schemas is not None else None
+    topics = sorted(opts.subscribe) if opts.subscribe is not None and opts.subscribe_pattern is None \
+        and opts.assign is None else None
+    if not wants_decoded_columns(registry, topics):
+        return registry, []
+    return registry, decoded_fields(registry, topics)
+
+
+class HostTask:
+    """One barrier task's work (pickled to the executors, the driver's registry state with it)."""
+
+    def __init__(self, hosts: dict[str, list[str]], options: dict[str, str], schema: StructType,
+                 registry: RegistryState | None) -> None:
         self.hosts = hosts
         self.options = options
-        self.include_headers = include_headers
+        self.schema = schema
+        self.registry = registry
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import BarrierTaskContext
@@ -130,7 +160,8 @@ class HostTask:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from kfs.spark.plan import plan_splits
-        from kfs.spark.source import kafka_schema, read_split
+        from kfs.spark.source import read_split
+        from kfs.spark.typed import plan_from_field
 
         errors = sorted({f["error"] for f in found if "error" in f})
         if errors:
@@ -156,6 +187,10 @@ class HostTask:
         opts = dataclasses.replace(opts, assign=wanted if opts.assign is None else wanted & opts.assign)
         if not opts.assign:
             return
-        schema = to_arrow_schema(kafka_schema(self.include_headers), timezone="UTC")
+        schema = to_arrow_schema(self.schema, timezone="UTC")
+        names = self.schema.fieldNames()
+        plans = [plan_from_field(self.schema[f"{part}_decoded"]) for part in ("key", "value")
+                 if f"{part}_decoded" in names]
+        registry = Registry(self.registry) if self.registry is not None else None
         for split in plan_splits(opts):  # (only this task's partitions: each is planned and read by one task)
-            yield from read_split(split, opts, schema)
+            yield from read_split(split, opts, schema, plans, registry=registry)

@@ -445,15 +445,18 @@ def _keep_window_pages() -> None:
 def read_split(split: Split, opts: ReadOptions, schema: pa.Schema,
                plans: Sequence[PartPlan] = (), payloads: bool = True,
                hidden: frozenset[str] = frozenset(),
-               whole: Mapping[str, pa.DataType] | None = None) -> Iterator[pa.RecordBatch]:
+               whole: Mapping[str, pa.DataType] | None = None,
+               registry: Registry | None = None) -> Iterator[pa.RecordBatch]:
     """What one Spark task does: its pieces' records, in order, as Arrow record batches. `plans`:
     how the decoded columns are filled (kfs.spark.typed; none without a registry). `payloads` False:
     the query shows no key, value or header, so the compiled path copies none (they come as nulls).
     `hidden`: the parts whose decoded columns the query does not show (not decoded: null); `whole`:
-    the whole type of a part whose column in `schema` is a pruned part of it (kfs.spark.pruning)."""
+    the whole type of a part whose column in `schema` is a pruned part of it (kfs.spark.pruning).
+    `registry`: the one the driver planned with (kfs.spark.broker_local), else the log dirs' own."""
     planned = PlannedPartitions()  # per task: the log dirs the driver planned on, checked (kfs.spark.tasks)
     try:
-        registry = registry_for(opts) if plans else None
+        if registry is None and plans:
+            registry = registry_for(opts)
     except KfsError as e:  # the log dirs were there when the driver planned
         raise missing_here(",".join(opts.logdirs), e) from None
     with no_cyclic_gc():
