@@ -5,13 +5,14 @@
 HOST_A is the first Worker's host name (this machine's), HOST_B the name the second Worker's executors
 go by (`KFS_HOST`). Reads broker-a's log dir as HOST_A's and broker-b's as HOST_B's in one barrier
 stage (kfs.spark.broker_local), the same log dirs by `format("kfs")` from a shared path, the errors
-of a host without a task and of a log dir missing on its host, and a typed read (`schemas` read on
-the driver) on HOST_B; writes `results.json`. A script: a
+of a host without a task and of a log dir missing on its host, a typed read (`schemas` read on
+the driver) on HOST_B, and `kfs spark grep` on the hosts and on the shared path; writes `results.json`. A script: a
 process holds one SparkContext, and the other Spark tests hold theirs.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -63,6 +64,15 @@ def main() -> int:
                                                  {"subscribe": "orders", "schemas": REGISTRY})),
             "typed_shared": rows(spark.read.format("kfs").option("subscribe", "orders").load(REGISTRY)),
         }
+        # `kfs spark grep --on-hosts` against the grep of the shared path: the same lines, in the same order
+        from kfs.spark.jobs import grep
+
+        for name, on_hosts, where in (("grep_on_hosts", True, [f"{host_a}:{LOGDIRS[0]}", f"{host_b}:{LOGDIRS[1]}"]),
+                                      ("grep_shared", False, LOGDIRS)):
+            buffer = io.BytesIO()
+            results[f"{name}_count"] = grep("user-4", where, spark=spark, out=buffer, on_hosts=on_hosts,
+                                            options={"maxSplitBytes": "16384"})
+            results[name] = buffer.getvalue().decode()
         # `kfs spark export --on-hosts` as a user types it (in this process: its job takes this session)
         results["export_status"] = cli_main(["spark", "export", "--on-hosts", f"{host_a}:{LOGDIRS[0]}",
                                              f"{host_b}:{LOGDIRS[1]}", "--out", str(out / "export"),

@@ -29,7 +29,7 @@ pytest.importorskip("pyspark")
 from conftest import LOGDIRS, kfs_command
 from spark_cluster import Cluster, cluster_session
 
-from kfs.spark.broker_local import HostTask, decoded_columns, owners, parse_placed, this_host
+from kfs.spark.broker_local import GrepTask, HostTask, decoded_columns, owners, parse_placed, this_host
 from kfs.spark.options import OptionError, parse_options
 from kfs.spark.plan import plan_splits
 from kfs.spark.source import KafkaLogDataSource, kafka_schema
@@ -149,6 +149,26 @@ def test_decoded_columns_are_the_data_sources(logdir: str, options: dict[str, st
     assert any(r["value_decoded"] is not None for r in got)
 
 
+def test_a_grep_tasks_lines_are_grep_splits_over_its_share() -> None:
+    """Two hosts' grep tasks, from fabricated listings: together every matching line of both log dirs,
+    each once, each piece's chunks numbered in order (the driver sorts on them)."""
+    from kfs.spark.jobs import grep_split
+
+    hosts = {"a": [LOGDIRS[0]], "b": [LOGDIRS[1]]}
+    task = pickle.loads(pickle.dumps(GrepTask(hosts, OPTIONS, None, "user-4", False, "auto")))
+    found = [_listing("a", hosts["a"]), _listing("b", hosts["b"]), _listing("a", hosts["a"])]
+    rows = sorted((r for i in range(len(found)) for b in task.read(found, i) for r in b.to_pylist()),
+                  key=lambda r: (r["topic"], r["partition"], r["start"], r["seq"]))
+    got = b"".join(r["lines"] for r in rows).decode()
+    want = []
+    for dirs in hosts.values():
+        opts = parse_options({**OPTIONS, "path": ",".join(dirs)})
+        want += [line for s in plan_splits(opts) for chunk in grep_split(s, opts, "user-4", False)
+                 for line in chunk.decode().splitlines()]
+    assert got.count("\n") > 10
+    assert sorted(got.splitlines()) == sorted(want)
+
+
 def test_without_schemas_a_broker_local_read_has_kafkas_columns_only() -> None:
     """The hosts' `_schemas` is not read on the driver: without `schemas`, no decoded columns (the
     module doc says why); `decode=raw` drops them even with it."""
@@ -189,14 +209,21 @@ def test_typed_columns_decoded_on_another_host_equal_the_data_sources(results: d
     assert any(r[-2] is not None for r in results["typed_on_b"])  # (value_decoded, as JSON)
 
 
+def test_grep_on_hosts_prints_the_shared_paths_lines_in_its_order(results: dict[str, Any]) -> None:
+    assert results["grep_on_hosts_count"] > 10
+    assert results["grep_on_hosts"] == results["grep_shared"]
+
+
 def test_kfs_spark_export_on_hosts_writes_every_record_as_parquet(results: dict[str, Any]) -> None:
     assert results["export_status"] == 0
     assert results["exported"] == results["shared_path"]
 
 
-def test_kfs_spark_export_on_hosts_refuses_a_log_dir_without_its_host(tmp_path: Path) -> None:
-    done = subprocess.run([*kfs_command(), "spark", "export", "--on-hosts", LOGDIRS[0], "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True, timeout=120)
+@pytest.mark.parametrize("command", [["export", "--on-hosts", LOGDIRS[0], "--out", "OUT"],
+                                     ["grep", "--on-hosts", "user-4", LOGDIRS[0]]])
+def test_kfs_spark_on_hosts_refuses_a_log_dir_without_its_host(tmp_path: Path, command: list[str]) -> None:
+    command = [str(tmp_path / "o") if c == "OUT" else c for c in command]
+    done = subprocess.run([*kfs_command(), "spark", *command], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "is HOST:/path" in done.stderr and "Traceback" not in done.stderr
 
 

@@ -36,7 +36,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from kfs.registry import Registry
 from kfs.registry.state import RegistryState
@@ -163,6 +163,20 @@ class HostTask:
         from kfs.spark.source import read_split
         from kfs.spark.typed import plan_from_field
 
+        opts = self.own_options(found, index)
+        if opts is None:
+            return
+        schema = to_arrow_schema(self.schema, timezone="UTC")
+        names = self.schema.fieldNames()
+        plans = [plan_from_field(self.schema[f"{part}_decoded"]) for part in ("key", "value")
+                 if f"{part}_decoded" in names]
+        registry = Registry(self.registry) if self.registry is not None else None
+        for split in plan_splits(opts):  # (only this task's partitions: each is planned and read by one task)
+            yield from read_split(split, opts, schema, plans, registry=registry)
+
+    def own_options(self, found: list[dict[str, Any]], index: int) -> ReadOptions | None:
+        """The read options of this task's share (its host's log dirs, `assign` its partitions), given
+        every task's listing; None: nothing to read. Raises what every task raises alike."""
         errors = sorted({f["error"] for f in found if "error" in f})
         if errors:
             raise KfsError("; ".join(errors))
@@ -175,7 +189,7 @@ class HostTask:
                 f"in every slot (docs/spark.md)")
         host = found[index]["host"]
         if host not in self.hosts:
-            return
+            return None
         held: dict[str, list[str]] = {}
         for f in found:  # (a host's partitions as its first task listed them: every task agrees on them)
             held.setdefault(f["host"], f["partitions"])
@@ -185,12 +199,63 @@ class HostTask:
         wanted = frozenset(p for p in (parse_partition_dir(name) for name in ours) if p is not None)
         opts = parse_options({**self.options, "path": ",".join(self.hosts[host])})
         opts = dataclasses.replace(opts, assign=wanted if opts.assign is None else wanted & opts.assign)
-        if not opts.assign:
+        return opts if opts.assign else None
+
+
+GREP_SCHEMA = StructType([StructField("topic", StringType()), StructField("partition", IntegerType()),
+                          StructField("start", LongType()), StructField("seq", IntegerType()),
+                          StructField("lines", BinaryType())])
+
+
+def grep_lines(spark: Any, placed: str | Mapping[str, Sequence[str]], pattern: str | bytes, regex: bool,
+               decode: str = "auto", options: Mapping[str, str] | None = None, tasks: int | None = None) -> Any:
+    """`kfs spark grep`'s matching JSON lines over log dirs placed on their hosts, read there by one barrier
+    stage as `read` does: a DataFrame of (topic, partition, start offset of the piece, chunk number,
+    lines), in the order `orderBy` of the first four gives. Framed payloads decode with the registry of
+    the `schemas` option (read on the driver) when given, else with each host's own `_schemas`, as
+    `kfs cat` on that host would."""
+    hosts = parse_placed(placed)
+    read_options = {k: v for k, v in (options or {}).items() if k.lower() != "path"}
+    opts = parse_options({**read_options, "path": ",".join(p for paths in hosts.values() for p in paths)})
+    registry = None
+    if decode != "raw" and opts.schemas is not None:
+        from kfs.registry import load_registry
+
+        registry = load_registry([], opts.schemas, opts.schemas_topic)
+    n = tasks or spark.sparkContext.defaultParallelism
+    if n < len(hosts):
+        raise OptionError(f"{n} tasks cannot cover {len(hosts)} hosts ({', '.join(hosts)}): the application "
+                          f"has {n} task slots; run an executor on every broker host")
+    task = GrepTask(hosts, read_options, registry.state if registry is not None else None, pattern, regex, decode)
+    return spark.range(n, numPartitions=n).mapInArrow(task, GREP_SCHEMA, barrier=True)
+
+
+class GrepTask(HostTask):
+    """One barrier task of `grep_lines`: its share's matching records as JSON lines, in chunks."""
+
+    def __init__(self, hosts: dict[str, list[str]], options: dict[str, str], registry: RegistryState | None,
+                 pattern: str | bytes, regex: bool, decode: str) -> None:
+        super().__init__(hosts, options, GREP_SCHEMA, registry)
+        self.pattern = pattern
+        self.regex = regex
+        self.decode = decode
+
+    def read(self, found: list[dict[str, Any]], index: int) -> Iterator[pa.RecordBatch]:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from kfs.spark.jobs import grep_split
+        from kfs.spark.plan import Split, plan_splits
+
+        opts = self.own_options(found, index)
+        if opts is None:
             return
-        schema = to_arrow_schema(self.schema, timezone="UTC")
-        names = self.schema.fieldNames()
-        plans = [plan_from_field(self.schema[f"{part}_decoded"]) for part in ("key", "value")
-                 if f"{part}_decoded" in names]
+        schema = to_arrow_schema(GREP_SCHEMA)
         registry = Registry(self.registry) if self.registry is not None else None
-        for split in plan_splits(opts):  # (only this task's partitions: each is planned and read by one task)
-            yield from read_split(split, opts, schema, plans, registry=registry)
+        for split in plan_splits(opts):
+            for piece in split.pieces:  # (a piece's chunks, numbered: the driver orders the pieces)
+                one = Split(split.index, (piece,))
+                for seq, chunk in enumerate(grep_split(one, opts, self.pattern, self.regex, self.decode, registry)):
+                    yield pa.RecordBatch.from_arrays(
+                        [pa.array([piece.topic]), pa.array([piece.partition], pa.int32()),
+                         pa.array([piece.start_offset], pa.int64()), pa.array([seq], pa.int32()),
+                         pa.array([chunk], pa.binary())], schema=schema)

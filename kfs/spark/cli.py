@@ -60,7 +60,8 @@ def _run(args: argparse.Namespace) -> int:
             jobs.export(args.logdirs, args.out, args.master, options=options,
                         mode="overwrite" if args.overwrite else "errorifexists", on_hosts=on_hosts)
         else:
-            jobs.grep(args.pattern, args.logdirs, args.regex, args.master, options=options, decode=args.decode)
+            jobs.grep(args.pattern, args.logdirs, args.regex, args.master, options=options, decode=args.decode,
+                      on_hosts=on_hosts)
     except (OptionError, KfsError, ValueError) as e:
         return _fail(str(e))
     except BrokenPipeError:
@@ -90,7 +91,8 @@ def add_spark_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
     p.add_argument("--on-hosts", action="store_true",
                    help="each LOGDIR is HOST:/path on that broker host's own disk: one barrier stage with a task "
-                        "in every slot reads each host's log dirs there (Kafka's columns, no decoded ones)")
+                        "in every slot reads each host's log dirs there (decoded columns: -o schemas=PATH, "
+                        "read here, or internal topics)")
     common(p)
 
     p = sub.add_parser("grep", help="print records whose key, value or a header value contains PATTERN")
@@ -99,4 +101,7 @@ def add_spark_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--regex", action="store_true", help="PATTERN is a (Python) regular expression over the bytes")
     p.add_argument("--decode", choices=("auto", "raw"), default="auto",
                    help="auto: Kafka's internal topics print decoded (the match is on the bytes); raw: as bytes")
+    p.add_argument("--on-hosts", action="store_true",
+                   help="each LOGDIR is HOST:/path on that broker host's own disk, read there by one barrier "
+                        "stage (payloads decode with -o schemas=PATH, else each host's own _schemas)")
     common(p)

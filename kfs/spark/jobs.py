@@ -14,10 +14,13 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from kfs.spark.options import ReadOptions, parse_options
 from kfs.spark.plan import Split, plan_splits
+
+if TYPE_CHECKING:
+    from kfs.registry import Registry
 
 DEFAULT_MASTER = "local[*]"
 _CHUNK = 1 << 20  # matching lines travel to the driver in chunks of about this many bytes
@@ -183,9 +186,34 @@ def record_matches(record: Any, test: Callable[[bytes], bool]) -> bool:
     return any(v is not None and test(v) for _, v in record.headers)
 
 
+def _grep_on_hosts(pattern: str | bytes, logdirs: Sequence[str], regex: bool, master: str,
+                   options: Mapping[str, str] | None, out: IO[bytes], spark: Any, decode: str) -> int:
+    from kfs.spark import broker_local
+
+    placed = broker_local.parse_placed(",".join(logdirs))
+    parse_options({**(options or {}), "path": ",".join(p for paths in placed.values() for p in paths)})
+    spark, own = _session(spark, master, "kfs grep")
+    started = time.monotonic()
+    count = 0
+    try:
+        _progress(f"grep: the log dirs of {len(placed)} host(s), read on each")
+        df = broker_local.grep_lines(spark, placed, pattern, regex, decode, options)
+        # (sorted into partition and offset order: a shuffle of the matches only)
+        for row in df.orderBy("topic", "partition", "start", "seq").select("lines").toLocalIterator():
+            out.write(row.lines)
+            count += row.lines.count(b"\n")
+        out.flush()
+    finally:
+        if own:
+            spark.stop()
+    _progress(f"grep: {count} matching record(s) in {time.monotonic() - started:.1f} s")
+    return count
+
+
 def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: bool,
-               decode: str = "auto") -> Iterator[bytes]:
-    """The matching records of one split as JSON lines, joined into chunks of about `_CHUNK` bytes."""
+               decode: str = "auto", registry: Registry | None = None) -> Iterator[bytes]:
+    """The matching records of one split as JSON lines, joined into chunks of about `_CHUNK` bytes.
+    `registry`: the one the driver read (kfs.spark.broker_local), else the log dirs' own."""
     from kfs.internal_topics.lines import line_decoder
     from kfs.spark.source import no_cyclic_gc, piece_records
     from kfs.spark.tasks import PlannedPartitions, missing_here
@@ -194,12 +222,11 @@ def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: boo
 
     test = matcher(pattern, regex)
     planned = PlannedPartitions()
-    registry = None
-    if decode != "raw":  # schema-registry framed payloads (kfs.registry): the registry topic of these log dirs
+    if decode != "raw" and registry is None:  # schema-registry framed payloads: the registry of these log dirs
         from kfs.registry import load_registry
 
         try:
-            registry = load_registry(list(opts.logdirs))
+            registry = load_registry(list(opts.logdirs), opts.schemas, opts.schemas_topic)
         except KfsError as e:  # the log dirs were there when the driver planned
             raise missing_here(",".join(opts.logdirs), e) from None
     chunk: list[bytes] = []
@@ -223,18 +250,22 @@ def grep_split(split: Split, opts: ReadOptions, pattern: str | bytes, regex: boo
 
 def grep(pattern: str | bytes, logdirs: Sequence[str], regex: bool = False, master: str = DEFAULT_MASTER, *,
          options: Mapping[str, str] | None = None, out: IO[bytes] | None = None, spark: Any = None,
-         decode: str = "auto") -> int:
+         decode: str = "auto", on_hosts: bool = False) -> int:
     """Print the records whose key, value or a header value contains `pattern`; returns how many.
 
     Output is each partition's matches in offset order (partitions in name order), as JSON lines.
+    `on_hosts`: each log dir is `HOST:/path` on that broker host's own disk, read there by one barrier
+    stage (kfs.spark.broker_local.grep_lines).
     """
     if regex:
         try:
             re.compile(pattern.encode("utf-8") if isinstance(pattern, str) else pattern)
         except re.error as e:
             raise ValueError(f"not a regular expression: {e}") from None
-    parse_options(_options(logdirs, options))  # a bad option fails here, before Spark starts
     out = out if out is not None else sys.stdout.buffer
+    if on_hosts:
+        return _grep_on_hosts(pattern, logdirs, regex, master, options, out, spark, decode)
+    parse_options(_options(logdirs, options))  # a bad option fails here, before Spark starts
     spark, own = _session(spark, master, "kfs grep")
     started = time.monotonic()
     count = 0
