@@ -273,6 +273,7 @@ def test_compiled_protobuf_columns_equal_the_per_row_path(rnd: random.Random) ->
         records.append(_Row(None, b"\0\0\0\0\7\0" + wire_extras(rnd, data), []))
         records.append(_Row(None, framed + data, []))  # (the message twice: merged)
         records.append(_Row(None, b"\0\0\0\0\3\0" + data, []))  # (an older version's id: its own message?)
+        records.append(_Row(None, b"\0\0\0\0\x09\0" + data, []))  # (an id the registry does not know)
         records.append(_Row(None, framed, [("x", b"1")]))  # (headers: the per-row path's)
     records += [_Row(None, None, []), _Row(None, b"not framed", []), _Row(None, b"\0\0\0\0\7\4\2\0", []),
                 _Row(None, b"\0\0\0\0\7", [])]
