@@ -6,7 +6,8 @@ HOST_A is the first Worker's host name (this machine's), HOST_B the name the sec
 go by (`KFS_HOST`). Reads broker-a's log dir as HOST_A's and broker-b's as HOST_B's in one barrier
 stage (kfs.spark.broker_local), the same log dirs by `format("kfs")` from a shared path, the errors
 of a host without a task and of a log dir missing on its host, a typed read (`schemas` read on
-the driver) on HOST_B, and `kfs spark grep` on the hosts and on the shared path; writes `results.json`. A script: a
+the driver) on HOST_B, `kfs spark grep` on the hosts and on the shared path, and `kfs spark export`
+typed per topic from HOST_B's disk against the data source's typed rows; writes `results.json`. A script: a
 process holds one SparkContext, and the other Spark tests hold theirs.
 """
 
@@ -77,7 +78,20 @@ def main() -> int:
         results["export_status"] = cli_main(["spark", "export", "--on-hosts", f"{host_a}:{LOGDIRS[0]}",
                                              f"{host_b}:{LOGDIRS[1]}", "--out", str(out / "export"),
                                              "-o", "maxSplitBytes=65536", "--master", master])
-        results["exported"] = rows(spark.read.parquet(str(out / "export")))
+        # (Kafka's columns: __cluster_metadata's `topic=` directory holds its decoded JSON text too, the
+        # other topics none; the whole OUT has no one schema for them)
+        results["exported"] = rows(spark.read.parquet(str(out / "export")).drop(
+            "key_decoded", "value_decoded", "key_decode_error", "value_decode_error"))
+        # typed per topic (the registry of `schemas`, read here) from HOST_B's disk, and from the shared path
+        results["typed_export_status"] = cli_main(["spark", "export", "--on-hosts", f"{host_b}:{REGISTRY}", "--out",
+                                                   str(out / "typed-on-hosts"), "-o", f"schemas={REGISTRY}",
+                                                   "--master", master])
+        for topic in ("orders", "payments"):
+            where = out / "typed-on-hosts"
+            df = spark.read.option("basePath", str(where)).parquet(str(where / f"topic={topic}"))
+            results[f"typed-on-hosts-{topic}"] = [df.schema["value_decoded"].simpleString(), rows(df)]
+            df = spark.read.format("kfs").options(subscribe=topic, includeHeaders="true").load(REGISTRY)
+            results[f"typed-shared-{topic}"] = [df.schema["value_decoded"].simpleString(), rows(df)]
     finally:
         spark.stop()
     (out / "results.json").write_text(json.dumps(results))

@@ -169,6 +169,20 @@ def test_a_grep_tasks_lines_are_grep_splits_over_its_share() -> None:
     assert sorted(got.splitlines()) == sorted(want)
 
 
+def test_the_listing_tasks_give_the_topics_the_options_select() -> None:
+    """topics_on_hosts' tasks, from fabricated listings: together the topics of both hosts' log dirs that
+    `subscribePattern` selects."""
+    from kfs.spark.broker_local import LIST_SCHEMA, ListTask
+
+    hosts = {"a": [LOGDIRS[0]], "b": [LOGDIRS[1]]}
+    found = [_listing("a", hosts["a"]), _listing("b", hosts["b"]), _listing("a", hosts["a"])]
+    all_topics = {n.rsplit("-", 1)[0] for d in LOGDIRS for n in LogDirs([d]).partition_names()}
+    for options, want in (({}, all_topics), ({"subscribePattern": "o.*"}, {t for t in all_topics if t[0] == "o"})):
+        task = ListTask(hosts, options, LIST_SCHEMA, None)
+        got = {r["topic"] for i in range(len(found)) for b in task.read(found, i) for r in b.to_pylist()}
+        assert got == want and got
+
+
 def test_without_schemas_a_broker_local_read_has_kafkas_columns_only() -> None:
     """The hosts' `_schemas` is not read on the driver: without `schemas`, no decoded columns (the
     module doc says why); `decode=raw` drops them even with it."""
@@ -212,6 +226,15 @@ def test_typed_columns_decoded_on_another_host_equal_the_data_sources(results: d
 def test_grep_on_hosts_prints_the_shared_paths_lines_in_its_order(results: dict[str, Any]) -> None:
     assert results["grep_on_hosts_count"] > 10
     assert results["grep_on_hosts"] == results["grep_shared"]
+
+
+@pytest.mark.parametrize("topic", ["orders", "payments"])  # (Avro, Protobuf)
+def test_export_on_hosts_writes_each_typed_topic_as_the_data_source_types_it(results: dict[str, Any],
+                                                                              topic: str) -> None:
+    assert results["typed_export_status"] == 0
+    on_hosts, shared = results[f"typed-on-hosts-{topic}"], results[f"typed-shared-{topic}"]
+    assert ":struct<" in on_hosts[0] and on_hosts == shared
+    assert on_hosts[1] and any(r[-2] is not None for r in on_hosts[1])
 
 
 def test_kfs_spark_export_on_hosts_writes_every_record_as_parquet(results: dict[str, Any]) -> None:

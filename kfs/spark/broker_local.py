@@ -202,6 +202,42 @@ class HostTask:
         return opts if opts.assign else None
 
 
+def topics_on_hosts(spark: Any, placed: str | Mapping[str, Sequence[str]], options: Mapping[str, str] | None = None,
+                    tasks: int | None = None) -> list[str]:
+    """The topics a read of log dirs placed on their hosts selects (`subscribe`, `subscribePattern`,
+    `assign` of `options`), listed there by one barrier stage with the checks `read` makes: the driver
+    cannot list them (kfs.spark.jobs: `kfs spark export --on-hosts` writes each typed topic apart)."""
+    hosts = parse_placed(placed)
+    read_options = {k: v for k, v in (options or {}).items() if k.lower() != "path"}
+    parse_options({**read_options, "path": ",".join(p for paths in hosts.values() for p in paths)})
+    n = tasks or spark.sparkContext.defaultParallelism
+    if n < len(hosts):
+        raise OptionError(f"{n} tasks cannot cover {len(hosts)} hosts ({', '.join(hosts)}): the application "
+                          f"has {n} task slots; run an executor on every broker host")
+    task = ListTask(hosts, read_options, LIST_SCHEMA, None)
+    rows = spark.range(n, numPartitions=n).mapInArrow(task, LIST_SCHEMA, barrier=True).collect()
+    return sorted({row.topic for row in rows})
+
+
+LIST_SCHEMA = StructType([StructField("topic", StringType()), StructField("partition", IntegerType())])
+
+
+class ListTask(HostTask):
+    """One barrier task of `topics_on_hosts`: the partitions of its share that the options select."""
+
+    def read(self, found: list[dict[str, Any]], index: int) -> Iterator[pa.RecordBatch]:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        opts = self.own_options(found, index)
+        if opts is None or opts.assign is None:
+            return
+        selected = sorted((t, p) for t, p in opts.assign if opts.wants(t, p))
+        if selected:
+            yield pa.RecordBatch.from_arrays([pa.array([t for t, _ in selected], pa.string()),
+                                              pa.array([p for _, p in selected], pa.int32())],
+                                             schema=to_arrow_schema(LIST_SCHEMA))
+
+
 GREP_SCHEMA = StructType([StructField("topic", StringType()), StructField("partition", IntegerType()),
                           StructField("start", LongType()), StructField("seq", IntegerType()),
                           StructField("lines", BinaryType())])

@@ -91,8 +91,8 @@ def add_spark_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
     p.add_argument("--on-hosts", action="store_true",
                    help="each LOGDIR is HOST:/path on that broker host's own disk: one barrier stage with a task "
-                        "in every slot reads each host's log dirs there (decoded columns: -o schemas=PATH, "
-                        "read here, or internal topics)")
+                        "in every slot reads each host's log dirs there (typed topics: -o schemas=PATH, "
+                        "read here; internal topics decode without)")
     common(p)
 
     p = sub.add_parser("grep", help="print records whose key, value or a header value contains PATTERN")

@@ -101,8 +101,9 @@ def export(logdirs: Sequence[str], out: str, master: str = DEFAULT_MASTER, *,
     JSON text) `key_decoded` / `value_decoded`; the other topics are written together (with a
     registry in reach, their decoded columns JSON text).
 
-    `on_hosts`: each log dir is `HOST:/path` on that broker host's own disk, read there by one barrier
-    stage (kfs.spark.broker_local); Kafka's columns only.
+    `on_hosts`: each log dir is `HOST:/path` on that broker host's own disk, read there by barrier stages
+    (kfs.spark.broker_local): one lists the topics, then the reads above, each typed topic apart when
+    the `schemas` option gives the registry (read here, on the driver); internal topics decode without.
     """
     from kfs.spark import register
 
@@ -133,24 +134,30 @@ def _export_on_hosts(logdirs: Sequence[str], out: str, master: str, options: Map
 
     placed = broker_local.parse_placed(",".join(logdirs))
     read = {**(options or {}), "includeHeaders": "true"}
-    parse_options({**read, "path": ",".join(p for paths in placed.values() for p in paths)})  # (fails before Spark)
+    read["path"] = ",".join(p for paths in placed.values() for p in paths)  # (broker_local.read takes it out)
+    opts = parse_options(read)  # a bad option fails here, before Spark starts
+    registry, _ = broker_local.decoded_columns(opts)
     spark, own = _session(spark, master, "kfs export")
     started = time.monotonic()
     try:
         _progress(f"export: the log dirs of {len(placed)} host(s), read on each, to {out}")
-        df = broker_local.read(spark, placed, read)
-        df.sortWithinPartitions("topic", "partition", "offset").write.mode(mode).partitionBy(
-            "topic", "partition").parquet(out)
+        topics = broker_local.topics_on_hosts(spark, placed, read) if opts.decode != "raw" else []
+        for i, each in enumerate(_export_reads(read, topics, registry, local=False)):
+            df = broker_local.read(spark, placed, each)
+            (df.sortWithinPartitions("topic", "partition", "offset")
+               .write.mode(mode if i == 0 else "append").partitionBy("topic", "partition").parquet(out))
     finally:
         if own:
             spark.stop()
     _progress(f"export: done in {time.monotonic() - started:.1f} s")
 
 
-def _export_reads(opts: dict[str, str], topics: list[str]) -> list[dict[str, str]]:
+def _export_reads(opts: dict[str, str], topics: list[str], registry: Registry | None = None,
+                  local: bool = True) -> list[dict[str, str]]:
     """The reads an export runs: one per topic that decodes on its own (its subject types its payloads,
     or it is one of Kafka's internal topics: kfs.spark.typed) and one for the rest, or with
-    `decode=raw` one for everything."""
+    `decode=raw` one for everything. `local`: the registry is the log dirs' own (else `registry`, the
+    one a broker-local export read from the `schemas` option)."""
     from kfs.internal_topics.framing import internal_topic
     from kfs.spark.source import registry_for
     from kfs.spark.typed import PARTS, part_plan
@@ -158,7 +165,8 @@ def _export_reads(opts: dict[str, str], topics: list[str]) -> list[dict[str, str
     parsed = parse_options(opts)
     if parsed.decode == "raw" or not topics:
         return [opts]
-    registry = registry_for(parsed)
+    if local:
+        registry = registry_for(parsed)
     wanted = [t for t in topics if parsed.subscribe is None or t in parsed.subscribe]
     alone = [t for t in wanted if internal_topic(t)
              or any(part_plan(registry, [t], part)[0].schema_id is not None for part in PARTS)]
