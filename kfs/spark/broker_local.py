@@ -97,19 +97,28 @@ def read(spark: Any, placed: str | Mapping[str, Sequence[str]], options: Mapping
     `tasks`: the barrier stage's size, by default the application's slots (`defaultParallelism`)."""
     from kfs.spark.source import kafka_schema
 
-    hosts = parse_placed(placed)
-    read_options = {k: v for k, v in (options or {}).items() if k.lower() != "path"}
-    opts = parse_options({**read_options, "path": ",".join(p for paths in hosts.values() for p in paths)})
+    hosts, read_options, opts, n = _stage(spark, placed, options, tasks)
     schema = kafka_schema(opts.include_headers)
     registry, decoded = decoded_columns(opts)
     for field in decoded:
         schema.add(field)
+    task = HostTask(hosts, read_options, schema, registry.state if registry is not None else None)
+    return spark.range(n, numPartitions=n).mapInArrow(task, schema, barrier=True)
+
+
+def _stage(spark: Any, placed: str | Mapping[str, Sequence[str]], options: Mapping[str, str] | None,
+           tasks: int | None) -> tuple[dict[str, list[str]], dict[str, str], ReadOptions, int]:
+    """A barrier stage's plan, checked before it runs: the hosts' log dirs, the read options (without
+    `path`), as parsed over every log dir, and the stage's size (by default every slot, at least one a
+    host)."""
+    hosts = parse_placed(placed)
+    read_options = {k: v for k, v in (options or {}).items() if k.lower() != "path"}
+    opts = parse_options({**read_options, "path": ",".join(p for paths in hosts.values() for p in paths)})
     n = tasks or spark.sparkContext.defaultParallelism
     if n < len(hosts):
         raise OptionError(f"{n} tasks cannot cover {len(hosts)} hosts ({', '.join(hosts)}): the application "
                           f"has {n} task slots; run an executor on every broker host")
-    task = HostTask(hosts, read_options, schema, registry.state if registry is not None else None)
-    return spark.range(n, numPartitions=n).mapInArrow(task, schema, barrier=True)
+    return hosts, read_options, opts, n
 
 
 def decoded_columns(opts: ReadOptions) -> tuple[Registry | None, list[StructField]]:
@@ -207,13 +216,7 @@ def topics_on_hosts(spark: Any, placed: str | Mapping[str, Sequence[str]], optio
     """The topics a read of log dirs placed on their hosts selects (`subscribe`, `subscribePattern`,
     `assign` of `options`), listed there by one barrier stage with the checks `read` makes: the driver
     cannot list them (kfs.spark.jobs: `kfs spark export --on-hosts` writes each typed topic apart)."""
-    hosts = parse_placed(placed)
-    read_options = {k: v for k, v in (options or {}).items() if k.lower() != "path"}
-    parse_options({**read_options, "path": ",".join(p for paths in hosts.values() for p in paths)})
-    n = tasks or spark.sparkContext.defaultParallelism
-    if n < len(hosts):
-        raise OptionError(f"{n} tasks cannot cover {len(hosts)} hosts ({', '.join(hosts)}): the application "
-                          f"has {n} task slots; run an executor on every broker host")
+    hosts, read_options, _, n = _stage(spark, placed, options, tasks)
     task = ListTask(hosts, read_options, LIST_SCHEMA, None)
     rows = spark.range(n, numPartitions=n).mapInArrow(task, LIST_SCHEMA, barrier=True).collect()
     return sorted({row.topic for row in rows})
@@ -250,18 +253,12 @@ def grep_lines(spark: Any, placed: str | Mapping[str, Sequence[str]], pattern: s
     lines), in the order `orderBy` of the first four gives. Framed payloads decode with the registry of
     the `schemas` option (read on the driver) when given, else with each host's own `_schemas`, as
     `kfs cat` on that host would."""
-    hosts = parse_placed(placed)
-    read_options = {k: v for k, v in (options or {}).items() if k.lower() != "path"}
-    opts = parse_options({**read_options, "path": ",".join(p for paths in hosts.values() for p in paths)})
+    hosts, read_options, opts, n = _stage(spark, placed, options, tasks)
     registry = None
     if decode != "raw" and opts.schemas is not None:
         from kfs.registry import load_registry
 
         registry = load_registry([], opts.schemas, opts.schemas_topic)
-    n = tasks or spark.sparkContext.defaultParallelism
-    if n < len(hosts):
-        raise OptionError(f"{n} tasks cannot cover {len(hosts)} hosts ({', '.join(hosts)}): the application "
-                          f"has {n} task slots; run an executor on every broker host")
     task = GrepTask(hosts, read_options, registry.state if registry is not None else None, pattern, regex, decode)
     return spark.range(n, numPartitions=n).mapInArrow(task, GREP_SCHEMA, barrier=True)
 
