@@ -235,7 +235,7 @@ def test_fixture_payments_are_decoded_in_c() -> None:
     assert found is not None
     data = arrays(records)[1]
     validity, offsets, body = data.buffers()
-    status, _ = protobuf_arrow_decode(found[0], _prefix(7 if part.plan.schema_id == 7 else part.plan.schema_id),
+    status, _ = protobuf_arrow_decode(found[0], _prefix(part.plan.schema_id),
                                       len(data), validity, offsets, body, 0, None)
     orders = [i for i, e in enumerate(want[3].to_pylist()) if e is None and records[i].value is not None]
     assert orders and all(status[i] == 0 for i in orders)

@@ -119,13 +119,17 @@ def export(logdirs: Sequence[str], out: str, master: str = DEFAULT_MASTER, *,
         _progress(f"export: {_describe(splits)} to {out}")
         register(spark)
         for i, read in enumerate(_export_reads(opts, sorted({p.topic for s in splits for p in s.pieces}))):
-            df = spark.read.format("kfs").options(**read).load()
-            (df.sortWithinPartitions("topic", "partition", "offset")
-               .write.mode(mode if i == 0 else "append").partitionBy("topic", "partition").parquet(out))
+            _write_export(spark.read.format("kfs").options(**read).load(), out, mode if i == 0 else "append")
     finally:
         if own:
             spark.stop()
     _progress(f"export: done in {time.monotonic() - started:.1f} s")
+
+
+def _write_export(df: Any, out: str, mode: str) -> None:
+    """One read of an export written under `out`: by topic and partition, sorted by offset in each."""
+    (df.sortWithinPartitions("topic", "partition", "offset")
+       .write.mode(mode).partitionBy("topic", "partition").parquet(out))
 
 
 def _export_on_hosts(logdirs: Sequence[str], out: str, master: str, options: Mapping[str, str] | None, mode: str,
@@ -143,9 +147,7 @@ def _export_on_hosts(logdirs: Sequence[str], out: str, master: str, options: Map
         _progress(f"export: the log dirs of {len(placed)} host(s), read on each, to {out}")
         topics = broker_local.topics_on_hosts(spark, placed, read) if opts.decode != "raw" else []
         for i, each in enumerate(_export_reads(read, topics, registry, local=False)):
-            df = broker_local.read(spark, placed, each)
-            (df.sortWithinPartitions("topic", "partition", "offset")
-               .write.mode(mode if i == 0 else "append").partitionBy("topic", "partition").parquet(out))
+            _write_export(broker_local.read(spark, placed, each), out, mode if i == 0 else "append")
     finally:
         if own:
             spark.stop()

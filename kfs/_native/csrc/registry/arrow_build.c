@@ -144,10 +144,27 @@ ab_program_capsule(aprogram *P, const char *name)
 
 /* ---- a batch ---------------------------------------------------------------------------------- */
 
-static PyObject *
-as_bytes(const abuf *b, size_t len)
+PyObject *
+ab_bytes(const abuf *b, size_t len)
 {
     return PyBytes_FromStringAndSize(len ? (const char *)b->p : NULL, (Py_ssize_t)len);
+}
+
+int
+ab_array_buffers(const char *fname, Py_ssize_t count, Py_ssize_t offset, const Py_buffer *offsets,
+                 PyObject *validity_obj, Py_buffer *validity, PyObject *skip_obj, Py_buffer *skip)
+{
+    if (validity_obj != Py_None && PyObject_GetBuffer(validity_obj, validity, PyBUF_SIMPLE) < 0)
+        return 0;
+    if (skip_obj != Py_None && PyObject_GetBuffer(skip_obj, skip, PyBUF_SIMPLE) < 0)
+        return 0;
+    if (count < 0 || offset < 0 || count > PY_SSIZE_T_MAX / 8 - offset ||
+        offsets->len / 4 < offset + count + (count > 0) ||
+        (validity->buf != NULL && validity->len * 8 < offset + count) || (skip->buf != NULL && skip->len < count)) {
+        PyErr_Format(PyExc_ValueError, "%s: the buffers are shorter than the array", fname);
+        return 0;
+    }
+    return 1;
 }
 
 /* The columns' buffers as Python: a list of (length, validity, values, data or None) per column. */
@@ -160,10 +177,10 @@ columns_out(const arrow_out *o)
     for (int32_t k = 0; k < o->ncols; k++) {
         const column *c = o->cols + k;
         const size_t bitmap = (size_t)((c->n + 7) / 8);
-        PyObject *data = c->kind == ACOL_BIN ? as_bytes(&c->data, c->data.len) : Py_NewRef(Py_None);
+        PyObject *data = c->kind == ACOL_BIN ? ab_bytes(&c->data, c->data.len) : Py_NewRef(Py_None);
         PyObject *t = data == NULL ? NULL
-                                   : Py_BuildValue("(LNNN)", (long long)c->n, as_bytes(&c->valid, bitmap),
-                                                   as_bytes(&c->vals, c->kind == ACOL_BOOL ? bitmap : c->vals.len),
+                                   : Py_BuildValue("(LNNN)", (long long)c->n, ab_bytes(&c->valid, bitmap),
+                                                   ab_bytes(&c->vals, c->kind == ACOL_BOOL ? bitmap : c->vals.len),
                                                    data);
         if (t == NULL) {
             Py_DECREF(out);
@@ -191,14 +208,9 @@ ab_decode_batch(PyObject *args, const char *fname, const char *capsule_name, ab_
     const aprogram *P = PyCapsule_GetPointer(capsule, capsule_name);
     if (P == NULL)
         goto out;
-    if (validity_obj != Py_None && PyObject_GetBuffer(validity_obj, &validity, PyBUF_SIMPLE) < 0)
+    if (!ab_array_buffers(fname, count, offset, &offsets, validity_obj, &validity, skip_obj, &skip))
         goto out;
-    if (skip_obj != Py_None && PyObject_GetBuffer(skip_obj, &skip, PyBUF_SIMPLE) < 0)
-        goto out;
-    if (count < 0 || offset < 0 || count > PY_SSIZE_T_MAX / 8 - offset ||
-        offsets.len / 4 < offset + count + (count > 0) ||
-        (validity.buf != NULL && validity.len * 8 < offset + count) || (skip.buf != NULL && skip.len < count) ||
-        prefix.len != 5) {
+    if (prefix.len != 5) {
         PyErr_Format(PyExc_ValueError, "%s: the buffers are shorter than the array", fname);
         goto out;
     }

@@ -179,6 +179,15 @@ KFS_HIDDEN int ab_program_load(PyObject *arg, aprogram *P, const char *what);
 KFS_HIDDEN void ab_program_free(aprogram *P);
 KFS_HIDDEN PyObject *ab_program_capsule(aprogram *P, const char *name);
 
+/* An Arrow binary array's validity and skip buffers (each None or a buffer) taken, and `count` rows from
+ * `offset` checked to lie within them and the int32 offsets; 0 and ValueError naming `fname` when not
+ * (the caller releases what was taken, validity->buf and skip->buf set). */
+KFS_HIDDEN int ab_array_buffers(const char *fname, Py_ssize_t count, Py_ssize_t offset, const Py_buffer *offsets,
+                                PyObject *validity_obj, Py_buffer *validity, PyObject *skip_obj, Py_buffer *skip);
+
+/* A buffer's first len bytes as a bytes object. */
+KFS_HIDDEN PyObject *ab_bytes(const abuf *b, size_t len);
+
 /* Decodes one row's value bytes [p, end) into the columns (each row: one value of column 0, or
  * declined); AB_OK or AB_DECLINE. */
 typedef int (*ab_row_decoder)(const aprogram *P, arrow_out *o, const uint8_t *p, const uint8_t *end);

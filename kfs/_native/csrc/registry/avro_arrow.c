@@ -564,12 +564,6 @@ kfs_avro_arrow_decode(PyObject *module, PyObject *args)
     return ab_decode_batch(args, "avro_arrow_decode", "kfs.avro_arrow_program", decode_row);
 }
 
-static PyObject *
-text_bytes(const abuf *b)
-{
-    return PyBytes_FromStringAndSize(b->len ? (const char *)b->p : NULL, (Py_ssize_t)b->len);
-}
-
 /* ---- JSON-text columns ------------------------------------------------------------------------ */
 
 KFS_DOC(kfs_avro_text_column_doc,
@@ -596,14 +590,9 @@ kfs_avro_text_column(PyObject *module, PyObject *args)
     arrow_out o = {0};
     abuf out_offsets = {0}, out_data = {0};
     const Py_ssize_t nprograms = PyList_GET_SIZE(programs);
-    if (validity_obj != Py_None && PyObject_GetBuffer(validity_obj, &validity, PyBUF_SIMPLE) < 0)
+    if (!ab_array_buffers("avro_text_column", count, offset, &offsets, validity_obj, &validity, skip_obj, &skip))
         goto out;
-    if (skip_obj != Py_None && PyObject_GetBuffer(skip_obj, &skip, PyBUF_SIMPLE) < 0)
-        goto out;
-    if (count < 0 || offset < 0 || count > PY_SSIZE_T_MAX / 8 - offset ||
-        offsets.len / 4 < offset + count + (count > 0) ||
-        (validity.buf != NULL && validity.len * 8 < offset + count) || (skip.buf != NULL && skip.len < count) ||
-        nprograms > 64) {
+    if (nprograms > 64) {
         PyErr_SetString(PyExc_ValueError, "avro_text_column: the buffers are shorter than the array");
         goto out;
     }
@@ -660,7 +649,7 @@ kfs_avro_text_column(PyObject *module, PyObject *args)
         if (ab_put_bytes(&o, &out_offsets, &end_offset, 4) < 0)
             goto nomem;
     }
-    result = Py_BuildValue("(ONN)", status, text_bytes(&out_offsets), text_bytes(&out_data));
+    result = Py_BuildValue("(ONN)", status, ab_bytes(&out_offsets, out_offsets.len), ab_bytes(&out_data, out_data.len));
     goto out;
 nomem:
     PyErr_NoMemory();

@@ -353,11 +353,8 @@ read_value(pstate *s, const int32_t *f, int32_t col, const uint8_t **p, const ui
         return c == NULL ? OK : ab_put_value(s->out, c, &us, 8);
     }
     }
-    if (implicit && is_default(f[1], bits, len)) {
-        if (f[1] == PF_STRING && !ab_utf8_ok(t, len))
-            return DECLINE;
+    if (implicit && is_default(f[1], bits, len)) /* (a string at its default is empty: valid UTF-8) */
         return c == NULL ? OK : ab_append_null(s->out, col);
-    }
     return put_scalar(s, c, f, bits, t, len);
 }
 
