@@ -36,6 +36,7 @@ import sysconfig
 import tempfile
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -105,14 +106,30 @@ def libasan() -> str:
 
 # ---- one input -----------------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def kfs_logging_silenced() -> Iterator[None]:
+    """kfs's warnings about the damage the inputs are made of kept off stderr while inputs run, and
+    the `kfs` logger as it was afterwards (the smoke test runs in pytest's process: the tests after it
+    read kfs's warnings with caplog)."""
+    logger = logging.getLogger("kfs")
+    quiet = logging.NullHandler()
+    propagate = logger.propagate
+    logger.addHandler(quiet)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(quiet)
+        logger.propagate = propagate
+
+
 class Runner:
-    """Makes and runs inputs in one process (a worker, a replay, the smoke test)."""
+    """Makes and runs inputs in one process (a worker, a replay, the smoke test); the caller quiets
+    kfs's logging (`kfs_logging_silenced`) for as long as it runs them."""
 
     def __init__(self, scratch: Path, mix: list[tuple[str, int]], mount_every: int = 0) -> None:
         import fuzz_targets
 
-        logging.getLogger("kfs").addHandler(logging.NullHandler())
-        logging.getLogger("kfs").propagate = False
         self.t = fuzz_targets
         self.corpus = fuzz_targets.Corpus()
         self.scratch = scratch
@@ -176,6 +193,11 @@ class Runner:
 # ---- a worker ------------------------------------------------------------------------------------
 
 def worker_main(args: argparse.Namespace) -> int:
+    with kfs_logging_silenced():
+        return _work(args)
+
+
+def _work(args: argparse.Namespace) -> int:
     if args.sanitized:
         load_sanitized(Path(args.sanitized))
     scratch = Path(tempfile.mkdtemp(prefix=f"kfs-fuzz-w{args.worker}-", dir=args.scratch))
@@ -420,7 +442,6 @@ def main(argv: list[str] | None = None) -> int:
         seed, _, i = args.replay.partition(":")
         scratch = Path(tempfile.mkdtemp(prefix="kfs-fuzz-replay-", dir=args.scratch))
         runner = Runner(scratch, parse_mix(args.mix), args.mount_every)
-        logging.getLogger("kfs").propagate = True
         logging.basicConfig(level=logging.WARNING)
         name, rnd = target_of(int(seed), int(i), runner.mix)
         t = runner.t

@@ -7,6 +7,7 @@ replayed with `python tests/fuzz/fuzz_campaign.py --replay SEED:I --mix ...`.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -23,11 +24,13 @@ def test_a_smoke_run_finds_nothing(tmp_path: Path) -> None:
     print(f"fuzz smoke seed {SEED} (KFS_FUZZ_SEED to change), C path {'on' if fuzz_targets.has_compiled() else 'off'}")
     started = time.monotonic()
     findings = []
-    for mix, n in PLAN:
-        runner = fuzz_campaign.Runner(tmp_path, fuzz_campaign.parse_mix(mix))
-        for i in range(n):
-            _, kind, detail = runner.run(SEED, i)
-            if kind is not None:
-                findings.append(f"{mix} {SEED}:{i} {kind}: {detail}")
+    with fuzz_campaign.kfs_logging_silenced():
+        for mix, n in PLAN:
+            runner = fuzz_campaign.Runner(tmp_path, fuzz_campaign.parse_mix(mix))
+            for i in range(n):
+                _, kind, detail = runner.run(SEED, i)
+                if kind is not None:
+                    findings.append(f"{mix} {SEED}:{i} {kind}: {detail}")
+    assert logging.getLogger("kfs").propagate, "the smoke run left kfs's logger silenced"
     print(f"{sum(n for _, n in PLAN)} inputs in {time.monotonic() - started:.1f} s")
     assert not findings, "\n".join(findings[:10])
