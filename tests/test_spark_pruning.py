@@ -349,3 +349,39 @@ def spark_data_topic() -> str:
     from benchmarks import spark_data
 
     return spark_data.TOPIC
+
+
+@pytest.fixture(scope="module")
+def scattered_nulls(tmp_path_factory):
+    """One partition whose keys and values are null at scattered rows (every bit of a validity byte,
+    batches of several sizes), the rest strings of many lengths."""
+    from conftest import v2_batch, write_segment
+
+    root = tmp_path_factory.mktemp("nulls") / "logdir"
+    part = root / "scattered-0"
+    part.mkdir(parents=True)
+    appends, offset = [], 0
+    for size in (1, 7, 8, 9, 64, 300, 5000, 3):
+        records = [(o, 1_000 + o, None if o % 3 == 0 or o % 7 == 0 else b"k%d" % o,
+                    None if o % 5 == 0 else b"v" * (o % 41), []) for o in range(offset, offset + size)]
+        appends.append([(v2_batch(offset, records), records)])
+        offset += size
+    write_segment(str(part), 0, appends)
+    return str(root)
+
+
+def test_columns_read_in_place_keep_every_null(spark, scattered_nulls):
+    """The front's columns are read at their Arrow buffers' addresses (DirectArrowColumn): nulls, offsets
+    and values equal the Python source's, row for row, and Spark's own expressions over them agree."""
+    pruned, plain = both(spark, scattered_nulls)
+    for columns in (["offset", "key"], ["offset", "value"], ["offset", "timestamp", "partition", "topic"]):
+        assert rows(pruned.select(*columns)) == rows(plain.select(*columns)), columns
+    query = ("count(*) AS n, count(key) AS keys, count(value) AS values, sum(length(value)) AS bytes, "
+             "sum(offset) AS offsets, max(timestamp) AS last")
+    got = pruned.selectExpr(*query.split(", ")).collect()[0].asDict()
+    assert got == plain.selectExpr(*query.split(", ")).collect()[0].asDict()
+    n = 1 + 7 + 8 + 9 + 64 + 300 + 5000 + 3
+    assert got["n"] == n
+    assert got["keys"] == sum(1 for o in range(n) if o % 3 and o % 7)
+    assert got["values"] == sum(1 for o in range(n) if o % 5)
+    assert got["bytes"] == sum(o % 41 for o in range(n) if o % 5)

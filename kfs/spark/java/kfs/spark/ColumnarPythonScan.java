@@ -4,7 +4,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
-import org.apache.arrow.vector.ValueVector;
 import org.apache.arrow.vector.complex.StructVector;
 import org.apache.spark.JobArtifactSet$;
 import org.apache.spark.JobArtifactState;
@@ -46,8 +45,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * worker into rows and copies each row into an UnsafeRow before anything reads it: for a count by topic
  * that copy, and the row-by-row metrics that go with it, were a third of the JVM's work. Here the same
  * Python read function runs through the same runner (ArrowPythonRunner, as Spark's
- * MapInBatchEvaluatorFactory runs it), and the batch's columns are given to Spark as they arrived
- * (ArrowColumnVectors), so generated code reads them in place.
+ * MapInBatchEvaluatorFactory runs it), and the batch's columns are given to Spark as they arrived, so
+ * generated code reads them in place (DirectArrowColumn).
  */
 final class ColumnarPythonScan implements Scan, Batch {
   private final UserDefinedPythonDataSource source;
@@ -140,22 +139,6 @@ final class ColumnarPythonScan implements Scan, Batch {
     }
   }
 
-  /**
-   * A column of the runner's current batch. Spark closes a columnar scan's batch when it has read it
-   * (ColumnarBatch.closeIfFreeable), but these vectors are the runner's, loaded again with the next
-   * batch and closed by the runner at the end of the task: a closed struct vector would have lost its
-   * fields.
-   */
-  private static final class RunnerOwnedColumn extends ArrowColumnVector {
-    RunnerOwnedColumn(ValueVector vector) {
-      super(vector);
-    }
-
-    @Override
-    public void closeIfFreeable() {
-    }
-  }
-
   /** One task: the Python read function run over its pickled partition; each output batch's columns. */
   private static final class Reader implements PartitionReader<ColumnarBatch> {
     private final ReaderFactory factory;
@@ -209,7 +192,7 @@ final class ColumnarPythonScan implements Scan, Batch {
       int width = factory.schema.fields().length;
       ColumnVector[] columns = new ColumnVector[width];
       for (int i = 0; i < width; i++) {
-        columns[i] = new RunnerOwnedColumn(fields.getChildByOrdinal(i));
+        columns[i] = DirectArrowColumn.of(fields.getChildByOrdinal(i), factory.schema.fields()[i].dataType());
       }
       current = new ColumnarBatch(columns, batch.numRows());
       return true;

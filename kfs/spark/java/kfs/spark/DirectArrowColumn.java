@@ -1,0 +1,227 @@
+package kfs.spark;
+
+import org.apache.arrow.vector.BaseFixedWidthVector;
+import org.apache.arrow.vector.BaseVariableWidthVector;
+import org.apache.arrow.vector.BigIntVector;
+import org.apache.arrow.vector.DateDayVector;
+import org.apache.arrow.vector.Float4Vector;
+import org.apache.arrow.vector.Float8Vector;
+import org.apache.arrow.vector.IntVector;
+import org.apache.arrow.vector.SmallIntVector;
+import org.apache.arrow.vector.TimeStampMicroTZVector;
+import org.apache.arrow.vector.TimeStampMicroVector;
+import org.apache.arrow.vector.TinyIntVector;
+import org.apache.arrow.vector.ValueVector;
+import org.apache.arrow.vector.VarBinaryVector;
+import org.apache.arrow.vector.VarCharVector;
+import org.apache.arrow.vector.complex.StructVector;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.Decimal;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ArrowColumnVector;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarArray;
+import org.apache.spark.sql.vectorized.ColumnarMap;
+import org.apache.spark.unsafe.Platform;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * A column of the runner's current Arrow batch, read in place at its buffers' addresses.
+ *
+ * <p>Spark's ArrowColumnVector reads each value through Arrow's ArrowBuf, which checks the buffer's
+ * reference count and bounds on every access: in a count by topic or a sum of one decoded field, those
+ * checks and the accessor's indirections were a third of the executor's time (JFR). Spark's own
+ * off-heap vectors (OffHeapColumnVector) read their memory with Platform's unchecked loads; this
+ * column does the same over the batch's Arrow buffers, for the types kfs's columns are made of: fixed
+ * width numbers, dates and timestamps, strings and binaries with 32-bit offsets, and structs of them.
+ * Other types (lists, maps, decimals, ...) stay ArrowColumnVectors (`of`).
+ *
+ * <p>The addresses are the current batch's: the reader makes the batch's columns anew for every batch
+ * the runner loads, and Spark has read a batch before it asks for the next. The buffers are the runner's:
+ * nothing here frees them.
+ */
+final class DirectArrowColumn extends ColumnVector {
+  private static final int BYTES = 1;
+  private static final int SHORTS = 2;
+  private static final int INTS = 4;
+  private static final int LONGS = 8;
+  private static final int VARIABLE = -1;
+  private static final int STRUCT = -2;
+
+  private final int nulls;
+  private final long validity;
+  private final long data;
+  private final long offsets;
+  private final int width;
+  private final ColumnVector[] children;
+
+  private DirectArrowColumn(DataType type, ValueVector vector, int width, long data, long offsets,
+      ColumnVector[] children) {
+    super(type);
+    this.nulls = vector.getNullCount();
+    this.validity = nulls == 0 ? 0L : vector.getValidityBuffer().memoryAddress();
+    this.width = width;
+    this.data = data;
+    this.offsets = offsets;
+    this.children = children;
+  }
+
+  /** `vector` (of Spark type `type`) as a column Spark reads in place, or as Spark's own Arrow column. */
+  static ColumnVector of(ValueVector vector, DataType type) {
+    if (vector instanceof BaseFixedWidthVector fixed) {
+      int width = fixedWidth(vector);
+      if (width > 0) {
+        return new DirectArrowColumn(type, vector, width, fixed.getDataBufferAddress(), 0L, null);
+      }
+    } else if (vector instanceof VarCharVector || vector instanceof VarBinaryVector) {
+      BaseVariableWidthVector variable = (BaseVariableWidthVector) vector;
+      return new DirectArrowColumn(type, vector, VARIABLE, variable.getDataBufferAddress(),
+          variable.getOffsetBufferAddress(), null);
+    } else if (vector instanceof StructVector struct && type instanceof StructType fields) {
+      ColumnVector[] children = new ColumnVector[fields.fields().length];
+      for (int i = 0; i < children.length; i++) {
+        children[i] = of(struct.getChildByOrdinal(i), fields.fields()[i].dataType());
+      }
+      return new DirectArrowColumn(type, vector, STRUCT, 0L, 0L, children);
+    }
+    return new RunnerOwnedColumn(vector);
+  }
+
+  /** The byte width of the fixed-width vectors read in place (not BitVector: its values are bits). */
+  private static int fixedWidth(ValueVector vector) {
+    if (vector instanceof TinyIntVector) {
+      return BYTES;
+    }
+    if (vector instanceof SmallIntVector) {
+      return SHORTS;
+    }
+    if (vector instanceof IntVector || vector instanceof DateDayVector || vector instanceof Float4Vector) {
+      return INTS;
+    }
+    if (vector instanceof BigIntVector || vector instanceof Float8Vector || vector instanceof TimeStampMicroTZVector
+        || vector instanceof TimeStampMicroVector) {
+      return LONGS;
+    }
+    return 0;
+  }
+
+  /**
+   * A column of the runner's batch left to Spark's ArrowColumnVector. Spark closes a columnar scan's
+   * batch when it has read it (ColumnarBatch.closeIfFreeable), but these vectors are the runner's,
+   * loaded again with the next batch and closed by the runner at the end of the task: a closed struct
+   * vector would have lost its fields.
+   */
+  static final class RunnerOwnedColumn extends ArrowColumnVector {
+    RunnerOwnedColumn(ValueVector vector) {
+      super(vector);
+    }
+
+    @Override
+    public void closeIfFreeable() {
+    }
+  }
+
+  @Override
+  public void close() {
+  }
+
+  @Override
+  public void closeIfFreeable() {
+  }
+
+  @Override
+  public boolean hasNull() {
+    return nulls > 0;
+  }
+
+  @Override
+  public int numNulls() {
+    return nulls;
+  }
+
+  @Override
+  public boolean isNullAt(int rowId) {
+    return nulls > 0 && (Platform.getByte(null, validity + (rowId >> 3)) & (1 << (rowId & 7))) == 0;
+  }
+
+  @Override
+  public boolean getBoolean(int rowId) {
+    throw unsupported("boolean");
+  }
+
+  @Override
+  public byte getByte(int rowId) {
+    return Platform.getByte(null, data + rowId);
+  }
+
+  @Override
+  public short getShort(int rowId) {
+    return Platform.getShort(null, data + 2L * rowId);
+  }
+
+  @Override
+  public int getInt(int rowId) {
+    return Platform.getInt(null, data + 4L * rowId);
+  }
+
+  @Override
+  public long getLong(int rowId) {
+    return Platform.getLong(null, data + 8L * rowId);
+  }
+
+  @Override
+  public float getFloat(int rowId) {
+    return Platform.getFloat(null, data + 4L * rowId);
+  }
+
+  @Override
+  public double getDouble(int rowId) {
+    return Platform.getDouble(null, data + 8L * rowId);
+  }
+
+  @Override
+  public UTF8String getUTF8String(int rowId) {
+    if (isNullAt(rowId)) {
+      return null;
+    }
+    int start = Platform.getInt(null, offsets + 4L * rowId);
+    int end = Platform.getInt(null, offsets + 4L * rowId + 4L);
+    return UTF8String.fromAddress(null, data + start, end - start);
+  }
+
+  @Override
+  public byte[] getBinary(int rowId) {
+    if (isNullAt(rowId)) {
+      return null;
+    }
+    int start = Platform.getInt(null, offsets + 4L * rowId);
+    int end = Platform.getInt(null, offsets + 4L * rowId + 4L);
+    byte[] bytes = new byte[end - start];
+    Platform.copyMemory(null, data + start, bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length);
+    return bytes;
+  }
+
+  @Override
+  public ColumnVector getChild(int ordinal) {
+    return children[ordinal];
+  }
+
+  @Override
+  public ColumnarArray getArray(int rowId) {
+    throw unsupported("array");
+  }
+
+  @Override
+  public ColumnarMap getMap(int ordinal) {
+    throw unsupported("map");
+  }
+
+  @Override
+  public Decimal getDecimal(int rowId, int precision, int scale) {
+    throw unsupported("decimal");
+  }
+
+  private UnsupportedOperationException unsupported(String what) {
+    return new UnsupportedOperationException("kfs: a " + dataType().simpleString() + " column read as a " + what);
+  }
+}
