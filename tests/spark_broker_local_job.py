@@ -65,6 +65,12 @@ def main() -> int:
                                                  {"subscribe": "orders", "schemas": REGISTRY})),
             "typed_shared": rows(spark.read.format("kfs").option("subscribe", "orders").load(REGISTRY)),
         }
+        # a pattern that selects one topic on the hosts: listed there first, then typed as over a shared path
+        pattern = {"subscribePattern": "ord.*"}
+        on_hosts = broker_local.read(spark, f"{host_b}:{REGISTRY}", {**pattern, "schemas": REGISTRY})
+        shared = spark.read.format("kfs").options(**pattern).load(REGISTRY)
+        results["pattern_on_b"] = [on_hosts.schema.simpleString(), rows(on_hosts)]
+        results["pattern_shared"] = [shared.schema.simpleString(), rows(shared)]
         # `kfs spark grep --on-hosts` against the grep of the shared path: the same lines, in the same order
         from kfs.spark.jobs import grep
 

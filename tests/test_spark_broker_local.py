@@ -32,7 +32,7 @@ from spark_cluster import Cluster, cluster_session
 from kfs.spark.broker_local import GrepTask, HostTask, decoded_columns, owners, parse_placed, this_host
 from kfs.spark.options import OptionError, parse_options
 from kfs.spark.plan import plan_splits
-from kfs.spark.source import KafkaLogDataSource, kafka_schema
+from kfs.spark.source import KafkaLogDataSource, kafka_schema, selected_topics
 from kfs.storage import KfsError, LogDirs
 
 TESTS = Path(__file__).parent
@@ -114,7 +114,8 @@ def _host_task(host: str, logdir: str, options: dict[str, str]) -> tuple[HostTas
     """A task of a one-host read (as broker_local.read makes it, pickled and back as Spark ships it) and
     the listing allGather would give it."""
     opts = parse_options({**options, "path": logdir})
-    registry, decoded = decoded_columns(opts)
+    # (what topics_on_hosts' listing stage gives a pattern or `assign` on one host: its log dir's topics)
+    registry, decoded = decoded_columns(opts, selected_topics(opts))
     schema = kafka_schema(opts.include_headers)
     for field in decoded:
         schema.add(field)
@@ -134,6 +135,9 @@ def _source_rows(logdir: str, options: dict[str, str]) -> tuple[Any, list[dict[s
 @pytest.mark.parametrize(("logdir", "options"), [
     (REGISTRY_LOGDIR, {"subscribe": "orders", "schemas": REGISTRY_LOGDIR}),  # typed by the registry
     (REGISTRY_LOGDIR, {"subscribe": "orders,payments", "schemas": REGISTRY_LOGDIR}),  # JSON text
+    (REGISTRY_LOGDIR, {"subscribePattern": "pay.*", "schemas": REGISTRY_LOGDIR}),  # one topic: typed
+    (REGISTRY_LOGDIR, {"assign": '{"orders": [0]}', "schemas": REGISTRY_LOGDIR}),
+    (REGISTRY_LOGDIR, {"subscribePattern": "(orders|payments)", "schemas": REGISTRY_LOGDIR}),  # JSON text
     (INTERNAL_LOGDIR, {"subscribe": "__consumer_offsets"}),  # Kafka's own topics: no registry needed
 ])
 def test_decoded_columns_are_the_data_sources(logdir: str, options: dict[str, str]) -> None:
@@ -221,6 +225,12 @@ def test_each_host_reads_its_own_log_dirs_and_together_they_give_every_record(re
 def test_typed_columns_decoded_on_another_host_equal_the_data_sources(results: dict[str, Any]) -> None:
     assert results["typed_on_b"] and results["typed_on_b"] == results["typed_shared"]
     assert any(r[-2] is not None for r in results["typed_on_b"])  # (value_decoded, as JSON)
+
+
+def test_a_pattern_read_on_hosts_is_typed_by_the_one_topic_it_selects_there(results: dict[str, Any]) -> None:
+    schema, got = results["pattern_on_b"]
+    assert "value_decoded:struct<" in schema and got
+    assert results["pattern_on_b"] == results["pattern_shared"]
 
 
 def test_grep_on_hosts_prints_the_shared_paths_lines_in_its_order(results: dict[str, Any]) -> None:

@@ -99,7 +99,10 @@ def read(spark: Any, placed: str | Mapping[str, Sequence[str]], options: Mapping
 
     hosts, read_options, opts, n = _stage(spark, placed, options, tasks)
     schema = kafka_schema(opts.include_headers)
-    registry, decoded = decoded_columns(opts)
+    topics = None
+    if opts.decode != "raw" and (opts.subscribe_pattern is not None or opts.assign is not None):
+        topics = topics_on_hosts(spark, hosts, read_options, n)  # (as the shared path lists its log dirs)
+    registry, decoded = decoded_columns(opts, topics)
     for field in decoded:
         schema.add(field)
     task = HostTask(hosts, read_options, schema, registry.state if registry is not None else None)
@@ -121,18 +124,22 @@ def _stage(spark: Any, placed: str | Mapping[str, Sequence[str]], options: Mappi
     return hosts, read_options, opts, n
 
 
-def decoded_columns(opts: ReadOptions) -> tuple[Registry | None, list[StructField]]:
+def decoded_columns(opts: ReadOptions, selected: Sequence[str] | None = None
+                    ) -> tuple[Registry | None, list[StructField]]:
     """The registry of the `schemas` option (read here, on the driver) and the decoded columns a read
-    gains: typed by the topics `subscribe` names, or the JSON text (a pattern or `assign` selects
-    topics only the hosts can list); none with decode=raw, or without a registry but for internal topics."""
+    gains, as `format("kfs")` types them (kfs.spark.source.selected_topics): by the topics `subscribe`
+    names, or those a pattern or `assign` selects on the hosts (`selected`, listed there by
+    `topics_on_hosts`); none with decode=raw, or without a registry but for internal topics."""
     from kfs.registry import load_registry
     from kfs.spark.typed import decoded_fields, wants_decoded_columns
 
     if opts.decode == "raw":
         return None, []
     registry = load_registry([], opts.schemas, opts.schemas_topic) if opts.schemas is not None else None
-    topics = sorted(opts.subscribe) if opts.subscribe is not None and opts.subscribe_pattern is None \
-        and opts.assign is None else None
+    if opts.subscribe_pattern is not None or opts.assign is not None:
+        topics = sorted(selected) if selected is not None else None
+    else:
+        topics = sorted(opts.subscribe) if opts.subscribe is not None else None
     if not wants_decoded_columns(registry, topics):
         return registry, []
     return registry, decoded_fields(registry, topics)
