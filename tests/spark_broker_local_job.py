@@ -6,7 +6,8 @@ HOST_A is the first Worker's host name (this machine's), HOST_B the name the sec
 go by (`KFS_HOST`). Reads broker-a's log dir as HOST_A's and broker-b's as HOST_B's in one barrier
 stage (kfs.spark.broker_local), the same log dirs by `format("kfs")` from a shared path, the errors
 of a host without a task and of a log dir missing on its host, a typed read (`schemas` read on
-the driver) on HOST_B, `kfs spark grep` on the hosts and on the shared path, and `kfs spark export`
+the driver) on HOST_B, one typed by the registry found on HOST_B and read on HOST_A, a pattern's,
+`kfs spark grep` on the hosts and on the shared path, and `kfs spark export`
 typed per topic from HOST_B's disk against the data source's typed rows; writes `results.json`. A script: a
 process holds one SparkContext, and the other Spark tests hold theirs.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,14 @@ def main() -> int:
                                                  {"subscribe": "orders", "schemas": REGISTRY})),
             "typed_shared": rows(spark.read.format("kfs").option("subscribe", "orders").load(REGISTRY)),
         }
+        # no `schemas`: the registry rebuilt on the host that holds `_schemas` (HOST_B), the records read and
+        # decoded on HOST_A, whose copy of the log dir has every partition but `_schemas-0`
+        no_registry = out / "without-schemas"
+        shutil.copytree(REGISTRY, no_registry, ignore=lambda d, names: [n for n in names if n == "_schemas-0"])
+        found = broker_local.read(spark, f"{host_a}:{no_registry},{host_b}:{REGISTRY}", {"subscribe": "orders"})
+        results["registry_from_b"] = [found.schema.simpleString(), rows(found)]
+        shared = spark.read.format("kfs").option("subscribe", "orders").load(REGISTRY)
+        results["registry_shared"] = [shared.schema.simpleString(), rows(shared)]
         # a pattern that selects one topic on the hosts: listed there first, then typed as over a shared path
         pattern = {"subscribePattern": "ord.*"}
         on_hosts = broker_local.read(spark, f"{host_b}:{REGISTRY}", {**pattern, "schemas": REGISTRY})

@@ -187,6 +187,26 @@ def test_the_listing_tasks_give_the_topics_the_options_select() -> None:
         assert got == want and got
 
 
+def test_the_registry_comes_from_the_first_host_to_hold_its_topic() -> None:
+    """registry_for_hosts' tasks, from fabricated listings: one row in all, from the task whose share
+    `_schemas-0` is (host b's: a, listed first, does not hold it; c's copy is not read), the registry
+    the log dir's own; none where no host holds it."""
+    from kfs.registry.sources import load_state
+    from kfs.spark.broker_local import REGISTRY_SCHEMA, RegistryTask
+
+    hosts = {"a": [LOGDIRS[0]], "b": [REGISTRY_LOGDIR], "c": [REGISTRY_LOGDIR]}
+    found = [_listing("a", hosts["a"]), _listing("b", hosts["b"]), _listing("c", hosts["c"]),
+             _listing("b", hosts["b"])]
+    task = pickle.loads(pickle.dumps(RegistryTask(hosts, {"subscribe": "_schemas"}, REGISTRY_SCHEMA, None)))
+    rows = [(i, r) for i in range(len(found)) for b in task.read(found, i) for r in b.to_pylist()]
+    assert [i for i, _ in rows] == [1]
+    got, want = pickle.loads(rows[0][1]["state"]), load_state([REGISTRY_LOGDIR])
+    assert want is not None and got.by_id.keys() == want.by_id.keys() != set()
+    assert got.digest() == pickle.loads(pickle.dumps(want)).digest()  # (the same records applied)
+    only_a = RegistryTask({"a": [LOGDIRS[0]]}, {"subscribe": "_schemas"}, REGISTRY_SCHEMA, None)
+    assert not [b for b in only_a.read([_listing("a", [LOGDIRS[0]])], 0)]
+
+
 def test_without_schemas_a_broker_local_read_has_kafkas_columns_only() -> None:
     """The hosts' `_schemas` is not read on the driver: without `schemas`, no decoded columns (the
     module doc says why); `decode=raw` drops them even with it."""
@@ -225,6 +245,12 @@ def test_each_host_reads_its_own_log_dirs_and_together_they_give_every_record(re
 def test_typed_columns_decoded_on_another_host_equal_the_data_sources(results: dict[str, Any]) -> None:
     assert results["typed_on_b"] and results["typed_on_b"] == results["typed_shared"]
     assert any(r[-2] is not None for r in results["typed_on_b"])  # (value_decoded, as JSON)
+
+
+def test_without_schemas_the_registry_on_another_host_types_the_columns(results: dict[str, Any]) -> None:
+    schema, got = results["registry_from_b"]
+    assert "value_decoded:struct<" in schema and got
+    assert results["registry_from_b"] == results["registry_shared"]
 
 
 def test_a_pattern_read_on_hosts_is_typed_by_the_one_topic_it_selects_there(results: dict[str, Any]) -> None:

@@ -19,10 +19,12 @@ all at once, so with every slot taken every executor runs one, and each task
    Arrow batches of Spark's Kafka source columns, and the decoded columns where there are any.
 
 Decoded columns: the DataFrame's schema is fixed on the driver before any task runs, and the registry's
-`_schemas` log is on some broker's disk, so the registry comes from the `schemas` option, read on the
-driver (a copy of the `_schemas` partition, or a directory of schema files, as `kfs cat --schemas`),
-and goes to every task with the stage: the columns are typed (`subscribe` of one topic, or of topics
-sharing a schema) or the decoded JSON text, as the data source makes them. Kafka's internal topics
+`_schemas` log is on some broker's disk. The registry is the `schemas` option's, read on the driver (a
+copy of the `_schemas` partition, or a directory of schema files, as `kfs cat --schemas`); without it,
+one barrier stage first rebuilds it on the host that is the first to hold `_schemas` and sends it back
+(`registry_for_hosts`). Either goes to every task with the stage: the columns are typed (`subscribe` of
+one topic, or of topics sharing a schema; a pattern or `assign` selecting one, listed on the hosts by
+`topics_on_hosts`) or the decoded JSON text, as the data source makes them. Kafka's internal topics
 read on their own (`subscribe=__consumer_offsets`) get their decoded columns with no registry.
 """
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pickle
 import socket
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -91,10 +94,11 @@ def owners(placed: Mapping[str, Sequence[str]], held: Mapping[str, Sequence[str]
 
 
 def read(spark: Any, placed: str | Mapping[str, Sequence[str]], options: Mapping[str, str] | None = None,
-         tasks: int | None = None) -> Any:
+         tasks: int | None = None, registry: Registry | None = None) -> Any:
     """A DataFrame of Spark's Kafka source columns over log dirs placed on their hosts (module doc).
     `options`: the data source's (`startingOffsets`, `subscribe`, `includeHeaders`, `onCorrupt`, ...);
-    `tasks`: the barrier stage's size, by default the application's slots (`defaultParallelism`)."""
+    `tasks`: the barrier stage's size, by default the application's slots (`defaultParallelism`);
+    `registry`: one `registry_for_hosts` found already (else it is found here)."""
     from kfs.spark.source import kafka_schema
 
     hosts, read_options, opts, n = _stage(spark, placed, options, tasks)
@@ -102,7 +106,9 @@ def read(spark: Any, placed: str | Mapping[str, Sequence[str]], options: Mapping
     topics = None
     if opts.decode != "raw" and (opts.subscribe_pattern is not None or opts.assign is not None):
         topics = topics_on_hosts(spark, hosts, read_options, n)  # (as the shared path lists its log dirs)
-    registry, decoded = decoded_columns(opts, topics)
+    if registry is None:
+        registry = registry_for_hosts(spark, hosts, read_options, n)
+    registry, decoded = decoded_columns(opts, topics, registry)
     for field in decoded:
         schema.add(field)
     task = HostTask(hosts, read_options, schema, registry.state if registry is not None else None)
@@ -124,18 +130,19 @@ def _stage(spark: Any, placed: str | Mapping[str, Sequence[str]], options: Mappi
     return hosts, read_options, opts, n
 
 
-def decoded_columns(opts: ReadOptions, selected: Sequence[str] | None = None
+def decoded_columns(opts: ReadOptions, selected: Sequence[str] | None = None, found: Registry | None = None
                     ) -> tuple[Registry | None, list[StructField]]:
-    """The registry of the `schemas` option (read here, on the driver) and the decoded columns a read
-    gains, as `format("kfs")` types them (kfs.spark.source.selected_topics): by the topics `subscribe`
-    names, or those a pattern or `assign` selects on the hosts (`selected`, listed there by
-    `topics_on_hosts`); none with decode=raw, or without a registry but for internal topics."""
+    """The registry (the `schemas` option's, read here on the driver, else `found`: the hosts' own, from
+    `registry_for_hosts`) and the decoded columns a read gains, as `format("kfs")` types them
+    (kfs.spark.source.selected_topics): by the topics `subscribe` names, or those a pattern or `assign`
+    selects on the hosts (`selected`, listed there by `topics_on_hosts`); none with decode=raw, or
+    without a registry but for internal topics."""
     from kfs.registry import load_registry
     from kfs.spark.typed import decoded_fields, wants_decoded_columns
 
     if opts.decode == "raw":
         return None, []
-    registry = load_registry([], opts.schemas, opts.schemas_topic) if opts.schemas is not None else None
+    registry = load_registry([], opts.schemas, opts.schemas_topic) if opts.schemas is not None else found
     if opts.subscribe_pattern is not None or opts.assign is not None:
         topics = sorted(selected) if selected is not None else None
     else:
@@ -232,6 +239,47 @@ def topics_on_hosts(spark: Any, placed: str | Mapping[str, Sequence[str]], optio
 LIST_SCHEMA = StructType([StructField("topic", StringType()), StructField("partition", IntegerType())])
 
 
+def registry_for_hosts(spark: Any, placed: str | Mapping[str, Sequence[str]],
+                       options: Mapping[str, str] | None = None, tasks: int | None = None) -> Registry | None:
+    """The registry a read of log dirs placed on their hosts decodes with when no `schemas` option names
+    one: rebuilt by one barrier stage from the registry's topic (`schemasTopic`, `_schemas`) on the host
+    that is the first (in the order given) to hold it, as `load("a,b")` would read it, and sent back to
+    the driver, which types the columns with it and ships it with the read. None when the options need
+    none (`schemas` given, decode=raw, only internal topics) or no host holds the topic."""
+    from kfs.internal_topics.framing import internal_topic
+
+    hosts, _, opts, n = _stage(spark, placed, options, tasks)
+    if opts.schemas is not None or opts.decode == "raw" or (
+            opts.subscribe is not None and opts.subscribe_pattern is None and opts.assign is None
+            and all(internal_topic(t) for t in opts.subscribe)):
+        return None
+    task = RegistryTask(hosts, {"subscribe": opts.schemas_topic}, REGISTRY_SCHEMA, None)
+    rows = spark.range(n, numPartitions=n).mapInArrow(task, REGISTRY_SCHEMA, barrier=True).collect()
+    return Registry(pickle.loads(rows[0].state)) if rows else None
+
+
+REGISTRY_SCHEMA = StructType([StructField("state", BinaryType())])
+
+
+class RegistryTask(HostTask):
+    """One barrier task of `registry_for_hosts`: the registry's state from its topic's first partition,
+    by the task whose share it is (none elsewhere: at most one row in all)."""
+
+    def read(self, found: list[dict[str, Any]], index: int) -> Iterator[pa.RecordBatch]:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from kfs.registry.sources import state_from_logdirs
+
+        opts = self.own_options(found, index)
+        topic = self.options["subscribe"]
+        if opts is None or opts.assign is None or (topic, 0) not in opts.assign:
+            return
+        state = state_from_logdirs(LogDirs(list(opts.logdirs)), topic)
+        if state is not None:
+            yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps(state)], pa.binary())],
+                                             schema=to_arrow_schema(REGISTRY_SCHEMA))
+
+
 class ListTask(HostTask):
     """One barrier task of `topics_on_hosts`: the partitions of its share that the options select."""
 
@@ -258,14 +306,16 @@ def grep_lines(spark: Any, placed: str | Mapping[str, Sequence[str]], pattern: s
     """`kfs spark grep`'s matching JSON lines over log dirs placed on their hosts, read there by one barrier
     stage as `read` does: a DataFrame of (topic, partition, start offset of the piece, chunk number,
     lines), in the order `orderBy` of the first four gives. Framed payloads decode with the registry of
-    the `schemas` option (read on the driver) when given, else with each host's own `_schemas`, as
-    `kfs cat` on that host would."""
+    the `schemas` option (read on the driver) when given, else with the hosts' own (`registry_for_hosts`:
+    the first host to hold `_schemas`), on every host alike."""
     hosts, read_options, opts, n = _stage(spark, placed, options, tasks)
     registry = None
     if decode != "raw" and opts.schemas is not None:
         from kfs.registry import load_registry
 
         registry = load_registry([], opts.schemas, opts.schemas_topic)
+    elif decode != "raw":
+        registry = registry_for_hosts(spark, hosts, read_options, n)
     task = GrepTask(hosts, read_options, registry.state if registry is not None else None, pattern, regex, decode)
     return spark.range(n, numPartitions=n).mapInArrow(task, GREP_SCHEMA, barrier=True)
 

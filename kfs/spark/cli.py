@@ -91,8 +91,9 @@ def add_spark_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
     p.add_argument("--on-hosts", action="store_true",
                    help="each LOGDIR is HOST:/path on that broker host's own disk: one barrier stage with a task "
-                        "in every slot reads each host's log dirs there (typed topics: -o schemas=PATH, "
-                        "read here; internal topics decode without)")
+                        "in every slot reads each host's log dirs there (typed topics: by the registry the "
+                        "first host holding _schemas rebuilds, or -o schemas=PATH read here; internal topics "
+                        "decode without)")
     common(p)
 
     p = sub.add_parser("grep", help="print records whose key, value or a header value contains PATTERN")
@@ -103,5 +104,6 @@ def add_spark_commands(subparsers: argparse._SubParsersAction) -> None:
                    help="auto: Kafka's internal topics print decoded (the match is on the bytes); raw: as bytes")
     p.add_argument("--on-hosts", action="store_true",
                    help="each LOGDIR is HOST:/path on that broker host's own disk, read there by one barrier "
-                        "stage (payloads decode with -o schemas=PATH, else each host's own _schemas)")
+                        "stage (payloads decode with -o schemas=PATH, else the registry the first host "
+                        "holding _schemas rebuilds)")
     common(p)
