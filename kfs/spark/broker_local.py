@@ -94,11 +94,12 @@ def owners(placed: Mapping[str, Sequence[str]], held: Mapping[str, Sequence[str]
 
 
 def read(spark: Any, placed: str | Mapping[str, Sequence[str]], options: Mapping[str, str] | None = None,
-         tasks: int | None = None, registry: Registry | None = None) -> Any:
+         tasks: int | None = None, registry: Registry | None = None, find_registry: bool = True) -> Any:
     """A DataFrame of Spark's Kafka source columns over log dirs placed on their hosts (module doc).
     `options`: the data source's (`startingOffsets`, `subscribe`, `includeHeaders`, `onCorrupt`, ...);
     `tasks`: the barrier stage's size, by default the application's slots (`defaultParallelism`);
-    `registry`: one `registry_for_hosts` found already (else it is found here)."""
+    `registry`: one `registry_for_hosts` found already; `find_registry` False: none is looked for here
+    (the caller looked, and `registry` is what it found)."""
     from kfs.spark.source import kafka_schema
 
     hosts, read_options, opts, n = _stage(spark, placed, options, tasks)
@@ -106,7 +107,7 @@ def read(spark: Any, placed: str | Mapping[str, Sequence[str]], options: Mapping
     topics = None
     if opts.decode != "raw" and (opts.subscribe_pattern is not None or opts.assign is not None):
         topics = topics_on_hosts(spark, hosts, read_options, n)  # (as the shared path lists its log dirs)
-    if registry is None:
+    if registry is None and find_registry:
         registry = registry_for_hosts(spark, hosts, read_options, n)
     registry, decoded = decoded_columns(opts, topics, registry)
     for field in decoded:

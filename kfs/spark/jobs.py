@@ -149,7 +149,7 @@ def _export_on_hosts(logdirs: Sequence[str], out: str, master: str, options: Map
         if registry is None:  # (no `schemas` option: the hosts' own registry, found once for every read)
             registry = broker_local.registry_for_hosts(spark, placed, read)
         for i, each in enumerate(_export_reads(read, topics, registry, local=False)):
-            _write_export(broker_local.read(spark, placed, each, registry=registry), out,
+            _write_export(broker_local.read(spark, placed, each, registry=registry, find_registry=False), out,
                           mode if i == 0 else "append")
     finally:
         if own:

@@ -41,26 +41,16 @@ import org.apache.spark.unsafe.types.UTF8String;
  * nothing here frees them.
  */
 final class DirectArrowColumn extends ColumnVector {
-  private static final int BYTES = 1;
-  private static final int SHORTS = 2;
-  private static final int INTS = 4;
-  private static final int LONGS = 8;
-  private static final int VARIABLE = -1;
-  private static final int STRUCT = -2;
-
   private final int nulls;
   private final long validity;
-  private final long data;
-  private final long offsets;
-  private final int width;
-  private final ColumnVector[] children;
+  private final long data;     // values (fixed width), or bytes (strings, binaries)
+  private final long offsets;  // strings and binaries: their int32 offsets
+  private final ColumnVector[] children;  // structs
 
-  private DirectArrowColumn(DataType type, ValueVector vector, int width, long data, long offsets,
-      ColumnVector[] children) {
+  private DirectArrowColumn(DataType type, ValueVector vector, long data, long offsets, ColumnVector[] children) {
     super(type);
     this.nulls = vector.getNullCount();
     this.validity = nulls == 0 ? 0L : vector.getValidityBuffer().memoryAddress();
-    this.width = width;
     this.data = data;
     this.offsets = offsets;
     this.children = children;
@@ -68,41 +58,31 @@ final class DirectArrowColumn extends ColumnVector {
 
   /** `vector` (of Spark type `type`) as a column Spark reads in place, or as Spark's own Arrow column. */
   static ColumnVector of(ValueVector vector, DataType type) {
-    if (vector instanceof BaseFixedWidthVector fixed) {
-      int width = fixedWidth(vector);
-      if (width > 0) {
-        return new DirectArrowColumn(type, vector, width, fixed.getDataBufferAddress(), 0L, null);
-      }
-    } else if (vector instanceof VarCharVector || vector instanceof VarBinaryVector) {
+    if (readInPlace(vector)) {
+      return new DirectArrowColumn(type, vector, ((BaseFixedWidthVector) vector).getDataBufferAddress(), 0L, null);
+    }
+    if (vector instanceof VarCharVector || vector instanceof VarBinaryVector) {
       BaseVariableWidthVector variable = (BaseVariableWidthVector) vector;
-      return new DirectArrowColumn(type, vector, VARIABLE, variable.getDataBufferAddress(),
-          variable.getOffsetBufferAddress(), null);
-    } else if (vector instanceof StructVector struct && type instanceof StructType fields) {
+      return new DirectArrowColumn(type, vector, variable.getDataBufferAddress(), variable.getOffsetBufferAddress(),
+          null);
+    }
+    if (vector instanceof StructVector struct && type instanceof StructType fields) {
       ColumnVector[] children = new ColumnVector[fields.fields().length];
       for (int i = 0; i < children.length; i++) {
         children[i] = of(struct.getChildByOrdinal(i), fields.fields()[i].dataType());
       }
-      return new DirectArrowColumn(type, vector, STRUCT, 0L, 0L, children);
+      return new DirectArrowColumn(type, vector, 0L, 0L, children);
     }
     return new RunnerOwnedColumn(vector);
   }
 
-  /** The byte width of the fixed-width vectors read in place (not BitVector: its values are bits). */
-  private static int fixedWidth(ValueVector vector) {
-    if (vector instanceof TinyIntVector) {
-      return BYTES;
-    }
-    if (vector instanceof SmallIntVector) {
-      return SHORTS;
-    }
-    if (vector instanceof IntVector || vector instanceof DateDayVector || vector instanceof Float4Vector) {
-      return INTS;
-    }
-    if (vector instanceof BigIntVector || vector instanceof Float8Vector || vector instanceof TimeStampMicroTZVector
-        || vector instanceof TimeStampMicroVector) {
-      return LONGS;
-    }
-    return 0;
+  /** The fixed-width vectors read in place: 1, 2, 4 and 8-byte numbers, dates, microsecond timestamps
+   * (not BitVector, whose values are bits, nor decimals). */
+  private static boolean readInPlace(ValueVector vector) {
+    return vector instanceof TinyIntVector || vector instanceof SmallIntVector || vector instanceof IntVector
+        || vector instanceof DateDayVector || vector instanceof Float4Vector || vector instanceof BigIntVector
+        || vector instanceof Float8Vector || vector instanceof TimeStampMicroTZVector
+        || vector instanceof TimeStampMicroVector;
   }
 
   /**
