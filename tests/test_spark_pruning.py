@@ -385,3 +385,63 @@ def test_columns_read_in_place_keep_every_null(spark, scattered_nulls):
     assert got["keys"] == sum(1 for o in range(n) if o % 3 and o % 7)
     assert got["values"] == sum(1 for o in range(n) if o % 5)
     assert got["bytes"] == sum(o % 41 for o in range(n) if o % 5)
+
+
+FLAGS_SCHEMA = {"type": "record", "name": "Flags", "namespace": "t", "fields": [
+    {"name": "on", "type": "boolean"},
+    {"name": "maybe", "type": ["null", "boolean"]},
+    {"name": "n", "type": "int"},
+]}
+
+
+def _flags_value(n: int) -> bytes | None:
+    """Registry-framed Avro of FLAGS_SCHEMA (id 1) for record n; None (a null value) for some."""
+    if n % 11 == 0:
+        return None
+    maybe = b"\x00" if n % 3 == 0 else b"\x02" + bytes([n % 5 == 0])
+    zigzag, out = (n << 1) ^ (n >> 31), bytearray()
+    while zigzag > 0x7F:
+        out.append((zigzag & 0x7F) | 0x80)
+        zigzag >>= 7
+    out.append(zigzag)
+    return b"\0\0\0\0\x01" + bytes([n % 2]) + maybe + bytes(out)
+
+
+@pytest.fixture(scope="module")
+def boolean_fields(tmp_path_factory):
+    """A topic whose values' schema (registered in `_schemas`) has a boolean and a nullable boolean field."""
+    import json
+
+    from conftest import v2_batch, write_segment
+
+    root = tmp_path_factory.mktemp("booleans") / "logdir"
+    (root / "_schemas-0").mkdir(parents=True)
+    (root / "flags-0").mkdir()
+    key = json.dumps({"keytype": "SCHEMA", "subject": "flags-value", "version": 1, "magic": 1}).encode()
+    value = json.dumps({"subject": "flags-value", "version": 1, "id": 1, "schema": json.dumps(FLAGS_SCHEMA),
+                        "deleted": False}).encode()
+    registered = [(0, 1_000, key, value, [])]
+    write_segment(str(root / "_schemas-0"), 0, [[(v2_batch(0, registered), registered)]])
+    appends, offset = [], 0
+    for size in (5, 8, 17, 2000):
+        records = [(o, 2_000 + o, None, _flags_value(o), []) for o in range(offset, offset + size)]
+        appends.append([(v2_batch(offset, records), records)])
+        offset += size
+    write_segment(str(root / "flags-0"), 0, appends)
+    return str(root)
+
+
+def test_boolean_fields_read_in_place_equal_the_python_sources(spark, boolean_fields):
+    pruned, plain = both(spark, boolean_fields, subscribe="flags")
+    assert "on:boolean" in pruned.schema["value_decoded"].dataType.simpleString()
+    columns = ["offset", "value_decoded.on", "value_decoded.maybe", "value_decoded.n"]
+    got = rows(pruned.select(*columns))
+    assert got == rows(plain.select(*columns))
+    total = 5 + 8 + 17 + 2000
+    assert len(got) == total
+    assert [tuple(r) for r in sorted(got)][:4] == [(0, None, None, None), (1, True, False, 1), (2, False, False, 2),
+                                                   (3, True, None, 3)]
+    counts = pruned.selectExpr("count_if(value_decoded.on) AS on", "count_if(value_decoded.maybe) AS maybe")
+    assert counts.collect()[0].asDict() == {
+        "on": sum(1 for n in range(total) if n % 11 and n % 2),
+        "maybe": sum(1 for n in range(total) if n % 11 and n % 3 and n % 5 == 0)}

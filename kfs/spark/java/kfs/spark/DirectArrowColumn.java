@@ -3,6 +3,7 @@ package kfs.spark;
 import org.apache.arrow.vector.BaseFixedWidthVector;
 import org.apache.arrow.vector.BaseVariableWidthVector;
 import org.apache.arrow.vector.BigIntVector;
+import org.apache.arrow.vector.BitVector;
 import org.apache.arrow.vector.DateDayVector;
 import org.apache.arrow.vector.Float4Vector;
 import org.apache.arrow.vector.Float8Vector;
@@ -33,8 +34,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * checks and the accessor's indirections were a third of the executor's time (JFR). Spark's own
  * off-heap vectors (OffHeapColumnVector) read their memory with Platform's unchecked loads; this
  * column does the same over the batch's Arrow buffers, for the types kfs's columns are made of: fixed
- * width numbers, dates and timestamps, strings and binaries with 32-bit offsets, and structs of them.
- * Other types (lists, maps, decimals, ...) stay ArrowColumnVectors (`of`).
+ * width numbers, booleans, dates and timestamps, strings and binaries with 32-bit offsets, and structs
+ * of them. Other types (lists, maps, decimals, ...) stay ArrowColumnVectors (`of`).
  *
  * <p>The addresses are the current batch's: the reader makes the batch's columns anew for every batch
  * the runner loads, and Spark has read a batch before it asks for the next. The buffers are the runner's:
@@ -58,7 +59,7 @@ final class DirectArrowColumn extends ColumnVector {
 
   /** `vector` (of Spark type `type`) as a column Spark reads in place, or as Spark's own Arrow column. */
   static ColumnVector of(ValueVector vector, DataType type) {
-    if (readInPlace(vector)) {
+    if (readInPlace(vector) || vector instanceof BitVector) {
       return new DirectArrowColumn(type, vector, ((BaseFixedWidthVector) vector).getDataBufferAddress(), 0L, null);
     }
     if (vector instanceof VarCharVector || vector instanceof VarBinaryVector) {
@@ -76,8 +77,8 @@ final class DirectArrowColumn extends ColumnVector {
     return new RunnerOwnedColumn(vector);
   }
 
-  /** The fixed-width vectors read in place: 1, 2, 4 and 8-byte numbers, dates, microsecond timestamps
-   * (not BitVector, whose values are bits, nor decimals). */
+  /** The fixed-width vectors read in place by their width: 1, 2, 4 and 8-byte numbers, dates,
+   * microsecond timestamps (BitVector too, by bits; not decimals). */
   private static boolean readInPlace(ValueVector vector) {
     return vector instanceof TinyIntVector || vector instanceof SmallIntVector || vector instanceof IntVector
         || vector instanceof DateDayVector || vector instanceof Float4Vector || vector instanceof BigIntVector
@@ -126,7 +127,7 @@ final class DirectArrowColumn extends ColumnVector {
 
   @Override
   public boolean getBoolean(int rowId) {
-    throw unsupported("boolean");
+    return (Platform.getByte(null, data + (rowId >> 3)) & (1 << (rowId & 7))) != 0;
   }
 
   @Override
