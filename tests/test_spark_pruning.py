@@ -445,3 +445,41 @@ def test_boolean_fields_read_in_place_equal_the_python_sources(spark, boolean_fi
     assert counts.collect()[0].asDict() == {
         "on": sum(1 for n in range(total) if n % 11 and n % 2),
         "maybe": sum(1 for n in range(total) if n % 11 and n % 3 and n % 5 == 0)}
+
+
+def test_a_batch_whose_offsets_go_backwards_is_an_error_not_a_read(spark):
+    """The front reads strings at their offsets unchecked (DirectArrowColumn), so it checks them first: a
+    Python reader whose batch's offsets go backwards fails the task with a clear error (an unchecked load
+    would have read a string of negative length, or other memory)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    import kfs.spark
+
+    class Hostile(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return jvm.PYTHON_NAME
+
+        def schema(self) -> str:
+            return "topic string"
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            class Reader(DataSourceReader):
+                def partitions(self) -> list[InputPartition]:
+                    return [InputPartition(0)]
+
+                def read(self, partition: InputPartition) -> Any:
+                    # (offsets that go backwards: pyarrow's cheap validation passes them, its full one not)
+                    offsets = pa.py_buffer(pa.array([0, 3, 1], pa.int32()).buffers()[1])
+                    yield pa.RecordBatch.from_arrays(
+                        [pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(b"abc")])],
+                        names=["topic"])
+
+            return Reader()
+
+    spark.dataSource.register(Hostile)
+    try:
+        with pytest.raises(Exception, match="batch has a topic: Utf8 column whose buffers do not hold its 2 rows"):
+            spark.read.format("kfs").load("/nowhere").select("topic").collect()
+    finally:
+        kfs.spark.register(spark)  # (the kfs source behind the front again, for the tests after this one)

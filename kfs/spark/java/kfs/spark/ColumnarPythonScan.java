@@ -192,7 +192,8 @@ final class ColumnarPythonScan implements Scan, Batch {
       int width = factory.schema.fields().length;
       ColumnVector[] columns = new ColumnVector[width];
       for (int i = 0; i < width; i++) {
-        columns[i] = DirectArrowColumn.of(fields.getChildByOrdinal(i), factory.schema.fields()[i].dataType());
+        columns[i] = DirectArrowColumn.of(fields.getChildByOrdinal(i), factory.schema.fields()[i].dataType(),
+            batch.numRows());
       }
       current = new ColumnarBatch(columns, batch.numRows());
       return true;

@@ -57,24 +57,66 @@ final class DirectArrowColumn extends ColumnVector {
     this.children = children;
   }
 
-  /** `vector` (of Spark type `type`) as a column Spark reads in place, or as Spark's own Arrow column. */
-  static ColumnVector of(ValueVector vector, DataType type) {
+  /**
+   * `vector` (of Spark type `type`, its first `rows` values read) as a column Spark reads in place, or
+   * as Spark's own Arrow column. Its buffers are checked to hold those rows first (offsets in order and
+   * within the data): unchecked loads past a buffer would read another object's memory, or crash the
+   * JVM, where ArrowColumnVector throws.
+   */
+  static ColumnVector of(ValueVector vector, DataType type, int rows) {
     if (readInPlace(vector) || vector instanceof BitVector) {
-      return new DirectArrowColumn(type, vector, ((BaseFixedWidthVector) vector).getDataBufferAddress(), 0L, null);
+      BaseFixedWidthVector fixed = (BaseFixedWidthVector) vector;
+      long bytes = vector instanceof BitVector ? (rows + 7L) / 8 : (long) fixed.getTypeWidth() * rows;
+      check(vector, rows, fixed.getDataBuffer().capacity() >= bytes);
+      return new DirectArrowColumn(type, vector, fixed.getDataBufferAddress(), 0L, null);
     }
     if (vector instanceof VarCharVector || vector instanceof VarBinaryVector) {
       BaseVariableWidthVector variable = (BaseVariableWidthVector) vector;
+      check(vector, rows, offsetsWithin(variable, rows));
       return new DirectArrowColumn(type, vector, variable.getDataBufferAddress(), variable.getOffsetBufferAddress(),
           null);
     }
     if (vector instanceof StructVector struct && type instanceof StructType fields) {
+      check(vector, rows, true);
       ColumnVector[] children = new ColumnVector[fields.fields().length];
       for (int i = 0; i < children.length; i++) {
-        children[i] = of(struct.getChildByOrdinal(i), fields.fields()[i].dataType());
+        children[i] = of(struct.getChildByOrdinal(i), fields.fields()[i].dataType(), rows);
       }
       return new DirectArrowColumn(type, vector, 0L, 0L, children);
     }
     return new RunnerOwnedColumn(vector);
+  }
+
+  /** Whether a string or binary vector's offsets for `rows` values are there, in order, within its data. */
+  private static boolean offsetsWithin(BaseVariableWidthVector vector, int rows) {
+    if (rows == 0) {
+      return true;
+    }
+    if (vector.getOffsetBuffer().capacity() < 4L * (rows + 1L)) {
+      return false;
+    }
+    long at = vector.getOffsetBufferAddress();
+    int previous = Platform.getInt(null, at);
+    if (previous < 0) {
+      return false;
+    }
+    for (int i = 1; i <= rows; i++) {
+      int next = Platform.getInt(null, at + 4L * i);
+      if (next < previous) {
+        return false;
+      }
+      previous = next;
+    }
+    return previous <= vector.getDataBuffer().capacity();
+  }
+
+  /** IllegalStateException unless `vector` holds `rows` values, its validity bits and (`buffers`) its data. */
+  private static void check(ValueVector vector, int rows, boolean buffers) {
+    boolean validity = vector.getNullCount() == 0 || vector.getValidityBuffer().capacity() >= (rows + 7L) / 8;
+    if (vector.getValueCount() < rows || !validity || !buffers) {
+      throw new IllegalStateException("kfs: the Python reader's batch has a " + vector.getField()
+          + " column whose buffers do not hold its " + rows + " rows");
+    }
   }
 
   /** The fixed-width vectors read in place by their width: 1, 2, 4 and 8-byte numbers, dates,
