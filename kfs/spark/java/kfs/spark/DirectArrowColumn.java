@@ -144,6 +144,16 @@ final class DirectArrowColumn extends ColumnVector {
     }
   }
 
+  /** Bit i of the bitmap at `bits` (validity, or a BitVector's values), least significant bit first. */
+  private static boolean bit(long bits, int i) {
+    return (Platform.getByte(null, bits + (i >> 3)) & (1 << (i & 7))) != 0;
+  }
+
+  /** Where value i of a string or binary column starts in its data (and value i - 1 ends). */
+  private int offset(int i) {
+    return Platform.getInt(null, offsets + 4L * i);
+  }
+
   @Override
   public void close() {
   }
@@ -164,12 +174,12 @@ final class DirectArrowColumn extends ColumnVector {
 
   @Override
   public boolean isNullAt(int rowId) {
-    return nulls > 0 && (Platform.getByte(null, validity + (rowId >> 3)) & (1 << (rowId & 7))) == 0;
+    return nulls > 0 && !bit(validity, rowId);
   }
 
   @Override
   public boolean getBoolean(int rowId) {
-    return (Platform.getByte(null, data + (rowId >> 3)) & (1 << (rowId & 7))) != 0;
+    return bit(data, rowId);
   }
 
   @Override
@@ -207,9 +217,8 @@ final class DirectArrowColumn extends ColumnVector {
     if (isNullAt(rowId)) {
       return null;
     }
-    int start = Platform.getInt(null, offsets + 4L * rowId);
-    int end = Platform.getInt(null, offsets + 4L * rowId + 4L);
-    return UTF8String.fromAddress(null, data + start, end - start);
+    int start = offset(rowId);
+    return UTF8String.fromAddress(null, data + start, offset(rowId + 1) - start);
   }
 
   @Override
@@ -217,9 +226,8 @@ final class DirectArrowColumn extends ColumnVector {
     if (isNullAt(rowId)) {
       return null;
     }
-    int start = Platform.getInt(null, offsets + 4L * rowId);
-    int end = Platform.getInt(null, offsets + 4L * rowId + 4L);
-    byte[] bytes = new byte[end - start];
+    int start = offset(rowId);
+    byte[] bytes = new byte[offset(rowId + 1) - start];
     Platform.copyMemory(null, data + start, bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length);
     return bytes;
   }
