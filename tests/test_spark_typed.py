@@ -111,7 +111,10 @@ def from_avro_json(schema: Any, named: dict, value: Any) -> Any:
         (label, inner), = value.items()
         i = [_label(_named(b, named)) for b in rest].index(label)
         kinds = {_kind(_named(b, named)) for b in rest}
-        if len(rest) == 1 or (len(rest) == 2 and kinds in ({"int", "long"}, {"float", "double"})):
+        if len(rest) == 2 and kinds in ({"int", "long"}, {"float", "double"}):  # (folded: the number itself,
+            # as Spark's deserializer sets it, a timestamp's milliseconds too)
+            return struct.unpack("<f", struct.pack("<f", inner))[0] if _kind(rest[i]) == "float" else inner
+        if len(rest) == 1:
             return from_avro_json(rest[i], named, inner)
         return {f"member{j}": from_avro_json(rest[i], named, inner) if j == i else None for j in range(len(rest))}
     if kind in ("record", "error"):

@@ -195,6 +195,17 @@ class SparkSchemas(Schemas):
 
 class SparkValues(Values):
     def value(self, schema: Any, depth: int) -> Any:
+        if isinstance(schema, list):  # (each branch named, for fastavro's writer: a long of [int, long] as a long)
+            options = [b for b in schema if b != "null"] if depth < 6 else []
+            if "null" in schema and (not options or self.rnd.random() < 0.3):
+                return None
+            branch = self.rnd.choice(options or schema)
+            value = self.value(branch, depth + 1)
+            target = self.named.get(branch, branch) if isinstance(branch, str) else branch
+            if isinstance(target, dict) and "name" in target:
+                return (target["name"], value)
+            kind = target if isinstance(target, str) else target.get("type")
+            return (kind, value) if isinstance(kind, str) and kind != "null" else value
         target = self.named.get(schema, schema) if isinstance(schema, str) else schema
         if isinstance(target, dict) and target.get("logicalType") == "decimal":
             digits = self.rnd.randint(0, target["precision"])

@@ -40,6 +40,13 @@ class Unsupported(Exception):
     """A schema or column whose values stay the per-row path's."""
 
 
+def _without_logical(schema: Any) -> Any:
+    """A primitive's schema without its logical type (other schemas as they are)."""
+    if isinstance(schema, dict) and "logicalType" in schema and isinstance(schema.get("type"), str):
+        return {k: v for k, v in schema.items() if k != "logicalType"}
+    return schema
+
+
 def _column_kind(t: pa.DataType) -> str:
     if pa.types.is_boolean(t):
         return "bool"
@@ -395,24 +402,17 @@ class _Compiler(ColumnTable):
         if not rest:
             raise Unsupported("a union of null only")
         kinds = {_kind(_named(b, self.named)) for b in rest}
-        single = len(rest) == 1 or (len(rest) == 2 and kinds in ({"int", "long"}, {"float", "double"}))
-        if single and len(rest) == 2 and any(self._logical(b) in _MILLIS for b in rest):
-            # The per-row path converts a folded union's value by the first branch of its Python type
-            # (an int for either of [int, long]): by the other branch's converter when that one is taken.
-            raise Unsupported("a folded union with a millisecond timestamp")
-        if single:
+        folded = len(rest) == 2 and kinds in ({"int", "long"}, {"float", "double"})
+        if len(rest) == 1 or folded:
             at = self.emit([OPS["union_one"], col, len(branches)] + [-1] * len(branches))
             for i, b in enumerate(branches):
                 if b in rest and any(b is r for r in rest):
-                    self.words[at + 3 + i] = self.node(b, col, full, seen)
+                    # (a folded union's number as it was written, whichever branch: Spark's deserializer
+                    # sets it as it is, a timestamp's milliseconds too)
+                    self.words[at + 3 + i] = self.node(_without_logical(b) if folded else b, col, full, seen)
             return at
         if _column_kind(full) != "struct" or full.num_fields != len(rest):
             raise Unsupported("a union's members")
-        pythons = [self._python_type(b) for b in rest]
-        if len(set(pythons)) != len(pythons):
-            # The per-row path finds the branch a value took by its Python type (an unnamed one: int for
-            # both int and long): it puts it in the first such member, which this decoder would not.
-            raise Unsupported("a union of two branches of one Python type")
         shown = self._shown(col, full)
         first = self.cols[col][1] if col >= 0 else -1
         at = self.emit([OPS["union_members"], col, len(branches)] + [-1, -1] * len(branches))
@@ -424,23 +424,6 @@ class _Compiler(ColumnTable):
                 self.words[at + 4 + 2 * i] = self.node(b, shown[member], full.field(member).type, seen)
                 member += 1
         return at
-
-    def _logical(self, branch: Any) -> Any:
-        target = _named(branch, self.named)
-        return target.get("logicalType") if isinstance(target, dict) else None
-
-    def _python_type(self, branch: Any) -> str:
-        """How kfs.spark.avro_types._union_converter tells a branch's values: a named type by its name,
-        another by the Python type fastavro reads it as."""
-        target = _named(branch, self.named)
-        while isinstance(target, dict) and isinstance(target.get("type"), (dict, list)):
-            target = _named(target["type"], self.named)
-        if isinstance(target, dict) and isinstance(target.get("name"), str):
-            return "named " + target["name"]
-        kind = _kind(target)
-        if kind == "bytes" and isinstance(target, dict) and target.get("logicalType") == "decimal":
-            return "bytes"  # (a Decimal, which the converter files with bytes)
-        return {"long": "int", "double": "float"}.get(kind, kind)
 
 
 @dataclass(frozen=True)

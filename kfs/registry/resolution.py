@@ -19,6 +19,7 @@ import math
 from typing import Any
 
 from kfs.registry.avro import _HIGH_BITS, _LONG_RUN, _NINE_HIGH, AvroDatumError, AvroSchemaError, _Rewriter, _Skipper
+from kfs.registry.branch_tags import Tagger
 
 # The logical types Spark's SchemaConverters maps to a type of its own; fastavro converts these
 # (to datetime.date, datetime.datetime, decimal.Decimal) and no others are left in the schema.
@@ -79,20 +80,23 @@ def valid_decimal(schema: dict[str, Any]) -> bool:
 
 
 def parse_avro(schema_text: str, references: list[str] | None = None,
-               logical_types: frozenset[str] = SPARK_LOGICAL_TYPES) -> ParsedAvro:
+               logical_types: frozenset[str] = SPARK_LOGICAL_TYPES, tagged: bool = False) -> ParsedAvro:
     """`schema_text` parsed (see ParsedAvro) with the logical types in `logical_types` (Spark's, by
-    default: what a Spark type is made from; READ_LOGICAL_TYPES to read values for Arrow);
+    default: what a Spark type is made from; READ_LOGICAL_TYPES to read values for Arrow); `tagged`:
+    its primitives in records that name their type (kfs.registry.branch_tags, to read values with);
     AvroSchemaError (one sentence) when it does not parse."""
     from fastavro import parse_schema
 
     named: dict[str, Any] = {}
     parsed: Any = None
     rewriter = _Rewriter()
+    tagger = Tagger() if tagged else None
     try:
         for text in [*(references or []), schema_text]:
             schema = json.loads(text)
             rewriter.rewrite(schema, "")
-            parsed = parse_schema(_keep_spark_logical_types(schema, logical_types), named_schemas=named)
+            kept = _keep_spark_logical_types(schema, logical_types)
+            parsed = parse_schema(kept if tagger is None else tagger.tag(kept), named_schemas=named)
     except AvroSchemaError:
         raise
     except ValueError as e:

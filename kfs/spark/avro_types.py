@@ -35,6 +35,7 @@ from pyspark.sql.types import (
 )
 
 from kfs.registry.avro import AvroDatumError
+from kfs.registry.branch_tags import TAGGED, tag_kind, untag
 from kfs.registry.resolution import non_null_branches as _non_null
 from kfs.registry.resolution import resolve_named as _named
 from kfs.registry.resolution import schema_kind as _kind
@@ -112,16 +113,17 @@ def identity(x: Any) -> Any:
     return x
 
 
-def avro_converter(schema: Any, named: dict[str, Any]) -> Convert:
+def avro_converter(schema: Any, named: dict[str, Any], tagged: bool = False) -> Convert:
     """fastavro's object of `schema` (named types in unions as `(name, value)`) to the Python value
-    `pa.array` takes for `avro_type(schema)`."""
+    `pa.array` takes for `avro_type(schema)`. `tagged`: values read with the schema's primitives
+    tagged (kfs.registry.branch_tags), which the converter takes off."""
     schema = _named(schema, named)
     if isinstance(schema, dict) and isinstance(schema.get("type"), (dict, list)):
-        return avro_converter(schema["type"], named)
+        return avro_converter(schema["type"], named, tagged)
     kind = _kind(schema)
     if kind in ("record", "error"):
         convs = [(f["name"], c) for f in schema["fields"]
-                 if (c := avro_converter(f["type"], named)) is not identity]
+                 if (c := avro_converter(f["type"], named, tagged)) is not identity]
         if not convs:
             return identity
 
@@ -132,18 +134,21 @@ def avro_converter(schema: Any, named: dict[str, Any]) -> Convert:
 
         return record
     if kind == "array":
-        item = avro_converter(schema["items"], named)
+        item = avro_converter(schema["items"], named, tagged)
         return identity if item is identity else (lambda xs: [item(v) for v in xs])
     if kind == "map":
-        value = avro_converter(schema["values"], named)
+        value = avro_converter(schema["values"], named, tagged)
         return identity if value is identity else (lambda m: {k: value(v) for k, v in m.items()})
     if kind == "union":
-        return _union_converter(schema if isinstance(schema, list) else schema["type"], named)
+        return _union_converter(schema if isinstance(schema, list) else schema["type"], named, tagged)
+    convert: Convert = identity
     if isinstance(schema, dict) and schema.get("logicalType") in ("timestamp-millis", "local-timestamp-millis"):
-        return _millis_to_micros  # (read as ints: READ_LOGICAL_TYPES; Arrow takes µs, and days for a date)
-    if isinstance(schema, dict) and schema.get("logicalType") == "decimal":
-        return _decimal_converter(schema["precision"], schema.get("scale", 0))
-    return identity
+        convert = _millis_to_micros  # (read as ints: READ_LOGICAL_TYPES; Arrow takes µs, and days for a date)
+    elif isinstance(schema, dict) and schema.get("logicalType") == "decimal":
+        convert = _decimal_converter(schema["precision"], schema.get("scale", 0))
+    if tagged and kind in TAGGED:
+        return untag if convert is identity else (lambda x: convert(untag(x)))
+    return convert
 
 
 def _decimal_converter(precision: int, scale: int) -> Convert:
@@ -164,37 +169,76 @@ def _millis_to_micros(x: int) -> int:
     return x * 1000
 
 
-def _union_converter(branches: list[Any], named: dict[str, Any]) -> Convert:
-    """A union's value: None for null, else by the branch it took (a named type comes as `(full name,
-    value)`: fastavro's `return_named_type`; another by its Python type, the first branch taking it)."""
+def _union_converter(branches: list[Any], named: dict[str, Any], tagged: bool) -> Convert:
+    """A union's value: None for null, else by the branch it took, as Spark's AvroDeserializer puts it.
+
+    The branch: a named type comes as `(full name, value)` (fastavro's `return_named_type`); a tagged
+    primitive names its type (kfs.registry.branch_tags); any other value by its Python type, the first
+    branch taking it. A value from a writer that had no union there comes without its name: a record
+    (a dict) is the record branch of its fields, an enum symbol the first enum holding it, a fixed
+    the first fixed of its size.
+    A folded union ([int, long], [float, double]) is its value as it was read, whichever branch (Spark's
+    deserializer sets the number itself: no timestamp conversion); a union of null and one type is
+    that type's value."""
     rest = _non_null(branches)
-    convs = [avro_converter(b, named) for b in rest]
-    kinds = [_kind(_named(b, named)) for b in rest]
+    convs = [avro_converter(b, named, tagged) for b in rest]
+    targets = [_named(b, named) for b in rest]
+    kinds = [_kind(t) for t in targets]
+    if len(rest) == 2 and set(kinds) in ({"int", "long"}, {"float", "double"}):
+        take = untag if tagged else identity
+        return lambda x: None if x is None else take(x)
     by_name: dict[str, int] = {}
     by_type: dict[type, int] = {}
-    for i, b in enumerate(rest):
-        target = _named(b, named)
+    by_kind: dict[str, int] = {}
+    for i, target in enumerate(targets):
         if isinstance(target, dict) and isinstance(target.get("name"), str):
             by_name.setdefault(target["name"], i)
-        for python_type in _PYTHON_TYPES.get(kinds[i], ()):
-            by_type.setdefault(python_type, i)
+        by_kind.setdefault(kinds[i], i)
+        if not (tagged and kinds[i] in TAGGED):
+            for python_type in _PYTHON_TYPES.get(kinds[i], ()):
+                by_type.setdefault(python_type, i)
+
+    def unnamed(x: Any) -> int | None:
+        """The branch of a value that came without its name (a writer's plain record or enum)."""
+        if type(x) is dict:
+            keys = set(x)
+            for i, t in enumerate(targets):
+                if kinds[i] in ("record", "error") and {f["name"] for f in t["fields"]} == keys:
+                    return i
+        if type(x) is str:
+            for i, t in enumerate(targets):
+                if kinds[i] == "enum" and x in t.get("symbols", ()):
+                    return i
+        if type(x) in (bytes, decimal.Decimal):
+            for i, t in enumerate(targets):
+                if kinds[i] == "fixed" and (type(x) is not bytes or len(x) == t.get("size")):
+                    return i
+        return None
 
     def branch(x: Any) -> tuple[int, Any]:
-        """Which non-null branch a value took, and the value."""
-        i = by_type.get(type(x))
-        if i is not None:
-            return i, x
+        """Which non-null branch a value took, and the value its branch's converter takes."""
         if type(x) is tuple and len(x) == 2 and x[0] in by_name:
             return by_name[x[0]], x[1]
+        if tagged:
+            kind = tag_kind(x)
+            if kind is not None and kind in by_kind:
+                return by_kind[kind], x
+        i = unnamed(x) if type(x) is dict else by_type.get(type(x))  # (a record before a map)
+        if i is None:
+            i = by_type.get(type(x)) if type(x) is dict else unnamed(x)
+        if i is not None:
+            return i, x
         raise AvroDatumError(f"a union value of Python type {type(x).__name__} matches no branch")
 
-    single = len(rest) == 1 or (len(rest) == 2 and set(kinds) in ({"int", "long"}, {"float", "double"}))
-    if single:
+    if len(rest) == 1:
+        convert = convs[0]
+
         def one(x: Any) -> Any:
             if x is None:
                 return None
-            i, v = branch(x)
-            return convs[i](v)
+            if type(x) is tuple and len(x) == 2 and x[0] in by_name:
+                x = x[1]
+            return convert(x)
 
         return one
 

@@ -34,6 +34,7 @@ from kfs.registry.avro_arrow import (
     protobuf_arrow_program,
 )
 from kfs.registry.avro_arrow_program import ArrowProgram, Writer, compile_arrow_program
+from kfs.registry.branch_tags import needs_tags
 from kfs.registry.decode import PayloadError, Registry
 from kfs.registry.lines import KEY_HEADER, VALUE_HEADER, framed
 from kfs.registry.protobuf import ProtobufPayloadError, message_indexes
@@ -139,6 +140,7 @@ class PartDecoder:
         self.subject = f"{topic}-{plan.part}"
         self._avro: dict[int, AvroResolver | str] = {}  # writer id -> resolver, or why not
         self._reader: ParsedAvro | None = None
+        self._tagged = False  # (the values fastavro reads are tagged: kfs.registry.branch_tags)
         self._convert: Convert | None = None
         self._proto: tuple[Any, Any] | None = None  # (message class, converter) of the reader
         self._proto_descriptor: Any = None  # the reader's message, for kfs/_native/csrc/registry/protobuf_arrow.c
@@ -157,10 +159,12 @@ class PartDecoder:
         if plan.kind == "AVRO" and plan.schema_id is not None:
             reader = registry.state.by_id[plan.schema_id]
             references = registry._reference_texts(reader)
-            self._reader = parse_avro(reader.schema, references, READ_LOGICAL_TYPES)  # what fastavro reads with
-            typing = parse_avro(reader.schema, references)  # the same with the logical types Spark maps
+            typing = parse_avro(reader.schema, references)  # with the logical types Spark maps
+            # what fastavro reads with: the same, tagged where a union's branches need it (branch_tags)
+            self._tagged = needs_tags(typing.schema, typing.named)
+            self._reader = parse_avro(reader.schema, references, READ_LOGICAL_TYPES, self._tagged)
             self._typing = typing
-            self._convert = avro_converter(typing.schema, typing.named)
+            self._convert = avro_converter(typing.schema, typing.named, self._tagged)
             top = typing.named.get(typing.schema, typing.schema) if isinstance(typing.schema, str) else typing.schema
             compiled = registry.compiled(plan.schema_id)
             if isinstance(top, dict) and top.get("type") in ("record", "error") and compiled.error is None \
@@ -340,7 +344,7 @@ class PartDecoder:
             writer = self.registry.state.by_id[schema_id]
             try:
                 resolver = AvroResolver(parse_avro(writer.schema, self.registry._reference_texts(writer),
-                                                   READ_LOGICAL_TYPES), self._reader)
+                                                   READ_LOGICAL_TYPES, self._tagged), self._reader)
             except (AvroSchemaError, PayloadError) as e:
                 resolver = str(e)
         self._avro[schema_id] = resolver
