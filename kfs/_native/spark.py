@@ -6,7 +6,9 @@
   without a copy (kfs/spark/arrow_columns.py; the Python path, kfs.spark.source.arrow_batches, stays
   the reference and the fallback);
 - `arrow_append_run`: many plain batches of a segment window appended in one call, with the segment
-  walk's checks (as views' walk_v2_run renders them), no Python between batches.
+  walk's checks (as views' walk_v2_run renders them), no Python between batches;
+- `offsets_text_columns`: the decoded JSON-text columns of `__consumer_offsets`' offset commits
+  (kfs.spark.typed.InternalRows), from the key and value arrays, no Python per record.
 """
 
 from __future__ import annotations
@@ -18,3 +20,4 @@ arrow_append_v2 = extension.arrow_append_v2 if BUILT else None
 arrow_append_run = extension.arrow_append_run if BUILT else None
 arrow_append_records = extension.arrow_append_records if BUILT else None
 arrow_take = extension.arrow_take if BUILT else None
+offsets_text_columns = extension.offsets_text_columns if BUILT else None

@@ -234,4 +234,8 @@ KFS_HIDDEN PyObject *kfs_arrow_append_run(PyObject *module, PyObject *args);
 KFS_HIDDEN PyObject *kfs_arrow_append_records(PyObject *module, PyObject *args);
 KFS_HIDDEN PyObject *kfs_arrow_take(PyObject *module, PyObject *capsule);
 
+/* offsets_text.c */
+KFS_HIDDEN extern const char kfs_offsets_text_columns_doc[];
+KFS_HIDDEN PyObject *kfs_offsets_text_columns(PyObject *module, PyObject *args);
+
 #endif /* KFS_NATIVE_H */
