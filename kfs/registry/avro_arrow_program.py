@@ -413,6 +413,12 @@ class _Compiler(ColumnTable):
             return at
         if _column_kind(full) != "struct" or full.num_fields != len(rest):
             raise Unsupported("a union's members")
+        targets = [_named(b, self.named) for b in rest]
+        types = [t["name"] if isinstance(t, dict) and isinstance(t.get("name"), str) else _kind(t) for t in targets]
+        if len(set(types)) != len(types):
+            # (a union holding one type twice, which Avro's Java parser refuses: "Duplicate in union";
+            # fastavro reads both branches as the first, and the per-row path keeps that)
+            raise Unsupported("a union holding one type twice")
         shown = self._shown(col, full)
         first = self.cols[col][1] if col >= 0 else -1
         at = self.emit([OPS["union_members"], col, len(branches)] + [-1, -1] * len(branches))

@@ -113,17 +113,19 @@ def identity(x: Any) -> Any:
     return x
 
 
-def avro_converter(schema: Any, named: dict[str, Any], tagged: bool = False) -> Convert:
+def avro_converter(schema: Any, named: dict[str, Any], tagged: bool = False, same: bool = True) -> Convert:
     """fastavro's object of `schema` (named types in unions as `(name, value)`) to the Python value
     `pa.array` takes for `avro_type(schema)`. `tagged`: values read with the schema's primitives
-    tagged (kfs.registry.branch_tags), which the converter takes off."""
+    tagged (kfs.registry.branch_tags), which the converter takes off. `same`: for values written with
+    `schema` itself (not resolved from an older version: a union's value then always says its branch,
+    and a dict without a name is a map)."""
     schema = _named(schema, named)
     if isinstance(schema, dict) and isinstance(schema.get("type"), (dict, list)):
-        return avro_converter(schema["type"], named, tagged)
+        return avro_converter(schema["type"], named, tagged, same)
     kind = _kind(schema)
     if kind in ("record", "error"):
         convs = [(f["name"], c) for f in schema["fields"]
-                 if (c := avro_converter(f["type"], named, tagged)) is not identity]
+                 if (c := avro_converter(f["type"], named, tagged, same)) is not identity]
         if not convs:
             return identity
 
@@ -134,13 +136,13 @@ def avro_converter(schema: Any, named: dict[str, Any], tagged: bool = False) -> 
 
         return record
     if kind == "array":
-        item = avro_converter(schema["items"], named, tagged)
+        item = avro_converter(schema["items"], named, tagged, same)
         return identity if item is identity else (lambda xs: [item(v) for v in xs])
     if kind == "map":
-        value = avro_converter(schema["values"], named, tagged)
+        value = avro_converter(schema["values"], named, tagged, same)
         return identity if value is identity else (lambda m: {k: value(v) for k, v in m.items()})
     if kind == "union":
-        return _union_converter(schema if isinstance(schema, list) else schema["type"], named, tagged)
+        return _union_converter(schema if isinstance(schema, list) else schema["type"], named, tagged, same)
     convert: Convert = identity
     if isinstance(schema, dict) and schema.get("logicalType") in ("timestamp-millis", "local-timestamp-millis"):
         convert = _millis_to_micros  # (read as ints: READ_LOGICAL_TYPES; Arrow takes µs, and days for a date)
@@ -169,19 +171,20 @@ def _millis_to_micros(x: int) -> int:
     return x * 1000
 
 
-def _union_converter(branches: list[Any], named: dict[str, Any], tagged: bool) -> Convert:
+def _union_converter(branches: list[Any], named: dict[str, Any], tagged: bool, same: bool) -> Convert:
     """A union's value: None for null, else by the branch it took, as Spark's AvroDeserializer puts it.
 
     The branch: a named type comes as `(full name, value)` (fastavro's `return_named_type`); a tagged
     primitive names its type (kfs.registry.branch_tags); any other value by its Python type, the first
-    branch taking it. A value from a writer that had no union there comes without its name: a record
-    (a dict) is the record branch of its fields, an enum symbol the first enum holding it, a fixed
-    the first fixed of its size.
+    branch taking it. A value from an older writer that had no union there comes without its name: a
+    dict is the record branch of its fields (`same` False; before a map, unless it is empty: a writer's
+    map whose keys are exactly a record's fields would be taken for that record), an enum symbol the
+    first enum holding it, a fixed the first fixed of its size.
     A folded union ([int, long], [float, double]) is its value as it was read, whichever branch (Spark's
     deserializer sets the number itself: no timestamp conversion); a union of null and one type is
     that type's value."""
     rest = _non_null(branches)
-    convs = [avro_converter(b, named, tagged) for b in rest]
+    convs = [avro_converter(b, named, tagged, same) for b in rest]
     targets = [_named(b, named) for b in rest]
     kinds = [_kind(t) for t in targets]
     if len(rest) == 2 and set(kinds) in ({"int", "long"}, {"float", "double"}):
@@ -198,9 +201,11 @@ def _union_converter(branches: list[Any], named: dict[str, Any], tagged: bool) -
             for python_type in _PYTHON_TYPES.get(kinds[i], ()):
                 by_type.setdefault(python_type, i)
 
+    has_map = "map" in kinds
+
     def unnamed(x: Any) -> int | None:
         """The branch of a value that came without its name (a writer's plain record or enum)."""
-        if type(x) is dict:
+        if type(x) is dict and (x or not has_map):  # (an empty dict beside a map: the map's)
             keys = set(x)
             for i, t in enumerate(targets):
                 if kinds[i] in ("record", "error") and {f["name"] for f in t["fields"]} == keys:
@@ -223,9 +228,10 @@ def _union_converter(branches: list[Any], named: dict[str, Any], tagged: bool) -
             kind = tag_kind(x)
             if kind is not None and kind in by_kind:
                 return by_kind[kind], x
-        i = unnamed(x) if type(x) is dict else by_type.get(type(x))  # (a record before a map)
+        # (a dict: a map's, or a record's from an older writer without a union there)
+        i = unnamed(x) if type(x) is dict and not same else by_type.get(type(x))
         if i is None:
-            i = by_type.get(type(x)) if type(x) is dict else unnamed(x)
+            i = by_type.get(type(x)) if type(x) is dict and not same else unnamed(x)
         if i is not None:
             return i, x
         raise AvroDatumError(f"a union value of Python type {type(x).__name__} matches no branch")

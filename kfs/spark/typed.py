@@ -142,7 +142,8 @@ class PartDecoder:
         self._avro: dict[int, AvroResolver | str] = {}  # writer id -> resolver, or why not
         self._reader: ParsedAvro | None = None
         self._tagged = False  # (the values fastavro reads are tagged: kfs.registry.branch_tags)
-        self._convert: Convert | None = None
+        self._convert: Convert | None = None  # (and for values of older versions, resolved to the reader's)
+        self._convert_older: Convert | None = None
         self._proto: tuple[Any, Any] | None = None  # (message class, converter) of the reader
         self._proto_descriptor: Any = None  # the reader's message, for kfs/_native/csrc/registry/protobuf_arrow.c
         # the compiled decoder of the part's programs (arrow_program): Avro's or Protobuf's
@@ -166,6 +167,7 @@ class PartDecoder:
             self._reader = parse_avro(reader.schema, references, READ_LOGICAL_TYPES, self._tagged)
             self._typing = typing
             self._convert = avro_converter(typing.schema, typing.named, self._tagged)
+            self._convert_older = avro_converter(typing.schema, typing.named, self._tagged, same=False)
             top = typing.named.get(typing.schema, typing.schema) if isinstance(typing.schema, str) else typing.schema
             compiled = registry.compiled(plan.schema_id)
             if isinstance(top, dict) and top.get("type") in ("record", "error") and compiled.error is None \
@@ -330,9 +332,10 @@ class PartDecoder:
             value = resolver.read(bytes(body))
         except AvroDatumError as e:
             raise AvroDatumError(f"{name}: {e}") from None
-        assert self._convert is not None
+        convert = self._convert if schema_id == self.plan.schema_id else self._convert_older
+        assert convert is not None
         try:
-            return self._convert(value)
+            return convert(value)
         except AvroDatumError as e:  # (a decimal wider than its precision)
             raise AvroDatumError(f"{name}: {e}") from None
 
