@@ -35,6 +35,7 @@ bench: bench-deps
 	python3 -m benchmarks.bench_sizes
 	python3 -m benchmarks.bench_spark
 	python3 -m benchmarks.bench_spark_typed
+	python3 -m benchmarks.bench_spark_internal
 	python3 -m benchmarks.bench_readers
 	python3 -m benchmarks.bench_registry
 	python3 -m benchmarks.bench_native
