@@ -34,12 +34,12 @@ def index_slot(mapping: Buffer, entries: int, entry_size: int, base_offset: int,
 
 @overload
 def render_jsonl(prefix: str, records: Iterable[Record], fallback: Callable[[str, Record], str],
-                 lines: Literal[False] = False, avro: dict[bytes, tuple[object, str] | bool] | None = None
-                 ) -> bytes: ...
+                 lines: Literal[False] = False, avro: dict[bytes, tuple[object, str] | bool] | None = None,
+                 commits: bool = False) -> bytes: ...
 @overload
 def render_jsonl(prefix: str, records: Iterable[Record], fallback: Callable[[str, Record], str],
-                 lines: Literal[True], avro: dict[bytes, tuple[object, str] | bool] | None = None
-                 ) -> list[bytes]: ...
+                 lines: Literal[True], avro: dict[bytes, tuple[object, str] | bool] | None = None,
+                 commits: bool = False) -> list[bytes]: ...
 def count_jsonl(payload: Buffer, count: int, base_offset: int, base_timestamp: int, timestamp_type: str,
                 log_append_time: int, prefix: str, first_offset: int, end_offset: int,
                 last_offset: int = ...) -> tuple[int, int, int] | None: ...

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kfs.internal_topics import offsets_fast
 from kfs.internal_topics.framing import (
     CLUSTER_METADATA,
     CONSUMER_OFFSETS,
@@ -89,6 +90,8 @@ def line_decoder(topic: str, decode: str = "auto", plog: PartitionLog | None = N
         except Exception as e:  # never a failed read over one odd record: it shows as raw, with the reason
             return None, None, f"{type(e).__name__}: {e}", None
 
+    # (kfs.views.jsonl: the compiled renderer writes an offset commit's line itself, with this text)
+    decoded.commits_in_c = commits and data_records and offsets_fast.ENABLED  # type: ignore[attr-defined]
     return decoded
 
 

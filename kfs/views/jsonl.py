@@ -10,7 +10,8 @@ the topic/partition prefix never change, and the C string encoder does the escap
 
 Kafka's internal topics (docs/spec.md section 8) pass a `decoder` (kfs.internal_topics.lines.line_decoder) that
 gives the key and value as decoded objects, or the reason they do not decode (`"decode_error"`,
-last in the line). Their lines are rendered here in Python; every other topic keeps the compiled
+last in the line). Their lines are rendered here in Python, but for `__consumer_offsets`' offset
+commits, which the compiled renderer writes itself (`commits`); every other topic keeps the compiled
 path (`decoder=None`).
 """
 
@@ -91,6 +92,12 @@ def _avro_table(decoder: LineDecoder) -> dict[bytes, tuple[object, str] | bool] 
     return getattr(decoder, "avro_table", None) if _render_jsonl is not None else None
 
 
+def _commits_in_c(decoder: LineDecoder) -> bool:
+    """Whether `decoder` is `__consumer_offsets`' line decoder, whose offset commits render_jsonl writes
+    itself (`commits`: kfs/_native/csrc/internal_topics/offsets_json.h, the text the decoder gives)."""
+    return bool(getattr(decoder, "commits_in_c", False))
+
+
 def _decoding(decoder: LineDecoder) -> Callable[[str, Record], str]:
     return lambda prefix, record: render_line(prefix, record, decoder)
 
@@ -101,6 +108,8 @@ def render_lines(prefix: str, records: Iterable[Record], decoder: LineDecoder | 
         table = _avro_table(decoder)
         if table is not None and _render_jsonl is not None:
             return _render_jsonl(prefix, records, _decoding(decoder), avro=table)
+        if _commits_in_c(decoder) and _render_jsonl is not None:
+            return _render_jsonl(prefix, records, _decoding(decoder), commits=True)
         return "".join([render_line(prefix, record, decoder) for record in records]).encode("utf-8")
     if _render_jsonl is not None:
         return _render_jsonl(prefix, records, render_line)
@@ -113,6 +122,8 @@ def render_line_list(prefix: str, records: list[Record], decoder: LineDecoder | 
         table = _avro_table(decoder)
         if table is not None and _render_jsonl is not None:
             return _render_jsonl(prefix, records, _decoding(decoder), lines=True, avro=table)
+        if _commits_in_c(decoder) and _render_jsonl is not None:
+            return _render_jsonl(prefix, records, _decoding(decoder), lines=True, commits=True)
         return [render_line(prefix, record, decoder).encode("utf-8") for record in records]
     if _render_jsonl is not None:
         return _render_jsonl(prefix, records, render_line, lines=True)

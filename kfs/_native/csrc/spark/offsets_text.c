@@ -11,16 +11,15 @@
  *   value  {"type": "OffsetCommitValue", "version": V, "data": {"offset": O, ...}}   (versions 0-3)
  *          null                                                                    (a tombstone)
  *
- * strings as json.encoder.encode_basestring writes them (views/json_text.h). A row is declined (an
+ * (internal_topics/offsets_json.h writes them, for kfs cat's lines too; strings as
+ * json.encoder.encode_basestring writes them). A row is declined (an
  * empty placeholder in both columns, status 1) unless its key is an OffsetCommitKey (record type 0
  * or 1) and its value null or an OffsetCommitValue of version 0-3, each plainly well formed (the
  * checks of offsets_fast.py: no negative length, nothing missing, nothing left over) with strings
  * of valid UTF-8: the Python decoder answers those rows, says what is wrong, or writes the
  * replacement characters Java's String(bytes, UTF_8) would show. */
 
-#include "../native.h"
-#include "../record/utf8.h"
-#include "../views/json_text.h"
+#include "../internal_topics/offsets_json.h"
 
 typedef struct {
     char *p;
@@ -52,131 +51,17 @@ put(tbuf *b, const char *s, size_t n)
     b->len += n;
 }
 
-#define PUT_LITERAL(b, s) put((b), (s), sizeof(s) - 1)
-
-/* A decimal integer, as str() writes it (sprintf's parsing of its format cost more than the rest of a row). */
-static inline void
-put_int(tbuf *b, int64_t v)
-{
-    char digits[20];
-    int n = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        digits[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
-    char *d = b->p + b->len;
-    if (v < 0)
-        *d++ = '-';
-    while (n > 0)
-        *d++ = digits[--n];
-    b->len = (size_t)(d - b->p);
-}
-
-static inline int16_t
-be16(const uint8_t *p)
-{
-    return (int16_t)(((uint16_t)p[0] << 8) | p[1]);
-}
-
-static inline int32_t
-be32(const uint8_t *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
-}
-
-static inline int64_t
-be64(const uint8_t *p)
-{
-    return (int64_t)(((uint64_t)(uint32_t)be32(p) << 32) | (uint32_t)be32(p + 4));
-}
-
-/* A JSON string of n bytes of valid UTF-8 (room reserved by the caller: 6 * n + 32). */
-static inline void
-put_string(tbuf *b, const uint8_t *s, Py_ssize_t n)
-{
-    b->len = (size_t)(kfs_write_bytes(b->p + b->len, s, n, n) - b->p);
-}
-
-/* The key's text, or -1 (declined). */
+/* A key's or value's text appended by `write` (commit_key_json, commit_value_json): 0, -1 declined, -2 no
+ * memory. */
 static int
-commit_key(tbuf *b, const uint8_t *k, Py_ssize_t size)
+commit_text(tbuf *b, char *(*write)(char *, const uint8_t *, Py_ssize_t), const uint8_t *s, Py_ssize_t n)
 {
-    if (size < 4)
-        return -1;
-    const int16_t type = be16(k), group_len = be16(k + 2);
-    if ((type != 0 && type != 1) || group_len < 0)
-        return -1;
-    const Py_ssize_t group_end = 4 + group_len;
-    if (group_end + 2 > size)
-        return -1;
-    const int16_t topic_len = be16(k + group_end);
-    const Py_ssize_t topic_end = group_end + 2 + topic_len;
-    if (topic_len < 0 || topic_end + 4 != size || !valid_utf8(k + 4, group_len)
-        || !valid_utf8(k + group_end + 2, topic_len))
-        return -1;
-    if (reserve(b, 6 * (size_t)size + 160) < 0)
+    if (reserve(b, COMMIT_JSON_ROOM(n)) < 0)
         return -2;
-    PUT_LITERAL(b, "{\"type\": \"OffsetCommitKey\", \"version\": ");
-    put_int(b, type);
-    PUT_LITERAL(b, ", \"data\": {\"group\": ");
-    put_string(b, k + 4, group_len);
-    PUT_LITERAL(b, ", \"topic\": ");
-    put_string(b, k + group_end + 2, topic_len);
-    PUT_LITERAL(b, ", \"partition\": ");
-    put_int(b, be32(k + topic_end));
-    PUT_LITERAL(b, "}}");
-    return 0;
-}
-
-/* The value's text, or -1 (declined). */
-static int
-commit_value(tbuf *b, const uint8_t *v, Py_ssize_t size)
-{
-    if (size < 12)
+    char *end = write(b->p + b->len, s, n);
+    if (end == NULL)
         return -1;
-    const int16_t version = be16(v);
-    int64_t offset;
-    int32_t leader_epoch = 0;
-    int16_t length;
-    Py_ssize_t start;
-    if (version == 3) {
-        if (size < 16)
-            return -1;
-        offset = be64(v + 2);
-        leader_epoch = be32(v + 10);
-        length = be16(v + 14);
-        start = 16;
-    }
-    else if (version >= 0 && version <= 2) {
-        offset = be64(v + 2);
-        length = be16(v + 10);
-        start = 12;
-    }
-    else
-        return -1;
-    const Py_ssize_t end = start + length;
-    if (length < 0 || end + (version == 1 ? 16 : 8) != size || !valid_utf8(v + start, length))
-        return -1;
-    if (reserve(b, 6 * (size_t)size + 200) < 0)
-        return -2;
-    PUT_LITERAL(b, "{\"type\": \"OffsetCommitValue\", \"version\": ");
-    put_int(b, version);
-    PUT_LITERAL(b, ", \"data\": {\"offset\": ");
-    put_int(b, offset);
-    if (version == 3) {
-        PUT_LITERAL(b, ", \"leaderEpoch\": ");
-        put_int(b, leader_epoch);
-    }
-    PUT_LITERAL(b, ", \"metadata\": ");
-    put_string(b, v + start, length);
-    PUT_LITERAL(b, ", \"commitTimestamp\": ");
-    put_int(b, be64(v + end));
-    if (version == 1) {
-        PUT_LITERAL(b, ", \"expireTimestamp\": ");
-        put_int(b, be64(v + end + 8));
-    }
-    PUT_LITERAL(b, "}}");
+    b->len = (size_t)(end - b->p);
     return 0;
 }
 
@@ -285,14 +170,14 @@ kfs_offsets_text_columns(PyObject *module, PyObject *args)
         if (has_key < 0 || has_value < 0)
             goto out;
         const size_t key_mark = key_text.len, value_mark = value_text.len;
-        int rc = has_key ? commit_key(&key_text, k, kn) : -1;
+        int rc = has_key ? commit_text(&key_text, commit_key_json, k, kn) : -1;
         if (rc == 0) {
             if (has_value)
-                rc = commit_value(&value_text, v, vn);
+                rc = commit_text(&value_text, commit_value_json, v, vn);
             else if (reserve(&value_text, 4) < 0)
                 rc = -2;
             else
-                PUT_LITERAL(&value_text, "null");
+                put(&value_text, "null", 4);
         }
         if (rc == -2) {
             PyErr_NoMemory();

@@ -3,6 +3,7 @@
  * to the Python renderer, called back as `fallback`. */
 
 #include "json_text.h"
+#include "../internal_topics/offsets_json.h"
 #include "../registry/avro_json.h"
 
 /* A growing output buffer. */
@@ -231,8 +232,34 @@ avro_value(avro_step *step, PyObject *key, PyObject *value, Py_ssize_t n_headers
  * Returns 0 when written, -1 on error, 1 (nothing written) when the Python renderer must do it:
  * a subclass (ControlRecord adds fields), an unset slot, an int beyond int64, a str that is not
  * UTF-8-encodable, anything unusual; with the schema-registry step, a record it does not render. */
+/* The `"key": ..., "value": ...` of an offset commit of `__consumer_offsets` (render_jsonl's `commits`),
+ * as the line decoder shows them: 0 written, 1 (nothing written) when the decoder must. */
 static int
-put_record(const kfs_state *st, outbuf *o, const char *prefix, Py_ssize_t prefix_len, PyObject *r, avro_step *step)
+put_commit(outbuf *o, PyObject *key, PyObject *value)
+{
+    if (key == Py_None)
+        return 1;
+    const Py_ssize_t kn = PyBytes_GET_SIZE(key), vn = value == Py_None ? 0 : PyBytes_GET_SIZE(value);
+    if (ob_reserve(o, (Py_ssize_t)(COMMIT_JSON_ROOM(kn) + COMMIT_JSON_ROOM(vn)) + 40) < 0)
+        return -1;
+    char *d = o->buf + o->len;
+    COMMIT_PUT_LITERAL(d, "\"key\": ");
+    d = commit_key_json(d, (const uint8_t *)PyBytes_AS_STRING(key), kn);
+    if (d == NULL)
+        return 1;
+    COMMIT_PUT_LITERAL(d, ", \"value\": ");
+    if (value == Py_None)
+        COMMIT_PUT_LITERAL(d, "null");
+    else if ((d = commit_value_json(d, (const uint8_t *)PyBytes_AS_STRING(value), vn)) == NULL)
+        return 1;
+    COMMIT_PUT_LITERAL(d, ", \"headers\": []}\n");
+    o->len = d - o->buf;
+    return 0;
+}
+
+static int
+put_record(const kfs_state *st, outbuf *o, const char *prefix, Py_ssize_t prefix_len, PyObject *r, avro_step *step,
+           int commits)
 {
     int64_t offset, timestamp;
     if (!Py_IS_TYPE(r, st->record_type))
@@ -256,6 +283,8 @@ put_record(const kfs_state *st, outbuf *o, const char *prefix, Py_ssize_t prefix
     const char *avro_text = NULL;
     size_t avro_len = 0;
     PyObject *avro_tail = NULL;
+    if (commits && n_headers != 0)
+        return 1; /* (the line decoder's, as every record commits does not take) */
     if (step->table != NULL) {
         const int rendered = avro_value(step, key, value, n_headers, &avro_text, &avro_len, &avro_tail);
         if (rendered <= 0)
@@ -273,6 +302,14 @@ put_record(const kfs_state *st, outbuf *o, const char *prefix, Py_ssize_t prefix
     OB_PUT_LITERAL(o, ", \"timestamp_type\": \"");
     if ((rc = put_str(o, tt, 0)) != 0)
         goto undo;
+    if (commits) {
+        if (ob_reserve(o, 3) < 0)
+            goto error;
+        OB_PUT_LITERAL(o, "\", ");
+        if ((rc = put_commit(o, key, value)) != 0)
+            goto undo;
+        return 0;
+    }
     if (ob_reserve(o, 10) < 0)
         goto error;
     OB_PUT_LITERAL(o, "\", \"key\": ");
@@ -353,26 +390,28 @@ put_fallback(outbuf *o, PyObject *fallback, PyObject *prefix, PyObject *r)
 }
 
 KFS_DOC(kfs_render_jsonl_doc,
-"render_jsonl(prefix, records, fallback, lines=False, avro=None) -> bytes | list[bytes]\n"
+"render_jsonl(prefix, records, fallback, lines=False, avro=None, commits=False) -> bytes | list[bytes]\n"
 "\n"
 "For each record, the UTF-8 of jsonl.render_line(prefix, record); fallback(prefix, record) -> str\n"
 "renders the records the fast path leaves to Python (control records and anything unusual).\n"
 "Concatenated, or with lines=True one bytes per record. avro: the table of a schema-registry decoder\n"
 "(kfs.registry.lines.FramedLines.avro_table): each record is then render_line(prefix, record, that\n"
-"decoder), the records whose values the compiled Avro renderer renders in C, the others by fallback.");
+"decoder), the records whose values the compiled Avro renderer renders in C, the others by fallback.\n"
+"commits: the records are __consumer_offsets' and the fallback its line decoder's render_line: the offset\n"
+"commits without headers are rendered in C (internal_topics/offsets_json.h), the others by fallback.");
 
 PyObject *
 kfs_render_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"prefix", "records", "fallback", "lines", "avro", NULL};
+    static char *kwlist[] = {"prefix", "records", "fallback", "lines", "avro", "commits", NULL};
     PyObject *prefix, *records, *fallback, *avro = Py_None;
-    int lines = 0;
+    int lines = 0, commits = 0;
 
     kfs_state *st = kfs_ready_state(module);
     if (st == NULL)
         return NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOO|pO:render_jsonl", kwlist, &prefix, &records, &fallback,
-                                     &lines, &avro))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOO|pOp:render_jsonl", kwlist, &prefix, &records, &fallback,
+                                     &lines, &avro, &commits))
         return NULL;
     if (avro != Py_None && !PyDict_CheckExact(avro)) {
         PyErr_SetString(PyExc_TypeError, "render_jsonl: avro must be a dict or None");
@@ -401,7 +440,7 @@ kfs_render_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)
         PyObject *r = PySequence_Fast_GET_ITEM(seq, i);
         Py_INCREF(r);
         Py_ssize_t line_start = o.len;
-        int rc = prefix_ok ? put_record(st, &o, pre.buf, pre.len, r, &step) : 1;
+        int rc = prefix_ok ? put_record(st, &o, pre.buf, pre.len, r, &step, commits) : 1;
         if (rc == 1)
             rc = put_fallback(&o, fallback, prefix, r);
         Py_DECREF(r);
