@@ -176,15 +176,16 @@ def test_a_grep_tasks_lines_are_grep_splits_over_its_share() -> None:
 def test_the_listing_tasks_give_the_topics_the_options_select() -> None:
     """topics_on_hosts' tasks, from fabricated listings: together the topics of both hosts' log dirs that
     `subscribePattern` selects."""
-    from kfs.spark.broker_local import LIST_SCHEMA, ListTask
+    from kfs.spark.broker_local import SURVEY_SCHEMA, SurveyTask
 
     hosts = {"a": [LOGDIRS[0]], "b": [LOGDIRS[1]]}
     found = [_listing("a", hosts["a"]), _listing("b", hosts["b"]), _listing("a", hosts["a"])]
     all_topics = {n.rsplit("-", 1)[0] for d in LOGDIRS for n in LogDirs([d]).partition_names()}
     for options, want in (({}, all_topics), ({"subscribePattern": "o.*"}, {t for t in all_topics if t[0] == "o"})):
-        task = ListTask(hosts, options, LIST_SCHEMA, None)
-        got = {r["topic"] for i in range(len(found)) for b in task.read(found, i) for r in b.to_pylist()}
-        assert got == want and got
+        task = SurveyTask(hosts, options, SURVEY_SCHEMA, None, True, None)
+        rows = [r for i in range(len(found)) for b in task.read(found, i) for r in b.to_pylist()]
+        assert {r["topic"] for r in rows} == want and want
+        assert all(r["state"] is None for r in rows)
 
 
 def test_the_registry_comes_from_the_first_host_to_hold_its_topic() -> None:
@@ -192,19 +193,27 @@ def test_the_registry_comes_from_the_first_host_to_hold_its_topic() -> None:
     `_schemas-0` is (host b's: a, listed first, does not hold it; c's copy is not read), the registry
     the log dir's own; none where no host holds it."""
     from kfs.registry.sources import load_state
-    from kfs.spark.broker_local import REGISTRY_SCHEMA, RegistryTask
+    from kfs.spark.broker_local import SURVEY_SCHEMA, SurveyTask
 
     hosts = {"a": [LOGDIRS[0]], "b": [REGISTRY_LOGDIR], "c": [REGISTRY_LOGDIR]}
     found = [_listing("a", hosts["a"]), _listing("b", hosts["b"]), _listing("c", hosts["c"]),
              _listing("b", hosts["b"])]
-    task = pickle.loads(pickle.dumps(RegistryTask(hosts, {"subscribe": "_schemas"}, REGISTRY_SCHEMA, None)))
+    # (the read's own options select no `_schemas`: the registry is looked for in every task's share)
+    task = pickle.loads(pickle.dumps(SurveyTask(hosts, {"subscribe": "orders"}, SURVEY_SCHEMA, None, False,
+                                                "_schemas")))
     rows = [(i, r) for i in range(len(found)) for b in task.read(found, i) for r in b.to_pylist()]
     assert [i for i, _ in rows] == [1]
     got, want = pickle.loads(rows[0][1]["state"]), load_state([REGISTRY_LOGDIR])
     assert want is not None and got.by_id.keys() == want.by_id.keys() != set()
     assert got.digest() == pickle.loads(pickle.dumps(want)).digest()  # (the same records applied)
-    only_a = RegistryTask({"a": [LOGDIRS[0]]}, {"subscribe": "_schemas"}, REGISTRY_SCHEMA, None)
+    only_a = SurveyTask({"a": [LOGDIRS[0]]}, {"subscribe": "_schemas"}, SURVEY_SCHEMA, None, False, "_schemas")
     assert not [b for b in only_a.read([_listing("a", [LOGDIRS[0]])], 0)]
+    both = SurveyTask(hosts, {"subscribePattern": "o.*"}, SURVEY_SCHEMA, None, True, "_schemas")  # (one stage)
+    rows = [r for i in range(len(found)) for b in both.read(found, i) for r in b.to_pylist()]
+    assert len([r for r in rows if r["state"] is not None]) == 1
+    assert {r["topic"] for r in rows if r["state"] is None} == {
+        n.rsplit("-", 1)[0] for d in (LOGDIRS[0], REGISTRY_LOGDIR) for n in LogDirs([d]).partition_names()
+        if n.startswith("o")}
 
 
 def test_without_schemas_a_broker_local_read_has_kafkas_columns_only() -> None:

@@ -21,11 +21,12 @@ all at once, so with every slot taken every executor runs one, and each task
 Decoded columns: the DataFrame's schema is fixed on the driver before any task runs, and the registry's
 `_schemas` log is on some broker's disk. The registry is the `schemas` option's, read on the driver (a
 copy of the `_schemas` partition, or a directory of schema files, as `kfs cat --schemas`); without it,
-one barrier stage first rebuilds it on the host that is the first to hold `_schemas` and sends it back
-(`registry_for_hosts`). Either goes to every task with the stage: the columns are typed (`subscribe` of
-one topic, or of topics sharing a schema; a pattern or `assign` selecting one, listed on the hosts by
-`topics_on_hosts`) or the decoded JSON text, as the data source makes them. Kafka's internal topics
-read on their own (`subscribe=__consumer_offsets`) get their decoded columns with no registry.
+one barrier stage first rebuilds it on the host that is the first to hold `_schemas` and sends it back,
+the same stage that lists the topics a pattern or `assign` selects there (`survey_hosts`). Either goes
+to every task with the stage: the columns are typed (`subscribe` of one topic, or of topics sharing a
+schema; a pattern or `assign` selecting one) or the decoded JSON text, as the data source makes them.
+Kafka's internal topics read on their own (`subscribe=__consumer_offsets`) get their decoded columns
+with no registry.
 """
 
 from __future__ import annotations
@@ -98,18 +99,19 @@ def read(spark: Any, placed: str | Mapping[str, Sequence[str]], options: Mapping
     """A DataFrame of Spark's Kafka source columns over log dirs placed on their hosts (module doc).
     `options`: the data source's (`startingOffsets`, `subscribe`, `includeHeaders`, `onCorrupt`, ...);
     `tasks`: the barrier stage's size, by default the application's slots (`defaultParallelism`);
-    `registry`: one `registry_for_hosts` found already; `find_registry` False: none is looked for here
+    `registry`: one `survey_hosts` found already; `find_registry` False: none is looked for here
     (the caller looked, and `registry` is what it found)."""
     from kfs.spark.source import kafka_schema
 
     hosts, read_options, opts, n = _stage(spark, placed, options, tasks)
     schema = kafka_schema(opts.include_headers)
-    topics = None
-    if opts.decode != "raw" and (opts.subscribe_pattern is not None or opts.assign is not None):
-        topics = topics_on_hosts(spark, hosts, read_options, n)  # (as the shared path lists its log dirs)
-    if registry is None and find_registry:
-        registry = registry_for_hosts(spark, hosts, read_options, n)
-    registry, decoded = decoded_columns(opts, topics, registry)
+    # (the topics a pattern or `assign` selects, as the shared path lists its log dirs, and the hosts' own
+    # registry: one barrier stage finds what is needed of both)
+    topics, found = survey_hosts(spark, hosts, read_options, n,
+                                 topics=opts.decode != "raw" and (opts.subscribe_pattern is not None
+                                                                  or opts.assign is not None),
+                                 registry=registry is None and find_registry)
+    registry, decoded = decoded_columns(opts, topics, registry if registry is not None else found)
     for field in decoded:
         schema.add(field)
     task = HostTask(hosts, read_options, schema, registry.state if registry is not None else None)
@@ -198,9 +200,11 @@ class HostTask:
         for split in plan_splits(opts):  # (only this task's partitions: each is planned and read by one task)
             yield from read_split(split, opts, schema, plans, registry=registry)
 
-    def own_options(self, found: list[dict[str, Any]], index: int) -> ReadOptions | None:
-        """The read options of this task's share (its host's log dirs, `assign` its partitions), given
-        every task's listing; None: nothing to read. Raises what every task raises alike."""
+    def own_options(self, found: list[dict[str, Any]], index: int,
+                    options: Mapping[str, str] | None = None) -> ReadOptions | None:
+        """The read options (`options`, by default the task's) of this task's share (its host's log dirs,
+        `assign` its partitions), given every task's listing; None: nothing to read. Raises what every
+        task raises alike."""
         errors = sorted({f["error"] for f in found if "error" in f})
         if errors:
             raise KfsError("; ".join(errors))
@@ -221,80 +225,92 @@ class HostTask:
         peers = [i for i, f in enumerate(found) if f["host"] == host]
         ours = [name for name in held[host] if owner[name] == host][peers.index(index)::len(peers)]
         wanted = frozenset(p for p in (parse_partition_dir(name) for name in ours) if p is not None)
-        opts = parse_options({**self.options, "path": ",".join(self.hosts[host])})
+        opts = parse_options({**(self.options if options is None else options), "path": ",".join(self.hosts[host])})
         opts = dataclasses.replace(opts, assign=wanted if opts.assign is None else wanted & opts.assign)
         return opts if opts.assign else None
 
 
+def survey_hosts(spark: Any, placed: str | Mapping[str, Sequence[str]], options: Mapping[str, str] | None = None,
+                 tasks: int | None = None, topics: bool = True, registry: bool = True
+                 ) -> tuple[list[str] | None, Registry | None]:
+    """What a read of log dirs placed on their hosts must know before it is planned, found there by one
+    barrier stage with the checks `read` makes (the driver cannot list the hosts' disks):
+
+    - with `topics`, the topics the read selects (`subscribe`, `subscribePattern`, `assign` of
+      `options`; kfs.spark.jobs: `kfs spark export --on-hosts` writes each typed topic apart);
+    - with `registry`, the registry it decodes with when no `schemas` option names one: rebuilt from the
+      registry's topic (`schemasTopic`, `_schemas`) on the host that is the first (in the order given)
+      to hold it, as `load("a,b")` would read it, and sent back to the driver, which types the columns
+      with it and ships it with the read. None when the options need none (`schemas` given,
+      decode=raw, only internal topics) or no host holds the topic.
+
+    (None, None) and no stage when neither is asked for."""
+    from kfs.internal_topics.framing import internal_topic
+
+    hosts, read_options, opts, n = _stage(spark, placed, options, tasks)
+    registry = registry and not (opts.schemas is not None or opts.decode == "raw" or (
+        opts.subscribe is not None and opts.subscribe_pattern is None and opts.assign is None
+        and all(internal_topic(t) for t in opts.subscribe)))
+    if not topics and not registry:
+        return None, None
+    task = SurveyTask(hosts, read_options, SURVEY_SCHEMA, None, topics, opts.schemas_topic if registry else None)
+    rows = spark.range(n, numPartitions=n).mapInArrow(task, SURVEY_SCHEMA, barrier=True).collect()
+    states = [row.state for row in rows if row.state is not None]
+    return (sorted({row.topic for row in rows if row.topic is not None}) if topics else None,
+            Registry(pickle.loads(states[0])) if states else None)
+
+
 def topics_on_hosts(spark: Any, placed: str | Mapping[str, Sequence[str]], options: Mapping[str, str] | None = None,
                     tasks: int | None = None) -> list[str]:
-    """The topics a read of log dirs placed on their hosts selects (`subscribe`, `subscribePattern`,
-    `assign` of `options`), listed there by one barrier stage with the checks `read` makes: the driver
-    cannot list them (kfs.spark.jobs: `kfs spark export --on-hosts` writes each typed topic apart)."""
-    hosts, read_options, _, n = _stage(spark, placed, options, tasks)
-    task = ListTask(hosts, read_options, LIST_SCHEMA, None)
-    rows = spark.range(n, numPartitions=n).mapInArrow(task, LIST_SCHEMA, barrier=True).collect()
-    return sorted({row.topic for row in rows})
-
-
-LIST_SCHEMA = StructType([StructField("topic", StringType()), StructField("partition", IntegerType())])
+    """The topics a read of log dirs placed on their hosts selects (`survey_hosts`)."""
+    return survey_hosts(spark, placed, options, tasks, topics=True, registry=False)[0] or []
 
 
 def registry_for_hosts(spark: Any, placed: str | Mapping[str, Sequence[str]],
                        options: Mapping[str, str] | None = None, tasks: int | None = None) -> Registry | None:
-    """The registry a read of log dirs placed on their hosts decodes with when no `schemas` option names
-    one: rebuilt by one barrier stage from the registry's topic (`schemasTopic`, `_schemas`) on the host
-    that is the first (in the order given) to hold it, as `load("a,b")` would read it, and sent back to
-    the driver, which types the columns with it and ships it with the read. None when the options need
-    none (`schemas` given, decode=raw, only internal topics) or no host holds the topic."""
-    from kfs.internal_topics.framing import internal_topic
-
-    hosts, _, opts, n = _stage(spark, placed, options, tasks)
-    if opts.schemas is not None or opts.decode == "raw" or (
-            opts.subscribe is not None and opts.subscribe_pattern is None and opts.assign is None
-            and all(internal_topic(t) for t in opts.subscribe)):
-        return None
-    task = RegistryTask(hosts, {"subscribe": opts.schemas_topic}, REGISTRY_SCHEMA, None)
-    rows = spark.range(n, numPartitions=n).mapInArrow(task, REGISTRY_SCHEMA, barrier=True).collect()
-    return Registry(pickle.loads(rows[0].state)) if rows else None
+    """The hosts' own registry for a read of log dirs placed on their hosts (`survey_hosts`)."""
+    return survey_hosts(spark, placed, options, tasks, topics=False, registry=True)[1]
 
 
-REGISTRY_SCHEMA = StructType([StructField("state", BinaryType())])
+# A survey's rows: a partition the read selects (topic, partition), or the registry's state (state).
+SURVEY_SCHEMA = StructType([StructField("topic", StringType()), StructField("partition", IntegerType()),
+                            StructField("state", BinaryType())])
 
 
-class RegistryTask(HostTask):
-    """One barrier task of `registry_for_hosts`: the registry's state from its topic's first partition,
-    by the task whose share it is (none elsewhere: at most one row in all)."""
+class SurveyTask(HostTask):
+    """One barrier task of `survey_hosts`: the partitions of its share that the options select (with
+    `topics`), and the registry's state from its topic's first partition when that is in its share
+    (`registry_topic`; at most one such row in all)."""
+
+    def __init__(self, hosts: dict[str, list[str]], options: dict[str, str], schema: StructType,
+                 registry: RegistryState | None, topics: bool, registry_topic: str | None) -> None:
+        super().__init__(hosts, options, schema, registry)
+        self.topics = topics
+        self.registry_topic = registry_topic
 
     def read(self, found: list[dict[str, Any]], index: int) -> Iterator[pa.RecordBatch]:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from kfs.registry.sources import state_from_logdirs
 
+        arrow_schema = to_arrow_schema(SURVEY_SCHEMA)
         opts = self.own_options(found, index)
-        topic = self.options["subscribe"]
-        if opts is None or opts.assign is None or (topic, 0) not in opts.assign:
+        if self.topics and opts is not None and opts.assign is not None:
+            selected = sorted((t, p) for t, p in opts.assign if opts.wants(t, p))
+            if selected:
+                yield pa.RecordBatch.from_arrays([pa.array([t for t, _ in selected], pa.string()),
+                                                  pa.array([p for _, p in selected], pa.int32()),
+                                                  pa.nulls(len(selected), pa.binary())], schema=arrow_schema)
+        if self.registry_topic is None:
             return
-        state = state_from_logdirs(LogDirs(list(opts.logdirs)), topic)
+        # (the share of every partition, whatever the read selects: `_schemas` need not be among them)
+        share = self.own_options(found, index, {"subscribe": self.registry_topic})
+        if share is None or share.assign is None or (self.registry_topic, 0) not in share.assign:
+            return
+        state = state_from_logdirs(LogDirs(list(share.logdirs)), self.registry_topic)
         if state is not None:
-            yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps(state)], pa.binary())],
-                                             schema=to_arrow_schema(REGISTRY_SCHEMA))
-
-
-class ListTask(HostTask):
-    """One barrier task of `topics_on_hosts`: the partitions of its share that the options select."""
-
-    def read(self, found: list[dict[str, Any]], index: int) -> Iterator[pa.RecordBatch]:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        opts = self.own_options(found, index)
-        if opts is None or opts.assign is None:
-            return
-        selected = sorted((t, p) for t, p in opts.assign if opts.wants(t, p))
-        if selected:
-            yield pa.RecordBatch.from_arrays([pa.array([t for t, _ in selected], pa.string()),
-                                              pa.array([p for _, p in selected], pa.int32())],
-                                             schema=to_arrow_schema(LIST_SCHEMA))
+            yield pa.RecordBatch.from_arrays([pa.nulls(1, pa.string()), pa.nulls(1, pa.int32()),
+                                              pa.array([pickle.dumps(state)], pa.binary())], schema=arrow_schema)
 
 
 GREP_SCHEMA = StructType([StructField("topic", StringType()), StructField("partition", IntegerType()),

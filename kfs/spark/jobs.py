@@ -145,9 +145,11 @@ def _export_on_hosts(logdirs: Sequence[str], out: str, master: str, options: Map
     started = time.monotonic()
     try:
         _progress(f"export: the log dirs of {len(placed)} host(s), read on each, to {out}")
-        topics = broker_local.topics_on_hosts(spark, placed, read) if opts.decode != "raw" else []
-        if registry is None:  # (no `schemas` option: the hosts' own registry, found once for every read)
-            registry = broker_local.registry_for_hosts(spark, placed, read)
+        # (the topics, and without a `schemas` option the hosts' own registry, found once for every read)
+        listed, found = broker_local.survey_hosts(spark, placed, read, topics=opts.decode != "raw",
+                                                  registry=registry is None)
+        topics = listed or []
+        registry = registry if registry is not None else found
         for i, each in enumerate(_export_reads(read, topics, registry, local=False)):
             _write_export(broker_local.read(spark, placed, each, registry=registry, find_registry=False), out,
                           mode if i == 0 else "append")
