@@ -706,9 +706,9 @@ class InternalRows(RowDecoder):
     key and value; a record that does not decode has its reason in `value_decode_error`.
 
     From Arrow arrays (`array_columns`), `__consumer_offsets`' offset commits are written in C
-    (kfs/_native/csrc/spark/offsets_text.c: the text kfs.internal_topics.offsets_fast gives, ~30 times
-    quicker than the line decoder); every other row, and every row of the other internal topics, by the
-    line decoder, record by record."""
+    (kfs/_native/csrc/spark/offsets_text.c: the text kfs.internal_topics.offsets_fast gives, ~165 ns a
+    commit against ~8 µs by the line decoder); every other row, and every row of the other internal
+    topics, by the line decoder, record by record."""
 
     def __init__(self, topic: str, plog: Any) -> None:
         from kfs.internal_topics import offsets_fast
