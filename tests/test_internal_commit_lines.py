@@ -1,5 +1,5 @@
 """`__consumer_offsets`' JSON lines (`kfs cat`, the mount's messages.jsonl): the offset commits the
-compiled renderer writes itself (render_jsonl's `commits`, kfs/_native/csrc/internal_topics/offsets_json.h)
+compiled renderer writes itself (render_jsonl's `commits`, kfs/_native/csrc/views/offsets_json.h)
 are the bytes the line decoder's Python rendering gives, line for line, and every other record is
 still the decoder's (group metadata, foreign and damaged keys and values, invalid UTF-8, headers,
 control records).

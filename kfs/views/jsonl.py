@@ -94,7 +94,7 @@ def _avro_table(decoder: LineDecoder) -> dict[bytes, tuple[object, str] | bool] 
 
 def _commits_in_c(decoder: LineDecoder) -> bool:
     """Whether `decoder` is `__consumer_offsets`' line decoder, whose offset commits render_jsonl writes
-    itself (`commits`: kfs/_native/csrc/internal_topics/offsets_json.h, the text the decoder gives)."""
+    itself (`commits`: kfs/_native/csrc/views/offsets_json.h, the text the decoder gives)."""
     return bool(getattr(decoder, "commits_in_c", False))
 
 

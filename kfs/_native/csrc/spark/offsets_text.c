@@ -11,7 +11,7 @@
  *   value  {"type": "OffsetCommitValue", "version": V, "data": {"offset": O, ...}}   (versions 0-3)
  *          null                                                                    (a tombstone)
  *
- * (internal_topics/offsets_json.h writes them, for kfs cat's lines too; strings as
+ * (views/offsets_json.h writes them, for kfs cat's lines too; strings as
  * json.encoder.encode_basestring writes them). A row is declined (an
  * empty placeholder in both columns, status 1) unless its key is an OffsetCommitKey (record type 0
  * or 1) and its value null or an OffsetCommitValue of version 0-3, each plainly well formed (the
@@ -19,7 +19,7 @@
  * of valid UTF-8: the Python decoder answers those rows, says what is wrong, or writes the
  * replacement characters Java's String(bytes, UTF_8) would show. */
 
-#include "../internal_topics/offsets_json.h"
+#include "../views/offsets_json.h"
 
 typedef struct {
     char *p;

@@ -3,7 +3,7 @@
  * to the Python renderer, called back as `fallback`. */
 
 #include "json_text.h"
-#include "../internal_topics/offsets_json.h"
+#include "offsets_json.h"
 #include "../registry/avro_json.h"
 
 /* A growing output buffer. */
@@ -398,7 +398,7 @@ KFS_DOC(kfs_render_jsonl_doc,
 "(kfs.registry.lines.FramedLines.avro_table): each record is then render_line(prefix, record, that\n"
 "decoder), the records whose values the compiled Avro renderer renders in C, the others by fallback.\n"
 "commits: the records are __consumer_offsets' and the fallback its line decoder's render_line: the offset\n"
-"commits without headers are rendered in C (internal_topics/offsets_json.h), the others by fallback.");
+"commits without headers are rendered in C (views/offsets_json.h), the others by fallback.");
 
 PyObject *
 kfs_render_jsonl(PyObject *module, PyObject *args, PyObject *kwargs)

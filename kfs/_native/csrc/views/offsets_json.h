@@ -16,7 +16,7 @@
 
 #include "../native.h"
 #include "../record/utf8.h"
-#include "../views/json_text.h"
+#include "json_text.h"
 
 #define COMMIT_JSON_ROOM(n) (6 * (size_t)(n) + 200)
 
