@@ -35,12 +35,11 @@ from kfs.registry.resolution import parse_avro
 from kfs.spark.typed import _column, _Row
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def jvm():
-    sessions = local_spark("kfs-union-branch-tests")
-    session = next(sessions)
-    yield session.sparkContext._jvm
-    next(sessions, None)
+    # (the test modules' one session: stopped at the end of the test session, as local_spark's callers do)
+    for session in local_spark("kfs-union-branch-tests"):
+        yield session.sparkContext._jvm
 
 
 def java_datum(jvm: Any, schema: Any, value_json: Any) -> bytes:
