@@ -19,72 +19,39 @@
  * of valid UTF-8: the Python decoder answers those rows, says what is wrong, or writes the
  * replacement characters Java's String(bytes, UTF_8) would show. */
 
+#include "../registry/arrow_build.h"
 #include "../views/offsets_json.h"
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-} tbuf;
-
+/* A key's or value's text appended to b by `write` (commit_key_json, commit_value_json): 0, -1 declined, -2
+ * no memory. */
 static int
-reserve(tbuf *b, size_t need)
+commit_text(arrow_out *o, abuf *b, char *(*write)(char *, const uint8_t *, Py_ssize_t), const uint8_t *s,
+            Py_ssize_t n)
 {
-    if (b->cap - b->len >= need)
-        return 0;
-    if (need > ((size_t)PY_SSIZE_T_MAX >> 2) - b->len)
-        return -1;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap - b->len < need)
-        cap *= 2;
-    char *p = PyMem_Realloc(b->p, cap);
-    if (p == NULL)
-        return -1;
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static inline void
-put(tbuf *b, const char *s, size_t n)
-{
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-}
-
-/* A key's or value's text appended by `write` (commit_key_json, commit_value_json): 0, -1 declined, -2 no
- * memory. */
-static int
-commit_text(tbuf *b, char *(*write)(char *, const uint8_t *, Py_ssize_t), const uint8_t *s, Py_ssize_t n)
-{
-    if (reserve(b, COMMIT_JSON_ROOM(n)) < 0)
+    if (ab_grow(o, b, COMMIT_JSON_ROOM(n)) < 0)
         return -2;
-    char *end = write(b->p + b->len, s, n);
+    char *end = write((char *)b->p + b->len, s, n);
     if (end == NULL)
         return -1;
-    b->len = (size_t)(end - b->p);
+    b->len = (size_t)(end - (char *)b->p);
     return 0;
 }
 
-/* One binary array's buffers, checked to hold `count` rows from `offset`. */
+/* One binary array's buffers, checked to hold `count` rows from `offset` (ab_array_buffers). */
 typedef struct {
     Py_buffer validity, offsets, data;
 } binary_array;
 
 static int
-binary_array_open(const char *which, PyObject *validity, PyObject *offsets, PyObject *data, Py_ssize_t count,
-                  Py_ssize_t offset, binary_array *a)
+binary_array_open(PyObject *validity, PyObject *offsets, PyObject *data, Py_ssize_t count, Py_ssize_t offset,
+                  binary_array *a)
 {
-    if ((validity != Py_None && PyObject_GetBuffer(validity, &a->validity, PyBUF_SIMPLE) < 0)
-        || PyObject_GetBuffer(offsets, &a->offsets, PyBUF_SIMPLE) < 0
+    Py_buffer no_skip = {0};
+    if (PyObject_GetBuffer(offsets, &a->offsets, PyBUF_SIMPLE) < 0
         || PyObject_GetBuffer(data, &a->data, PyBUF_SIMPLE) < 0)
         return -1;
-    if (count < 0 || offset < 0 || count > PY_SSIZE_T_MAX / 8 - offset - 1
-        || a->offsets.len / 4 < offset + count + 1
-        || (a->validity.buf != NULL && a->validity.len * 8 < offset + count)) {
-        PyErr_Format(PyExc_ValueError, "offsets_text_columns: the %s buffers are shorter than the array", which);
-        return -1;
-    }
-    return 0;
+    return ab_array_buffers("offsets_text_columns", count, offset, &a->offsets, validity, &a->validity, Py_None,
+                            &no_skip) ? 0 : -1;
 }
 
 static void
@@ -116,19 +83,19 @@ binary_row(const binary_array *a, Py_ssize_t r, const uint8_t **s, Py_ssize_t *n
     return 1;
 }
 
+/* The end of the row just written to `text`, appended to `offsets`. */
 static int
-end_row(tbuf *offsets, const tbuf *text)
+end_row(arrow_out *o, abuf *offsets, const abuf *text)
 {
     if (text->len > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "offsets_text_columns: the column exceeds Arrow's 32-bit offsets");
         return -1;
     }
-    if (reserve(offsets, 4) < 0) {
+    const int32_t end = (int32_t)text->len;
+    if (ab_put_bytes(o, offsets, &end, 4) < 0) {
         PyErr_NoMemory();
         return -1;
     }
-    const int32_t end = (int32_t)text->len;
-    put(offsets, (const char *)&end, 4);
     return 0;
 }
 
@@ -153,13 +120,14 @@ kfs_offsets_text_columns(PyObject *module, PyObject *args)
                           &value_offset))
         return NULL;
     binary_array keys = {0}, values = {0};
-    tbuf key_offsets = {0}, key_text = {0}, value_offsets = {0}, value_text = {0};
+    arrow_out o = {0};
+    abuf key_offsets = {0}, key_text = {0}, value_offsets = {0}, value_text = {0};
     PyObject *status = NULL, *result = NULL;
-    if (binary_array_open("key", kv, ko, kd, count, key_offset, &keys) < 0
-        || binary_array_open("value", vv, vo, vd, count, value_offset, &values) < 0)
+    if (binary_array_open(kv, ko, kd, count, key_offset, &keys) < 0
+        || binary_array_open(vv, vo, vd, count, value_offset, &values) < 0)
         goto out;
     status = PyBytes_FromStringAndSize(NULL, count);
-    if (status == NULL || end_row(&key_offsets, &key_text) < 0 || end_row(&value_offsets, &value_text) < 0)
+    if (status == NULL || end_row(&o, &key_offsets, &key_text) < 0 || end_row(&o, &value_offsets, &value_text) < 0)
         goto out;
     uint8_t *st = (uint8_t *)PyBytes_AS_STRING(status);
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -170,14 +138,12 @@ kfs_offsets_text_columns(PyObject *module, PyObject *args)
         if (has_key < 0 || has_value < 0)
             goto out;
         const size_t key_mark = key_text.len, value_mark = value_text.len;
-        int rc = has_key ? commit_text(&key_text, commit_key_json, k, kn) : -1;
+        int rc = has_key ? commit_text(&o, &key_text, commit_key_json, k, kn) : -1;
         if (rc == 0) {
             if (has_value)
-                rc = commit_text(&value_text, commit_value_json, v, vn);
-            else if (reserve(&value_text, 4) < 0)
+                rc = commit_text(&o, &value_text, commit_value_json, v, vn);
+            else if (ab_put_bytes(&o, &value_text, "null", 4) < 0)
                 rc = -2;
-            else
-                put(&value_text, "null", 4);
         }
         if (rc == -2) {
             PyErr_NoMemory();
@@ -188,13 +154,11 @@ kfs_offsets_text_columns(PyObject *module, PyObject *args)
             key_text.len = key_mark;
             value_text.len = value_mark;
         }
-        if (end_row(&key_offsets, &key_text) < 0 || end_row(&value_offsets, &value_text) < 0)
+        if (end_row(&o, &key_offsets, &key_text) < 0 || end_row(&o, &value_offsets, &value_text) < 0)
             goto out;
     }
-    result = Py_BuildValue("(Oy#y#y#y#)", status, key_offsets.p, (Py_ssize_t)key_offsets.len,
-                           key_text.p ? key_text.p : "", (Py_ssize_t)key_text.len, value_offsets.p,
-                           (Py_ssize_t)value_offsets.len, value_text.p ? value_text.p : "",
-                           (Py_ssize_t)value_text.len);
+    result = Py_BuildValue("(ONNNN)", status, ab_bytes(&key_offsets, key_offsets.len), ab_bytes(&key_text, key_text.len),
+                           ab_bytes(&value_offsets, value_offsets.len), ab_bytes(&value_text, value_text.len));
 out:
     Py_XDECREF(status);
     binary_array_close(&keys);

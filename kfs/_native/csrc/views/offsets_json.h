@@ -22,40 +22,10 @@
 
 #define COMMIT_PUT_LITERAL(d, s) (memcpy((d), (s), sizeof(s) - 1), (d) += sizeof(s) - 1)
 
-/* A decimal integer, as str() writes it (sprintf's parsing of its format cost more than the rest of a row). */
-static inline char *
-commit_put_int(char *d, int64_t v)
-{
-    char digits[20];
-    int n = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        digits[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
-    if (v < 0)
-        *d++ = '-';
-    while (n > 0)
-        *d++ = digits[--n];
-    return d;
-}
-
 static inline int16_t
 commit_be16(const uint8_t *p)
 {
     return (int16_t)(((uint16_t)p[0] << 8) | p[1]);
-}
-
-static inline int32_t
-commit_be32(const uint8_t *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
-}
-
-static inline int64_t
-commit_be64(const uint8_t *p)
-{
-    return (int64_t)(((uint64_t)(uint32_t)commit_be32(p) << 32) | (uint32_t)commit_be32(p + 4));
 }
 
 /* The key's text at d. */
@@ -76,13 +46,13 @@ commit_key_json(char *d, const uint8_t *k, Py_ssize_t size)
         || !valid_utf8(k + group_end + 2, topic_len))
         return NULL;
     COMMIT_PUT_LITERAL(d, "{\"type\": \"OffsetCommitKey\", \"version\": ");
-    d = commit_put_int(d, type);
+    d = write_int64(d, type);
     COMMIT_PUT_LITERAL(d, ", \"data\": {\"group\": ");
     d = kfs_write_bytes(d, k + 4, group_len, group_len);
     COMMIT_PUT_LITERAL(d, ", \"topic\": ");
     d = kfs_write_bytes(d, k + group_end + 2, topic_len, topic_len);
     COMMIT_PUT_LITERAL(d, ", \"partition\": ");
-    d = commit_put_int(d, commit_be32(k + topic_end));
+    d = write_int64(d, (int32_t)kfs_load_be32(k + topic_end));
     COMMIT_PUT_LITERAL(d, "}}");
     return d;
 }
@@ -101,13 +71,13 @@ commit_value_json(char *d, const uint8_t *v, Py_ssize_t size)
     if (version == 3) {
         if (size < 16)
             return NULL;
-        offset = commit_be64(v + 2);
-        leader_epoch = commit_be32(v + 10);
+        offset = (int64_t)kfs_load_be64(v + 2);
+        leader_epoch = (int32_t)kfs_load_be32(v + 10);
         length = commit_be16(v + 14);
         start = 16;
     }
     else if (version >= 0 && version <= 2) {
-        offset = commit_be64(v + 2);
+        offset = (int64_t)kfs_load_be64(v + 2);
         length = commit_be16(v + 10);
         start = 12;
     }
@@ -117,20 +87,20 @@ commit_value_json(char *d, const uint8_t *v, Py_ssize_t size)
     if (length < 0 || end + (version == 1 ? 16 : 8) != size || !valid_utf8(v + start, length))
         return NULL;
     COMMIT_PUT_LITERAL(d, "{\"type\": \"OffsetCommitValue\", \"version\": ");
-    d = commit_put_int(d, version);
+    d = write_int64(d, version);
     COMMIT_PUT_LITERAL(d, ", \"data\": {\"offset\": ");
-    d = commit_put_int(d, offset);
+    d = write_int64(d, offset);
     if (version == 3) {
         COMMIT_PUT_LITERAL(d, ", \"leaderEpoch\": ");
-        d = commit_put_int(d, leader_epoch);
+        d = write_int64(d, leader_epoch);
     }
     COMMIT_PUT_LITERAL(d, ", \"metadata\": ");
     d = kfs_write_bytes(d, v + start, length, length);
     COMMIT_PUT_LITERAL(d, ", \"commitTimestamp\": ");
-    d = commit_put_int(d, commit_be64(v + end));
+    d = write_int64(d, (int64_t)kfs_load_be64(v + end));
     if (version == 1) {
         COMMIT_PUT_LITERAL(d, ", \"expireTimestamp\": ");
-        d = commit_put_int(d, commit_be64(v + end + 8));
+        d = write_int64(d, (int64_t)kfs_load_be64(v + end + 8));
     }
     COMMIT_PUT_LITERAL(d, "}}");
     return d;
