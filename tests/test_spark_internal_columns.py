@@ -127,3 +127,71 @@ def test_bad_buffers_are_refused() -> None:
     bad = struct.pack("<ii", 0, 99)
     with pytest.raises(ValueError, match="outside the data"):
         offsets_text_columns(1, None, bad, data, 0, None, offsets, data, 0)
+
+
+# ---- the typed columns (a read of __consumer_offsets alone: kfs.spark.internal_types) ------------------
+
+def typed_types() -> list[pa.DataType]:
+    from kfs.spark.internal_types import internal_type
+    from kfs.spark.pruning import arrow_type
+
+    return [arrow_type(internal_type("__consumer_offsets", part)) for part in ("key", "value")]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.randoms(use_true_random=False))
+def test_typed_commit_columns_equal_the_row_decoders(rnd: random.Random) -> None:
+    """The commits' fields read in C (offsets_typed_columns) and the rows it declines, put together, equal
+    every row decoded in Python (kfs.internal_topics.framing, the decoder `kfs cat` renders)."""
+    rows = [row(rnd) for _ in range(rnd.randint(1, 40))]
+    cut = rnd.randint(0, 3)
+    keys = pa.array([None] * cut + [k for k, _ in rows], pa.binary())[cut:]
+    values = pa.array([None] * cut + [v for _, v in rows], pa.binary())[cut:]
+    types = typed_types()
+    decoder = InternalRows("__consumer_offsets", None, ["key", "value"])
+    assert decoder.typed_commits_in_c and not decoder.commits_in_c
+    got = decoder.array_columns(keys, values, None, types)
+    want = decoder.columns([_Row(k, v, []) for k, v in rows], types)
+    for g, w in zip(got, want, strict=True):
+        g.validate(full=True)
+        assert g.to_pylist() == w.to_pylist()
+
+
+def test_plain_commits_are_typed_in_c() -> None:
+    from kfs._native.spark import offsets_typed_columns
+
+    rnd = random.Random(7)
+    keys = [struct.pack(">h", 1) + struct.pack(">h", 5) + b"group" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 3)]
+    values = [struct.pack(">hqih", 3, 42, 9, 0) + struct.pack(">q", 1735689601126), None]
+    keys.append(keys[0])
+    keys += [commit_key(rnd) for _ in range(20)]
+    values += [commit_value(rnd) for _ in range(20)]
+    key_array, value_array = pa.array(keys, pa.binary()), pa.array(values, pa.binary())
+    status, *_ = offsets_typed_columns(len(keys), *key_array.buffers(), 0, *value_array.buffers(), 0)
+    assert status[:2] == b"\0\0"
+    assert np.frombuffer(status, dtype=np.uint8).sum() < len(keys) - 2
+    got = InternalRows("__consumer_offsets", None, ["key", "value"]).array_columns(
+        key_array, value_array, None, typed_types())
+    key, value = got[0][0].as_py(), got[1][0].as_py()
+    assert (key["type"], key["version"], key["OffsetCommitKey"]) == (
+        "OffsetCommitKey", 1, {"group": "group", "topic": "t", "partition": 3})
+    assert [k for k, v in key.items() if v is not None] == ["type", "version", "OffsetCommitKey"]
+    assert (value["type"], value["version"], value["OffsetCommitValue"]) == ("OffsetCommitValue", 3, {
+        "offset": 42, "leaderEpoch": 9, "metadata": "", "commitTimestamp": 1735689601126, "expireTimestamp": None})
+    assert got[1][1].as_py() is None  # (a tombstone)
+
+
+def test_typed_columns_pruned_and_hidden() -> None:
+    """Pruned to the one field a query reads, and a part the query does not show left null."""
+    from kfs.spark.pruning import project_array
+
+    rnd = random.Random(3)
+    rows = [row(rnd) for _ in range(60)]
+    keys, values = pa.array([k for k, _ in rows], pa.binary()), pa.array([v for _, v in rows], pa.binary())
+    whole = InternalRows("__consumer_offsets", None, ["key", "value"]).array_columns(keys, values, None, typed_types())
+    offsets_only = pa.struct([pa.field("OffsetCommitValue", pa.struct([pa.field("offset", pa.int64())]))])
+    got = InternalRows("__consumer_offsets", None, ["key", "value"], frozenset({"key"})).array_columns(
+        keys, values, None, [typed_types()[0], offsets_only])
+    assert got[0].null_count == len(rows)
+    assert got[1].to_pylist() == project_array(whole[1], offsets_only).to_pylist()
+    assert any(v and v["OffsetCommitValue"] for v in got[1].to_pylist())

@@ -425,37 +425,6 @@ def test_filters_are_pushed_down_with_typed_columns(spark):
     assert nothing.count() == 0 and nothing.rdd.getNumPartitions() <= 1
 
 
-@pytest.mark.parametrize("topic", ["__consumer_offsets", "__transaction_state", "__cluster_metadata"])
-def test_internal_topics_read_decoded_as_kfs_cat_prints_them(spark, topic):
-    """A read of Kafka's internal topics only (no registry here) gains the decoded columns: the JSON
-    `kfs cat` prints for each record's key and value (docs/spec.md section 8)."""
-    df = read(spark, INTERNAL, subscribe=topic)
-    assert df.schema["value_decoded"].dataType.simpleString() == "string"
-    rows = {(r["partition"], r["offset"]): r for r in df.collect()}
-    expected = [(int(p.name.rpartition("-")[2]), line) for p in sorted(Path(INTERNAL).glob(f"{topic}-*"))
-                for line in cat_lines(INTERNAL, p.name)]
-    assert len(rows) == len(expected) > 0
-    for partition, line in expected:
-        row = rows[(partition, line["offset"])]
-        assert (json.loads(row["key_decoded"]) if row["key_decoded"] else None) == line["key"]
-        assert (json.loads(row["value_decoded"]) if row["value_decoded"] else None) == line["value"]
-        assert row["value_decode_error"] == line.get("decode_error")
-    assert "value_decoded" not in read(spark, INTERNAL).columns  # (not with ordinary topics in the read)
-
-
-def test_export_writes_internal_topics_decoded(spark, tmp_path):
-    from kfs.spark.jobs import export
-
-    out = tmp_path / "parquet"
-    export([INTERNAL], str(out), spark=spark)
-    offsets = spark.read.parquet(str(out / "topic=__consumer_offsets"))
-    values = {(r["partition"], r["offset"]): r["value_decoded"] for r in offsets.collect()}
-    for p in sorted(Path(INTERNAL).glob("__consumer_offsets-*")):
-        for line in cat_lines(INTERNAL, p.name):
-            got = values[(int(p.name.rpartition("-")[2]), line["offset"])]
-            assert (json.loads(got) if got else None) == line["value"]
-
-
 # ---- on a standalone cluster: the typed reads equal local[2]'s ------------------------------------------
 
 TYPED_JOB = """

@@ -8,7 +8,9 @@
 - `arrow_append_run`: many plain batches of a segment window appended in one call, with the segment
   walk's checks (as views' walk_v2_run renders them), no Python between batches;
 - `offsets_text_columns`: the decoded JSON-text columns of `__consumer_offsets`' offset commits
-  (kfs.spark.typed.InternalRows), from the key and value arrays, no Python per record.
+  (kfs.spark.typed.InternalRows), from the key and value arrays, no Python per record;
+- `offsets_typed_columns`: the same commits' fields as Arrow buffers, for their typed columns
+  (kfs.spark.internal_types).
 """
 
 from __future__ import annotations
@@ -21,3 +23,4 @@ arrow_append_run = extension.arrow_append_run if BUILT else None
 arrow_append_records = extension.arrow_append_records if BUILT else None
 arrow_take = extension.arrow_take if BUILT else None
 offsets_text_columns = extension.offsets_text_columns if BUILT else None
+offsets_typed_columns = extension.offsets_typed_columns if BUILT else None

@@ -19,6 +19,7 @@ from kfs.internal_topics import offsets_fast
 from kfs.internal_topics.framing import (
     CLUSTER_METADATA,
     CONSUMER_OFFSETS,
+    Decoded,
     decode_control,
     decode_control_key,
     decode_key,
@@ -85,14 +86,38 @@ def line_decoder(topic: str, decode: str = "auto", plog: PartitionLog | None = N
                 if commit is not None:
                     return key, commit, None, None
             return key, jsonl(decode_value(topic, record.key, record.value)), None, None
-        except DecodeError as e:
-            return None, None, str(e), None
         except Exception as e:  # never a failed read over one odd record: it shows as raw, with the reason
-            return None, None, f"{type(e).__name__}: {e}", None
+            return None, None, decode_error_text(e), None
 
     # (kfs.views.jsonl: the compiled renderer writes an offset commit's line itself, with this text)
     decoded.commits_in_c = commits and data_records and offsets_fast.ENABLED  # type: ignore[attr-defined]
     return decoded
+
+
+PartsDecoder = Callable[[Any], "tuple[Decoded | None, Decoded | None, str | None]"]
+
+
+def parts_decoder(topic: str, plog: PartitionLog | None = None) -> PartsDecoder:
+    """A data record of internal `topic` as its decoded key and value, and why not when it does not
+    decode (then both are None), as `line_decoder` renders them: Spark's typed columns of an internal
+    topic (kfs.spark.internal_types). A `__cluster_metadata` partition that is not a metadata log
+    decodes nothing, as there."""
+    data_records = topic != CLUSTER_METADATA or plog is None or is_metadata_log(plog)
+
+    def decoded(record: Any) -> tuple[Decoded | None, Decoded | None, str | None]:
+        if not data_records:
+            return None, None, None
+        try:
+            return decode_key(topic, record.key), decode_value(topic, record.key, record.value), None
+        except Exception as e:  # (as line_decoder: the reason, never a failed read)
+            return None, None, decode_error_text(e)
+
+    return decoded
+
+
+def decode_error_text(error: Exception) -> str:
+    """The `decode_error` of a record that does not decode: a DecodeError's sentence, else the exception's."""
+    return str(error) if isinstance(error, DecodeError) else f"{type(error).__name__}: {error}"
 
 
 def is_metadata_log(plog: PartitionLog) -> bool:

@@ -97,9 +97,9 @@ def export(logdirs: Sequence[str], out: str, master: str = DEFAULT_MASTER, *,
     Rows are sorted by offset within each file, so Parquet's min/max statistics on `offset` let a
     later reader skip row groups much as the offset index lets kfs skip splits. Each topic whose
     subject types its payloads (kfs.spark.typed), and each of Kafka's internal topics, is written by
-    a read of that topic alone, so its `topic=` directory holds its typed (or, for an internal topic,
-    JSON text) `key_decoded` / `value_decoded`; the other topics are written together (with a
-    registry in reach, their decoded columns JSON text).
+    a read of that topic alone, so its `topic=` directory holds its typed `key_decoded` / `value_decoded`
+    (an internal topic's by Kafka's schemas: kfs.spark.internal_types); the other topics are written
+    together (with a registry in reach, their decoded columns JSON text).
 
     `on_hosts`: each log dir is `HOST:/path` on that broker host's own disk, read there by barrier stages
     (kfs.spark.broker_local): one lists the topics, then the reads above, each typed topic apart when

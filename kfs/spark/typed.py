@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import DataType, StringType, StructField
 
-from kfs._native.spark import offsets_text_columns
+from kfs._native.spark import offsets_text_columns, offsets_typed_columns
 from kfs.registry.avro import AvroDatumError, AvroSchemaError
 from kfs.registry.avro_arrow import (
     avro_arrow_decode,
@@ -62,7 +62,7 @@ class PartPlan:
     part: str
     subject: str | None = None   # the topic's subject when typed
     schema_id: int | None = None  # the reader schema's id when typed
-    kind: str = "JSON"           # JSON (text), AVRO or PROTOBUF (typed)
+    kind: str = "JSON"           # JSON (text), AVRO or PROTOBUF (typed), INTERNAL (kfs.spark.internal_types)
 
 
 def decoded_fields(registry: Registry | None, topics: Sequence[str] | None) -> list[StructField]:
@@ -71,7 +71,7 @@ def decoded_fields(registry: Registry | None, topics: Sequence[str] | None) -> l
     fields = []
     for part in PARTS:
         plan, data_type = part_plan(registry, topics, part)
-        metadata = {} if plan.schema_id is None else {METADATA_KEY: {
+        metadata = {} if plan.kind == "JSON" else {METADATA_KEY: {
             "type": plan.kind, "id": plan.schema_id, "subject": plan.subject}}
         fields.append(StructField(f"{part}_decoded", data_type, True, metadata))
     return fields + [StructField(f"{part}_decode_error", StringType()) for part in PARTS]
@@ -80,7 +80,14 @@ def decoded_fields(registry: Registry | None, topics: Sequence[str] | None) -> l
 def part_plan(registry: Registry | None, topics: Sequence[str] | None, part: str) -> tuple[PartPlan, DataType]:
     """The plan for `part` of a read of `topics` (None: every topic) and its column type: typed when
     each topic's subject for the part has the same latest schema (one topic; or several whose subjects
-    registered one schema, which the registry gives one id); else JSON text."""
+    registered one schema, which the registry gives one id); else JSON text. One of Kafka's internal
+    topics alone is typed by Kafka's schemas (kfs.spark.internal_types)."""
+    from kfs.internal_topics.framing import internal_topic
+
+    if topics and len(topics) == 1 and internal_topic(topics[0]):
+        from kfs.spark.internal_types import internal_type
+
+        return PartPlan(part, topics[0], None, "INTERNAL"), internal_type(topics[0], part)
     if registry is None or not topics:
         return PartPlan(part), StringType()
     subjects = [f"{topic}-{part}" for topic in topics]
@@ -126,7 +133,8 @@ def plan_from_field(field: StructField) -> PartPlan:
     meta = (field.metadata or {}).get(METADATA_KEY)
     if not meta:
         return PartPlan(part)
-    return PartPlan(part, meta["subject"], int(meta["id"]), meta["type"])
+    schema_id = meta.get("id")
+    return PartPlan(part, meta["subject"], None if schema_id is None else int(schema_id), meta["type"])
 
 
 # ---- decoding a batch ---------------------------------------------------------------------------------
@@ -702,24 +710,120 @@ def _fast_column(decoder: PartDecoder, records: Sequence[Any], data_type: pa.Dat
 
 
 class InternalRows(RowDecoder):
-    """A Kafka internal topic's records (docs/spec.md section 8) as the JSON `kfs cat` prints for their
-    key and value; a record that does not decode has its reason in `value_decode_error`.
+    """A Kafka internal topic's records (docs/spec.md section 8): their key and value as the JSON `kfs cat`
+    prints, or, for the `typed` parts (a read of that topic alone), as Kafka's schemas type them
+    (kfs.spark.internal_types); a record that does not decode has its reason in `value_decode_error`.
 
     From Arrow arrays (`array_columns`), `__consumer_offsets`' offset commits are written in C
     (kfs/_native/csrc/spark/offsets_text.c: the text kfs.internal_topics.offsets_fast gives, ~165 ns a
     commit against ~8 µs by the line decoder); every other row, and every row of the other internal
     topics, by the line decoder, record by record."""
 
-    def __init__(self, topic: str, plog: Any) -> None:
+    def __init__(self, topic: str, plog: Any, typed: Sequence[str] = (), hidden: frozenset[str] = frozenset()) -> None:
         from kfs.internal_topics import offsets_fast
         from kfs.internal_topics.framing import CONSUMER_OFFSETS
-        from kfs.internal_topics.lines import line_decoder
+        from kfs.internal_topics.lines import line_decoder, parts_decoder
 
+        self.topic = topic
+        self.typed = tuple(typed)
+        self.hidden = hidden
         self.decode = line_decoder(topic, "auto", plog, None)
+        self.decode_parts = parts_decoder(topic, plog) if self.typed else None
         self.commits_in_c = (topic == CONSUMER_OFFSETS and offsets_fast.ENABLED and offsets_text_columns is not None
-                             and self.decode is not None)
+                             and self.decode is not None and not self.typed)
+        self.typed_commits_in_c = (topic == CONSUMER_OFFSETS and offsets_fast.ENABLED
+                                   and offsets_typed_columns is not None and bool(self.typed))
+
+    def _typed_columns(self, records: Sequence[Any], types: Sequence[pa.DataType],
+                       hidden: frozenset[str] | None = None) -> list[pa.Array]:
+        from kfs.spark.internal_types import internal_type, typed_internal
+
+        assert self.decode_parts is not None
+        keys: list[Any] = []
+        values: list[Any] = []
+        errors: list[str | None] = []
+        for r in records:
+            key, value, error = self.decode_parts(r)
+            keys.append(key)
+            values.append(value)
+            errors.append(error)
+        columns = []
+        for part, decoded, data_type in (("key", keys, types[0]), ("value", values, types[1])):
+            if part in (self.hidden if hidden is None else hidden):
+                columns.append(pa.nulls(len(records), data_type))
+                continue
+            whole = arrow_type(internal_type(self.topic, part))
+            column = pa.array([typed_internal(d) for d in decoded], whole)
+            columns.append(column if whole.equals(data_type) else project_array(column, data_type))
+        return [*columns, pa.nulls(len(records), pa.string()), pa.array(errors, pa.string())]
+
+    def _typed_commit_columns(self, keys: pa.Array, values: pa.Array, types: Sequence[pa.DataType]) -> list[pa.Array]:
+        """The typed columns of a `__consumer_offsets` batch, its offset commits' fields read in C
+        (offsets_typed_columns) and put in their members; every other row as `_typed_columns` gives it."""
+        from kfs.spark.internal_types import internal_type
+
+        assert offsets_typed_columns is not None
+        n = len(keys)
+        kv, ko, kd = keys.buffers()
+        vv, vo, vd = values.buffers()
+        (status, record_type, group_offsets, group_data, topic_offsets, topic_data, partition, has_value, value_version,
+         offset, leader_epoch, metadata_offsets, metadata_data, commit_timestamp, expire_timestamp) = \
+            offsets_typed_columns(n, kv, ko if ko is not None else b"\0" * 4, kd if kd is not None else b"",
+                                  keys.offset, vv, vo if vo is not None else b"\0" * 4,
+                                  vd if vd is not None else b"", values.offset)
+        declined = np.frombuffer(status, dtype=np.uint8).astype(bool)
+        version = np.frombuffer(value_version, dtype=np.int16)
+
+        def strings(offsets: bytes, data: bytes) -> pa.Array:
+            return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+        def numbers(buffer: bytes, dtype: Any, absent: np.ndarray | None = None) -> pa.Array:
+            return pa.array(np.frombuffer(buffer, dtype=dtype), mask=absent)
+
+        fields = {"group": strings(group_offsets, group_data), "topic": strings(topic_offsets, topic_data),
+                  "partition": numbers(partition, np.int32),
+                  "offset": numbers(offset, np.int64), "leaderEpoch": numbers(leader_epoch, np.int32, version != 3),
+                  "metadata": strings(metadata_offsets, metadata_data),
+                  "commitTimestamp": numbers(commit_timestamp, np.int64),
+                  "expireTimestamp": numbers(expire_timestamp, np.int64, version != 1)}
+        parts = []
+        for part, name, versions, absent in (
+                ("key", "OffsetCommitKey", np.frombuffer(record_type, dtype=np.int16), declined),
+                ("value", "OffsetCommitValue", version, ~np.frombuffer(has_value, dtype=np.uint8).astype(bool))):
+            whole = arrow_type(internal_type(self.topic, part))
+            children = []
+            for field in whole:
+                if field.name == "type":
+                    children.append(pa.repeat(pa.scalar(name, pa.string()), n))
+                elif field.name == "version":
+                    children.append(pa.array(versions))
+                elif field.name == name:
+                    children.append(pa.StructArray.from_arrays([fields[f.name] for f in field.type],
+                                                               fields=list(field.type)))
+                else:
+                    children.append(pa.nulls(n, field.type))
+            parts.append(pa.StructArray.from_arrays(children, fields=list(whole), mask=pa.array(absent)))
+        errors = pa.nulls(n, pa.string())
+        where = np.flatnonzero(declined)
+        if len(where):  # (each declined row's place taken by its row decoded in Python, at n + k)
+            rows = [_Row(keys[i].as_py(), values[i].as_py(), []) for i in where.tolist()]
+            slow = self._typed_columns(rows, [part.type for part in parts], frozenset())
+            indices = np.arange(n, dtype=np.int64)
+            indices[where] = n + np.arange(len(where), dtype=np.int64)
+            take = pa.array(indices)
+            parts = [pa.concat_arrays([parts[0], slow[0]]).take(take), pa.concat_arrays([parts[1], slow[1]]).take(take)]
+            errors = pa.concat_arrays([errors, slow[3]]).take(take)
+        columns = []
+        for part, column, data_type in zip(("key", "value"), parts, types, strict=False):
+            if part in self.hidden:
+                columns.append(pa.nulls(n, data_type))
+            else:
+                columns.append(column if column.type.equals(data_type) else project_array(column, data_type))
+        return [*columns, pa.nulls(n, pa.string()), errors]
 
     def columns(self, records: Sequence[Any], types: Sequence[pa.DataType]) -> list[pa.Array]:
+        if self.typed:
+            return self._typed_columns(records, types)
         if self.decode is None:  # (a __cluster_metadata partition that is not a metadata log)
             return super().columns(records, types)
         keys: list[str | None] = []
@@ -736,6 +840,8 @@ class InternalRows(RowDecoder):
     def array_columns(self, keys: pa.Array, values: pa.Array, headers: pa.ListArray | None,
                       types: Sequence[pa.DataType]) -> list[pa.Array]:
         """`columns` of a batch given as Arrow arrays (the line decoder reads no header)."""
+        if self.typed_commits_in_c:
+            return self._typed_commit_columns(keys, values, types)
         if not self.commits_in_c or offsets_text_columns is None:
             return self.columns([_Row(k, v, []) for k, v in zip(keys.to_pylist(), values.to_pylist(), strict=True)],
                                 types)
@@ -772,7 +878,7 @@ def row_decoder(registry: Registry | None, plans: Sequence[PartPlan], topic: str
     from kfs.internal_topics.framing import internal_topic
 
     if internal_topic(topic):
-        return InternalRows(topic, plog)
+        return InternalRows(topic, plog, [plan.part for plan in plans if plan.kind == "INTERNAL"], hidden)
     if registry is None:
         if any(plan.schema_id is not None for plan in plans):
             raise PayloadError("the schema registry the query was planned with is no longer there")

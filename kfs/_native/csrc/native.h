@@ -237,5 +237,7 @@ KFS_HIDDEN PyObject *kfs_arrow_take(PyObject *module, PyObject *capsule);
 /* offsets_text.c */
 KFS_HIDDEN extern const char kfs_offsets_text_columns_doc[];
 KFS_HIDDEN PyObject *kfs_offsets_text_columns(PyObject *module, PyObject *args);
+KFS_HIDDEN extern const char kfs_offsets_typed_columns_doc[];
+KFS_HIDDEN PyObject *kfs_offsets_typed_columns(PyObject *module, PyObject *args);
 
 #endif /* KFS_NATIVE_H */

@@ -169,3 +169,107 @@ out:
     PyMem_Free(value_text.p);
     return result;
 }
+
+/* ---- the typed columns (kfs.spark.internal_types): each commit's fields as Arrow buffers ---------------- */
+
+/* A string column's row appended: its bytes to `data`, its end to `offsets`. */
+static int
+string_row(arrow_out *o, abuf *offsets, abuf *data, const uint8_t *s, Py_ssize_t n)
+{
+    if (n > 0 && ab_put_bytes(o, data, s, (size_t)n) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return end_row(o, offsets, data);
+}
+
+enum { KEY_TYPE, GROUP_OFFSETS, GROUP_DATA, TOPIC_OFFSETS, TOPIC_DATA, PARTITION, HAS_VALUE, VALUE_VERSION,
+       OFFSET, LEADER_EPOCH, METADATA_OFFSETS, METADATA_DATA, COMMIT_TIMESTAMP, EXPIRE_TIMESTAMP, TYPED_BUFFERS };
+
+KFS_DOC(kfs_offsets_typed_columns_doc,
+"offsets_typed_columns(count, key_validity, key_offsets, key_data, key_offset,\n"
+"                      value_validity, value_offsets, value_data, value_offset)\n"
+"    -> (status, key_type, group_offsets, group_data, topic_offsets, topic_data, partition,\n"
+"        has_value, value_version, offset, leader_epoch, metadata_offsets, metadata_data,\n"
+"        commit_timestamp, expire_timestamp)\n"
+"\n"
+"The fields of each offset commit of a __consumer_offsets batch, as Arrow buffers (little-endian: int16\n"
+"record type and value version, int32 partition and leader epoch, int64 offset and timestamps; int32\n"
+"offsets and UTF-8 data of group, topic and metadata; a byte per row for has_value, 0 for a tombstone).\n"
+"`status` as offsets_text_columns': a declined row (1) holds zeros and empty strings.");
+
+PyObject *
+kfs_offsets_typed_columns(PyObject *module, PyObject *args)
+{
+    (void)module;
+    Py_ssize_t count, key_offset, value_offset;
+    PyObject *kv, *ko, *kd, *vv, *vo, *vd;
+    if (!PyArg_ParseTuple(args, "nOOOnOOOn:offsets_typed_columns", &count, &kv, &ko, &kd, &key_offset, &vv, &vo,
+                          &vd, &value_offset))
+        return NULL;
+    binary_array keys = {0}, values = {0};
+    arrow_out o = {0};
+    abuf b[TYPED_BUFFERS];
+    memset(b, 0, sizeof b);
+    PyObject *status = NULL, *result = NULL;
+    if (binary_array_open(kv, ko, kd, count, key_offset, &keys) < 0
+        || binary_array_open(vv, vo, vd, count, value_offset, &values) < 0)
+        goto out;
+    status = PyBytes_FromStringAndSize(NULL, count);
+    if (status == NULL || end_row(&o, &b[GROUP_OFFSETS], &b[GROUP_DATA]) < 0
+        || end_row(&o, &b[TOPIC_OFFSETS], &b[TOPIC_DATA]) < 0
+        || end_row(&o, &b[METADATA_OFFSETS], &b[METADATA_DATA]) < 0)
+        goto out;
+    uint8_t *st = (uint8_t *)PyBytes_AS_STRING(status);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const uint8_t *k = NULL, *v = NULL;
+        Py_ssize_t kn = 0, vn = 0;
+        const int has_key = binary_row(&keys, key_offset + i, &k, &kn);
+        const int has_value = binary_row(&values, value_offset + i, &v, &vn);
+        if (has_key < 0 || has_value < 0)
+            goto out;
+        commit_key key = {0};
+        commit_value value = {0};
+        const int ok = has_key && commit_key_parse(k, kn, &key) && (!has_value || commit_value_parse(v, vn, &value));
+        st[i] = !ok;
+        if (!ok) {
+            memset(&key, 0, sizeof key);
+            memset(&value, 0, sizeof value);
+        }
+        const uint8_t present = ok && has_value;
+        if (ab_put_bytes(&o, &b[KEY_TYPE], &key.type, 2) < 0 || ab_put_bytes(&o, &b[PARTITION], &key.partition, 4) < 0
+            || ab_put_bytes(&o, &b[HAS_VALUE], &present, 1) < 0
+            || ab_put_bytes(&o, &b[VALUE_VERSION], &value.version, 2) < 0
+            || ab_put_bytes(&o, &b[OFFSET], &value.offset, 8) < 0
+            || ab_put_bytes(&o, &b[LEADER_EPOCH], &value.leader_epoch, 4) < 0
+            || ab_put_bytes(&o, &b[COMMIT_TIMESTAMP], &value.commit_timestamp, 8) < 0
+            || ab_put_bytes(&o, &b[EXPIRE_TIMESTAMP], &value.expire_timestamp, 8) < 0) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        if (string_row(&o, &b[GROUP_OFFSETS], &b[GROUP_DATA], key.group, key.group_len) < 0
+            || string_row(&o, &b[TOPIC_OFFSETS], &b[TOPIC_DATA], key.topic, key.topic_len) < 0
+            || string_row(&o, &b[METADATA_OFFSETS], &b[METADATA_DATA], value.metadata, value.metadata_len) < 0)
+            goto out;
+    }
+    result = PyTuple_New(1 + TYPED_BUFFERS);
+    if (result == NULL)
+        goto out;
+    Py_INCREF(status);
+    PyTuple_SET_ITEM(result, 0, status);
+    for (int j = 0; j < TYPED_BUFFERS; j++) {
+        PyObject *buffer = ab_bytes(&b[j], b[j].len);
+        if (buffer == NULL) {
+            Py_CLEAR(result);
+            goto out;
+        }
+        PyTuple_SET_ITEM(result, 1 + j, buffer);
+    }
+out:
+    Py_XDECREF(status);
+    binary_array_close(&keys);
+    binary_array_close(&values);
+    for (int j = 0; j < TYPED_BUFFERS; j++)
+        PyMem_Free(b[j].p);
+    return result;
+}
