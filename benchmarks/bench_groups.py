@@ -8,7 +8,8 @@ thousands of classic groups, each committing the offsets of its topics' partitio
 group metadata, offset expirations (tombstones), some deleted groups, and a few transactional
 commits. The older segments of each partition look compacted (only every few commits of a key
 remain, offsets with gaps); the newest segment holds every commit since, as the log cleaner leaves
-the active segment. Then it times the real command line, as a user runs it:
+the active segment. Each segment has its `.index` / `.timeindex` entries every 4 KiB, as a broker's
+LogSegment.append writes them. Then it times the real command line, as a user runs it:
 
     kfs groups LOGDIR --json              (the log end)
     kfs groups LOGDIR --json --at T       (T in the middle of the log's time span)
@@ -42,7 +43,7 @@ COMMIT_INTERVAL_MS = 5000
 def build(logdir: str, size_mb: int, partitions: int, seed: int = 1) -> tuple[int, int, int]:
     """Write the log dir; returns (records, bytes, the last timestamp)."""
     rnd = random.Random(seed)
-    writers = [ol.PartitionWriter(logdir, p, segment_bytes=8 << 20) for p in range(partitions)]
+    writers = [ol.PartitionWriter(logdir, p, segment_bytes=8 << 20, index_interval=4096) for p in range(partitions)]
     topics = [f"topic-{i:03d}" for i in range(400)]
     n_groups = max(50, size_mb * 40)
     groups = []

@@ -199,15 +199,21 @@ def batch(base_offset: int, records: list[tuple[int, bytes | None, bytes | None]
 
 
 class PartitionWriter:
-    """Appends batches to `<dir>/__consumer_offsets-<n>/`, rolling segments at `segment_bytes`."""
+    """Appends batches to `<dir>/__consumer_offsets-<n>/`, rolling segments at `segment_bytes`.
+
+    `index_interval`: write `.index` / `.timeindex` entries as a broker's LogSegment.append does (one
+    after more than that many bytes went by since the last; the time index only when the largest
+    timestamp grew); None leaves them empty (an index-less segment, walked whole)."""
 
     def __init__(self, logdir: str, partition: int, segment_bytes: int = 100 << 20,
-                 topic: str = "__consumer_offsets") -> None:
+                 topic: str = "__consumer_offsets", index_interval: int | None = None) -> None:
         self.path = os.path.join(logdir, f"{topic}-{partition}")
         os.makedirs(self.path, exist_ok=True)
         self.segment_bytes = segment_bytes
+        self.index_interval = index_interval
         self.next_offset = 0
         self._file: BinaryIO | None = None
+        self._indexes: tuple[BinaryIO, BinaryIO] | None = None
         self._size = 0
         self.bytes_written = 0
         self._roll()
@@ -224,16 +230,22 @@ class PartitionWriter:
         writer._file = open(os.path.join(writer.path, last), "ab")  # noqa: SIM115
         writer._size = writer._file.tell()
         writer.bytes_written = 0
+        writer.index_interval = None
+        writer._indexes = None
         return writer
 
     def _roll(self) -> None:
-        if self._file is not None:
-            self._file.close()
+        self.close()
         stem = os.path.join(self.path, f"{self.next_offset:020d}")
         for suffix in (".index", ".timeindex"):
             open(stem + suffix, "wb").close()
+        if self.index_interval is not None:
+            self._indexes = (open(stem + ".index", "ab"), open(stem + ".timeindex", "ab"))  # noqa: SIM115
         self._file = open(stem + ".log", "wb")  # noqa: SIM115 (kept open across appends)
         self._size = 0
+        self._segment_base = self.next_offset
+        self._since_entry = 0
+        self._max_ts = self._max_ts_offset = self._last_time_entry = -1
 
     def append(self, records: list[tuple[int, bytes | None, bytes | None]], **flags: object) -> int:
         """Append one batch; returns its base offset."""
@@ -243,10 +255,25 @@ class PartitionWriter:
         data = batch(base, records, **flags)  # type: ignore[arg-type]
         assert self._file is not None
         self._file.write(data)
+        if self._indexes is not None and self.index_interval is not None:
+            self._index(max(r[0] for r in records), base + len(records) - 1)
+            self._since_entry += len(data)
         self._size += len(data)
         self.bytes_written += len(data)
         self.next_offset += len(records)
         return base
+
+    def _index(self, max_ts: int, last: int) -> None:
+        assert self._indexes is not None and self.index_interval is not None
+        if max_ts > self._max_ts:
+            self._max_ts, self._max_ts_offset = max_ts, last
+        if self._since_entry > self.index_interval:
+            offset_index, time_index = self._indexes
+            offset_index.write(struct.pack(">ii", last - self._segment_base, self._size))
+            if self._max_ts > self._last_time_entry:
+                time_index.write(struct.pack(">qi", self._max_ts, self._max_ts_offset - self._segment_base))
+                self._last_time_entry = self._max_ts
+            self._since_entry = 0
 
     def skip(self, count: int) -> None:
         """Leave a gap of `count` offsets (what compaction leaves behind)."""
@@ -256,4 +283,7 @@ class PartitionWriter:
         if self._file is not None:
             self._file.close()
             self._file = None
+        for index in self._indexes or ():
+            index.close()
+        self._indexes = None
 

@@ -727,6 +727,8 @@ class InternalRows(RowDecoder):
         self.topic = topic
         self.typed = tuple(typed)
         self.hidden = hidden
+        self._whole: dict[str, pa.StructType] = {}  # each typed part's whole Arrow type
+        self._null_members: dict[tuple[str, str], pa.Array] = {}  # (part, member): nulls, sliced per batch
         self.decode = line_decoder(topic, "auto", plog, None)
         self.decode_parts = parts_decoder(topic, plog) if self.typed else None
         self.commits_in_c = (topic == CONSUMER_OFFSETS and offsets_fast.ENABLED and offsets_text_columns is not None
@@ -736,7 +738,7 @@ class InternalRows(RowDecoder):
 
     def _typed_columns(self, records: Sequence[Any], types: Sequence[pa.DataType],
                        hidden: frozenset[str] | None = None) -> list[pa.Array]:
-        from kfs.spark.internal_types import internal_type, typed_internal
+        from kfs.spark.internal_types import typed_internal
 
         assert self.decode_parts is not None
         keys: list[Any] = []
@@ -752,16 +754,31 @@ class InternalRows(RowDecoder):
             if part in (self.hidden if hidden is None else hidden):
                 columns.append(pa.nulls(len(records), data_type))
                 continue
-            whole = arrow_type(internal_type(self.topic, part))
+            whole = self._whole_type(part)
             column = pa.array([typed_internal(d) for d in decoded], whole)
             columns.append(column if whole.equals(data_type) else project_array(column, data_type))
         return [*columns, pa.nulls(len(records), pa.string()), pa.array(errors, pa.string())]
 
+    def _whole_type(self, part: str) -> pa.StructType:
+        whole = self._whole.get(part)
+        if whole is None:
+            from kfs.spark.internal_types import internal_type
+
+            whole = self._whole[part] = arrow_type(internal_type(self.topic, part))
+        return whole
+
+    def _nulls(self, part: str, field: pa.Field, n: int) -> pa.Array:
+        """A member's n nulls: a slice of nulls made once (a nested member's nulls have a buffer per leaf)."""
+        nulls = self._null_members.get((part, field.name))
+        if nulls is None or len(nulls) < n:
+            nulls = self._null_members[(part, field.name)] = pa.nulls(max(n, 4096), field.type)
+        return nulls.slice(0, n)
+
     def _typed_commit_columns(self, keys: pa.Array, values: pa.Array, types: Sequence[pa.DataType]) -> list[pa.Array]:
         """The typed columns of a `__consumer_offsets` batch, its offset commits' fields read in C
-        (offsets_typed_columns) and put in their members; every other row as `_typed_columns` gives it."""
-        from kfs.spark.internal_types import internal_type
-
+        (offsets_typed_columns) and put in their members; every other row (declined by C) decoded as
+        `_typed_columns` does, and each member that such rows have set put in place by a `take` of it
+        alone (a `take` of the whole struct, every member's nulls with it, was half of the batch's time)."""
         assert offsets_typed_columns is not None
         n = len(keys)
         kv, ko, kd = keys.buffers()
@@ -786,33 +803,44 @@ class InternalRows(RowDecoder):
                   "metadata": strings(metadata_offsets, metadata_data),
                   "commitTimestamp": numbers(commit_timestamp, np.int64),
                   "expireTimestamp": numbers(expire_timestamp, np.int64, version != 1)}
+        where = np.flatnonzero(declined)
+        slow: list[pa.Array] = []
+        if len(where):
+            rows = [_Row(keys[i].as_py(), values[i].as_py(), []) for i in where.tolist()]
+            slow = self._typed_columns(rows, [self._whole_type("key"), self._whole_type("value")], frozenset())
+        # row i of the batch is row at[i] of `slow` (null: a row C read)
+        at = np.full(n, -1, dtype=np.int64)
+        at[where] = np.arange(len(where), dtype=np.int64)
+        from_slow = pa.array(at, mask=at < 0)
         parts = []
-        for part, name, versions, absent in (
+        for index, (part, name, versions, absent) in enumerate((
                 ("key", "OffsetCommitKey", np.frombuffer(record_type, dtype=np.int16), declined),
-                ("value", "OffsetCommitValue", version, ~np.frombuffer(has_value, dtype=np.uint8).astype(bool))):
-            whole = arrow_type(internal_type(self.topic, part))
+                ("value", "OffsetCommitValue", version, ~np.frombuffer(has_value, dtype=np.uint8).astype(bool)))):
+            whole = self._whole_type(part)
+            slow_part = slow[index] if len(where) else None
             children = []
             for field in whole:
                 if field.name == "type":
-                    children.append(pa.repeat(pa.scalar(name, pa.string()), n))
+                    fast: pa.Array = pa.repeat(pa.scalar(name, pa.string()), n)
                 elif field.name == "version":
-                    children.append(pa.array(versions))
+                    fast = pa.array(versions)
                 elif field.name == name:
-                    children.append(pa.StructArray.from_arrays([fields[f.name] for f in field.type],
-                                                               fields=list(field.type)))
+                    fast = pa.StructArray.from_arrays([fields[f.name] for f in field.type], fields=list(field.type),
+                                                      mask=pa.array(declined))
                 else:
-                    children.append(pa.nulls(n, field.type))
+                    fast = self._nulls(part, field, n)
+                if slow_part is not None:
+                    member = slow_part.field(field.name)
+                    if member.null_count < len(member):  # (set in a declined row: C's null there)
+                        slow_member = member.take(from_slow)
+                        fast = slow_member if field.name not in ("type", "version", name) else \
+                            pc.if_else(pa.array(declined), slow_member, fast)
+                children.append(fast)
+            if slow_part is not None:  # a declined row is null where its Python row is
+                absent = absent.copy()
+                absent[where] = np.asarray(slow_part.is_null())
             parts.append(pa.StructArray.from_arrays(children, fields=list(whole), mask=pa.array(absent)))
-        errors = pa.nulls(n, pa.string())
-        where = np.flatnonzero(declined)
-        if len(where):  # (each declined row's place taken by its row decoded in Python, at n + k)
-            rows = [_Row(keys[i].as_py(), values[i].as_py(), []) for i in where.tolist()]
-            slow = self._typed_columns(rows, [part.type for part in parts], frozenset())
-            indices = np.arange(n, dtype=np.int64)
-            indices[where] = n + np.arange(len(where), dtype=np.int64)
-            take = pa.array(indices)
-            parts = [pa.concat_arrays([parts[0], slow[0]]).take(take), pa.concat_arrays([parts[1], slow[1]]).take(take)]
-            errors = pa.concat_arrays([errors, slow[3]]).take(take)
+        errors = pa.nulls(n, pa.string()) if not len(where) else slow[3].take(from_slow)
         columns = []
         for part, column, data_type in zip(("key", "value"), parts, types, strict=False):
             if part in self.hidden:
