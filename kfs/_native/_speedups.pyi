@@ -29,6 +29,9 @@ def find_v2_batch(window: Buffer, window_position: int, segment_base: int, limit
 def v2_record_at(batch: Buffer, segment_base: int, target: int, timestamp_type: str, /
                  ) -> Record | Literal[False] | None: ...
 def index_slot(mapping: Buffer, entries: int, entry_size: int, base_offset: int, target: int, /) -> int: ...
+def walk_v2_headers(window: Buffer, at: int, position: int, limit: int, segment_base: int, previous_last: int | None,
+                    marks: bool, next_at: int, largest_time: int, mark_bytes: int, /
+                    ) -> tuple[int, int, int, int, bytes, bytes, bytes, int, int] | None: ...
 
 # ---- views/ -------------------------------------------------------------------------------------
 

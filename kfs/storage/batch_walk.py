@@ -35,6 +35,7 @@ from kfs.record import (
     peek_size,
 )
 from kfs.storage.errors import CorruptLogError, VanishedError
+from kfs.storage.header_runs import HeaderRun, HeaderRunner
 from kfs.storage.log_file import LogFile
 
 FIRST_WINDOW = 4096             # a walk's first read: a lookup's walk mostly ends within it
@@ -107,6 +108,13 @@ class BatchFile(LogFile):
         for header, _ in self._walk(start, end, with_body=False):
             yield header
 
+    def header_runs(self, start: int, end: int | None, run: HeaderRunner | None
+                    ) -> Iterator[BatchHeader | HeaderRun]:
+        """`headers`, where `run` (kfs.storage.header_runs) may take a window's plain headers at once:
+        each such run comes as one HeaderRun, the batches it passed over checked as `headers` checks."""
+        for header, _ in self._walk(start, end, with_body=False, header_run=run):
+            yield header
+
     def batches(self, start: int = 0, end: int | None = None, take: WindowTaker | None = None
                 ) -> Iterator[tuple[BatchHeader, memoryview]]:
         """Complete batches in [start, end) with their bytes (memoryviews of a few large preads);
@@ -114,8 +122,8 @@ class BatchFile(LogFile):
         (yielded as one PlainRun; kfs.views.plain_runs)."""
         yield from self._walk(start, end, with_body=True, take=take)  # type: ignore[misc]
 
-    def _walk(self, start: int, end: int | None, with_body: bool, take: WindowTaker | None = None
-              ) -> Iterator[tuple[BatchHeader, memoryview | None]]:
+    def _walk(self, start: int, end: int | None, with_body: bool, take: WindowTaker | None = None,
+              header_run: HeaderRunner | None = None) -> Iterator[tuple[BatchHeader, memoryview | None]]:
         """Read what the walk needs, no more: a lookup ends after a batch or two, so the first read is
         a page; each read that follows on from the last doubles, up to HEADER_WINDOW (headers only) or
         BODY_WINDOW, so a long walk costs few preads. A header walk that jumps over a batch larger than
@@ -145,6 +153,13 @@ class BatchFile(LogFile):
                     previous_last = run.last_offset
                     yield run, None
                     position += run.size
+                    continue
+            if header_run is not None:
+                headers = header_run(buf, at, position, limit, previous_last)
+                if headers is not None:  # plain v2 headers, checked as below (kfs.storage.header_runs)
+                    previous_last = headers.last_offset
+                    position = headers.end
+                    yield headers, None  # type: ignore[misc]
                     continue
             if buf[at:at + LOG_OVERHEAD] == _ZERO_OVERHEAD:
                 if position < self._tail[1]:

@@ -28,6 +28,7 @@ from kfs.record import BatchHeader, Record, crc_is_valid
 from kfs.storage.batch_walk import BatchFile
 from kfs.storage.errors import CorruptLogError, VanishedError
 from kfs.storage.files import NotARegularFile
+from kfs.storage.header_runs import HeaderRun, header_runner
 from kfs.storage.interval_walk import Interval, batch_in_interval, compiled_batch_in_interval, record_in_interval
 from kfs.storage.segment_indexes import SegmentIndexes, segment_file_name
 from kfs.storage.txn_index import AbortedTxn
@@ -121,7 +122,13 @@ class LogSegment(BatchFile):
                 marks = None  # (marks go on only from where they stopped)
             try:
                 try:
-                    for header in self.headers(start, size):
+                    # (runs of plain headers taken in C leave the marks themselves: kfs.storage.header_runs)
+                    for header in self.header_runs(start, size, header_runner(self.base_offset, marks)):
+                        if isinstance(header, HeaderRun):
+                            valid_end = header.end
+                            next_offset = max(next_offset, header.last_offset + 1)
+                            tail_max = max(tail_max, header.max_timestamp)
+                            continue
                         if marks is not None:
                             marks.passing(header)
                         valid_end = header.next_position

@@ -41,6 +41,22 @@ class WalkMarks:
             self._largest_time = max(self._largest_time, header.max_timestamp)
         self.to = header.next_position
 
+    def run_state(self) -> tuple[int, int]:
+        """(where the next mark may be, the largest timestamp so far): what a compiled walk of headers
+        starts from to leave the marks `passing` would (kfs.storage.header_runs)."""
+        return self._next_at, self._largest_time
+
+    def passing_run(self, times_before: bytes, offsets: bytes, positions: bytes, next_at: int, largest_time: int,
+                    to: int) -> None:
+        """A run of batches passed at once by the compiled walk, which left these marks (native int64s)
+        and this state, as `passing` over each of them would have."""
+        self.times_before.frombytes(times_before)  # (in `passing`'s order: a reader takes the shortest)
+        self.offsets.frombytes(offsets)
+        self.positions.frombytes(positions)
+        self._next_at = next_at
+        self._largest_time = largest_time
+        self.to = to
+
     @property
     def largest_time(self) -> int:
         """The largest timestamp of the batches walked (up to `to`)."""

@@ -7,7 +7,8 @@
  *             records_walk.c/.h (a records section walked record by record, checked, no object),
  *             record_fields.h (varints), utf8.h, crc32c.c (crc32c, three lanes at a time),
  *             lz4_frame.c (Kafka's lz4 frames through the system's liblz4)
- *   storage/  the segment walks: find_v2_batch.c (a `.value` lookup's walk over one index interval),
+ *   storage/  the segment walks: walk_v2_headers.c (a tail walk's run of batch headers),
+ *             find_v2_batch.c (a `.value` lookup's walk over one index interval),
  *             record_at.c (v2_record_at: the one record of a batch a `.value` wants), index_search.c
  *             (index_slot: Kafka's warm/cold binary search), batch_limits.h
  *   views/    the decoded views' lines: render_jsonl.c (Record objects -> JSON lines, jsonl.render_line
@@ -122,6 +123,7 @@ static PyMethodDef speedups_methods[] = {
     {"gather", kfs_gather, METH_O, kfs_gather_doc},
     {"crc32c", kfs_crc32c, METH_O, kfs_crc32c_doc},
     {"find_v2_batch", kfs_find_v2_batch, METH_VARARGS, kfs_find_v2_batch_doc},
+    {"walk_v2_headers", kfs_walk_v2_headers, METH_VARARGS, kfs_walk_v2_headers_doc},
     {"v2_record_at", kfs_v2_record_at, METH_VARARGS, kfs_v2_record_at_doc},
     {"index_slot", kfs_index_slot, METH_VARARGS, kfs_index_slot_doc},
     {"small_files_put", kfs_small_files_put, METH_VARARGS, kfs_small_files_put_doc},

@@ -200,6 +200,9 @@ KFS_HIDDEN PyObject *kfs_read_windows_stats(PyObject *module, PyObject *unused);
 /* index_search.c */
 KFS_HIDDEN extern const char kfs_index_slot_doc[];
 KFS_HIDDEN PyObject *kfs_index_slot(PyObject *module, PyObject *args);
+/* walk_v2_headers.c */
+KFS_HIDDEN extern const char kfs_walk_v2_headers_doc[];
+KFS_HIDDEN PyObject *kfs_walk_v2_headers(PyObject *module, PyObject *args);
 /* find_v2_batch.c */
 KFS_HIDDEN extern const char kfs_find_v2_batch_doc[];
 KFS_HIDDEN PyObject *kfs_find_v2_batch(PyObject *module, PyObject *args);
