@@ -729,7 +729,7 @@ class InternalRows(RowDecoder):
         self.hidden = hidden
         self._whole: dict[str, pa.StructType] = {}  # each typed part's whole Arrow type
         self._null_members: dict[tuple[str, str], pa.Array] = {}  # (part, member): nulls, sliced per batch
-        self.decode = line_decoder(topic, "auto", plog, None)
+        self.decode = None if self.typed else line_decoder(topic, "auto", plog, None)  # (typed: parts_decoder's)
         self.decode_parts = parts_decoder(topic, plog) if self.typed else None
         self.commits_in_c = (topic == CONSUMER_OFFSETS and offsets_fast.ENABLED and offsets_text_columns is not None
                              and self.decode is not None and not self.typed)
@@ -781,13 +781,9 @@ class InternalRows(RowDecoder):
         alone (a `take` of the whole struct, every member's nulls with it, was half of the batch's time)."""
         assert offsets_typed_columns is not None
         n = len(keys)
-        kv, ko, kd = keys.buffers()
-        vv, vo, vd = values.buffers()
         (status, record_type, group_offsets, group_data, topic_offsets, topic_data, partition, has_value, value_version,
          offset, leader_epoch, metadata_offsets, metadata_data, commit_timestamp, expire_timestamp) = \
-            offsets_typed_columns(n, kv, ko if ko is not None else b"\0" * 4, kd if kd is not None else b"",
-                                  keys.offset, vv, vo if vo is not None else b"\0" * 4,
-                                  vd if vd is not None else b"", values.offset)
+            offsets_typed_columns(n, *_binary_buffers(keys), *_binary_buffers(values))
         declined = np.frombuffer(status, dtype=np.uint8).astype(bool)
         version = np.frombuffer(value_version, dtype=np.int16)
 
@@ -874,11 +870,8 @@ class InternalRows(RowDecoder):
             return self.columns([_Row(k, v, []) for k, v in zip(keys.to_pylist(), values.to_pylist(), strict=True)],
                                 types)
         n = len(keys)
-        kv, ko, kd = keys.buffers()
-        vv, vo, vd = values.buffers()
         status, key_offsets, key_text, value_offsets, value_text = offsets_text_columns(
-            n, kv, ko if ko is not None else b"\0" * 4, kd if kd is not None else b"", keys.offset,
-            vv, vo if vo is not None else b"\0" * 4, vd if vd is not None else b"", values.offset)
+            n, *_binary_buffers(keys), *_binary_buffers(values))
         key_column = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(key_offsets), pa.py_buffer(key_text)])
         value_column = pa.Array.from_buffers(pa.string(), n,
                                              [None, pa.py_buffer(value_offsets), pa.py_buffer(value_text)])
@@ -896,6 +889,14 @@ class InternalRows(RowDecoder):
         return [pa.concat_arrays([key_column, slow[0]]).take(take),
                 pa.concat_arrays([value_column, slow[1]]).take(take), pa.nulls(n, pa.string()),
                 pa.array(errors, pa.string())]
+
+
+def _binary_buffers(array: pa.Array) -> tuple[Any, Any, Any, int]:
+    """A binary array as the commit columns' C takes it: validity, offsets, data (an empty array's
+    missing buffers as empty ones), and its offset."""
+    validity, offsets, data = array.buffers()
+    return (validity, offsets if offsets is not None else b"\0" * 4, data if data is not None else b"",
+            array.offset)
 
 
 def row_decoder(registry: Registry | None, plans: Sequence[PartPlan], topic: str, plog: Any,

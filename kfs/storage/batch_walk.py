@@ -158,7 +158,7 @@ class BatchFile(LogFile):
                 headers = header_run(buf, at, position, limit, previous_last)
                 if headers is not None:  # plain v2 headers, checked as below (kfs.storage.header_runs)
                     previous_last = headers.last_offset
-                    position = headers.end
+                    position = headers.next_position
                     yield headers, None  # type: ignore[misc]
                     continue
             if buf[at:at + LOG_OVERHEAD] == _ZERO_OVERHEAD:

@@ -23,10 +23,10 @@ from kfs.storage.walk_marks import WalkMarks
 @dataclass(frozen=True, slots=True)
 class HeaderRun:
     """Batches whose headers the compiled walk took: how many, the position after the last, its last
-    offset, and the largest max timestamp among them."""
+    offset, and the largest max timestamp among them (named as a BatchHeader's)."""
 
     count: int
-    end: int
+    next_position: int
     last_offset: int
     max_timestamp: int
 

@@ -124,12 +124,7 @@ class LogSegment(BatchFile):
                 try:
                     # (runs of plain headers taken in C leave the marks themselves: kfs.storage.header_runs)
                     for header in self.header_runs(start, size, header_runner(self.base_offset, marks)):
-                        if isinstance(header, HeaderRun):
-                            valid_end = header.end
-                            next_offset = max(next_offset, header.last_offset + 1)
-                            tail_max = max(tail_max, header.max_timestamp)
-                            continue
-                        if marks is not None:
+                        if marks is not None and not isinstance(header, HeaderRun):
                             marks.passing(header)
                         valid_end = header.next_position
                         next_offset = max(next_offset, header.last_offset + 1)

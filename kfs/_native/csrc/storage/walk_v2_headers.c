@@ -87,6 +87,8 @@ kfs_walk_v2_headers(PyObject *module, PyObject *args)
         int64_t last;
         if (v2_last_offset(b, base, &last) < 0 || !v2_offsets_placed(base, last, segment_base, has_previous, previous))
             break;
+        if (size > PY_SSIZE_T_MAX - p)
+            break;
         const int64_t max_timestamp = (int64_t)kfs_load_be64(b + 35);
         if (marks && here >= next_at) {
             if (put_int64(&times, largest_time) < 0 || put_int64(&offsets, last) < 0
@@ -103,8 +105,6 @@ kfs_walk_v2_headers(PyObject *module, PyObject *args)
         previous = last;
         has_previous = 1;
         count++;
-        if (size > PY_SSIZE_T_MAX - p)
-            break;
         p += (Py_ssize_t)size;
     }
     if (count == 0)
