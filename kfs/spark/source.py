@@ -423,7 +423,7 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (mal
 def _keep_window_pages() -> None:
     """Have glibc's allocator keep the pages of the worker's read windows, once per process.
 
-    A task reads its segments through `pread` into 4 MiB buffers (kfs.storage.batch_walk: the log is
+    A task reads its segments through `pread` into 1 MiB buffers (kfs.storage.batch_walk: the log is
     never mmapped), and glibc maps each buffer of that size afresh and unmaps it when freed: every window
     cost the kernel its page faults and the zeroing of its pages, ~3% of a 1 GB count's CPU in perf. With
     allocations under 32 MiB served from the heap, and up to 256 MiB of it kept when freed, the next

@@ -5,7 +5,7 @@
  *
  *   record/   the formats: decode_records.c (decode_v2_records, default_batch.decode_records' loop),
  *             records_walk.c/.h (a records section walked record by record, checked, no object),
- *             record_fields.h (varints), utf8.h, crc32c.c (crc32c, three lanes at a time),
+ *             record_fields.h (varints), utf8.h, crc32c.c (crc32c: folded, or three lanes at a time),
  *             lz4_frame.c (Kafka's lz4 frames through the system's liblz4)
  *   storage/  the segment walks: walk_v2_headers.c (a tail walk's run of batch headers),
  *             find_v2_batch.c (a `.value` lookup's walk over one index interval),
@@ -121,7 +121,7 @@ static PyMethodDef speedups_methods[] = {
     {"render_v2_dump", (PyCFunction)(void (*)(void))kfs_render_v2_dump, METH_VARARGS | METH_KEYWORDS,
      kfs_render_v2_dump_doc},
     {"gather", kfs_gather, METH_O, kfs_gather_doc},
-    {"crc32c", kfs_crc32c, METH_O, kfs_crc32c_doc},
+    {"crc32c", kfs_crc32c, METH_VARARGS, kfs_crc32c_doc},
     {"find_v2_batch", kfs_find_v2_batch, METH_VARARGS, kfs_find_v2_batch_doc},
     {"walk_v2_headers", kfs_walk_v2_headers, METH_VARARGS, kfs_walk_v2_headers_doc},
     {"v2_record_at", kfs_v2_record_at, METH_VARARGS, kfs_v2_record_at_doc},

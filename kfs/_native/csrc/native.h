@@ -208,7 +208,7 @@ KFS_HIDDEN extern const char kfs_find_v2_batch_doc[];
 KFS_HIDDEN PyObject *kfs_find_v2_batch(PyObject *module, PyObject *args);
 /* crc32c.c */
 KFS_HIDDEN extern const char kfs_crc32c_doc[];
-KFS_HIDDEN PyObject *kfs_crc32c(PyObject *module, PyObject *arg);
+KFS_HIDDEN PyObject *kfs_crc32c(PyObject *module, PyObject *args);
 /* avro_json.c */
 KFS_HIDDEN extern const char kfs_avro_program_doc[];
 KFS_HIDDEN PyObject *kfs_avro_program(PyObject *module, PyObject *arg);
