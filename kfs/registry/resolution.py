@@ -125,6 +125,7 @@ class AvroResolver:
         self.writer = writer
         self.reader = reader
         self._same = writer is reader
+        self._reader_schema = None if self._same else with_java_byte_defaults(reader.schema, reader.named)
 
     def read(self, datum: bytes) -> Any:
         """The datum resolved to the reader schema; AvroDatumError (one sentence) when it does not decode
@@ -137,8 +138,7 @@ class AvroResolver:
             datum = skipper.as_java_reads_it()  # ints, indexes and booleans as Java reads them
         stream = io.BytesIO(datum)
         try:
-            value = self._read(stream, writer.schema, None if self._same else self.reader.schema,
-                               return_named_type=True)
+            value = self._read(stream, writer.schema, self._reader_schema, return_named_type=True)
         except EOFError:
             raise AvroDatumError("the datum ends early") from None
         except IndexError:
@@ -150,6 +150,67 @@ class AvroResolver:
         if left:
             raise AvroDatumError(f"{left} bytes are left after the datum")
         return value
+
+
+def with_java_byte_defaults(schema: Any, named: dict[str, Any]) -> Any:
+    """The parsed reader schema with each `bytes` or `fixed` default (a JSON string in the schema, within
+    a field's default at any depth) as the bytes Avro's Java reader gives a record that lacks the field:
+    each character one byte, ISO-8859-1, and `?` for one past 255 (`String.getBytes`). fastavro hands
+    such a default on as the JSON string itself, which Arrow then wrote as its UTF-8 (`"\u00ff"`: c3 bf,
+    where Java gives ff; a 2-byte fixed 3 bytes long). fastavro's parser refuses a bytes default, so it
+    is set in a copy of the schema fastavro has parsed. The schema itself when it has no such default."""
+    import copy
+
+    original = schema
+    found = False
+
+    def java_bytes(value: Any, field_type: Any) -> Any:
+        nonlocal found
+        target = resolve_named(field_type, named)
+        kind = schema_kind(target)
+        if kind in ("bytes", "fixed") and isinstance(value, str):
+            if isinstance(target, dict) and target.get("logicalType") == "decimal":
+                return value  # (a decimal's default: fastavro's, as before)
+            found = True
+            return value.encode("latin-1", errors="replace")
+        if kind in ("record", "error") and isinstance(value, dict):
+            for f in target.get("fields", ()):
+                if f.get("name") in value:
+                    value[f["name"]] = java_bytes(value[f["name"]], f.get("type"))
+            return value
+        if kind == "array" and isinstance(value, list):
+            return [java_bytes(v, target.get("items")) for v in value]
+        if kind == "map" and isinstance(value, dict):
+            return {k: java_bytes(v, target.get("values")) for k, v in value.items()}
+        if kind == "union":  # (a union's default is of its first branch)
+            branches = target if isinstance(target, list) else target.get("type")
+            return java_bytes(value, branches[0]) if branches else value
+        return value
+
+    def walk(node: Any, seen: set[int]) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item, seen)
+        elif isinstance(node, dict) and id(node) not in seen:
+            seen.add(id(node))
+            for f in node.get("fields", ()) if isinstance(node.get("fields"), list) else ():
+                if isinstance(f, dict) and "default" in f:
+                    f["default"] = java_bytes(f["default"], f.get("type"))
+                walk(f.get("type") if isinstance(f, dict) else None, seen)
+            for key in ("type", "items", "values"):
+                if isinstance(node.get(key), (dict, list)):
+                    walk(node[key], seen)
+
+    copied = copy.deepcopy({"schema": schema, "named": named})
+    schema, named = copied["schema"], copied["named"]
+    seen: set[int] = set()
+    walk(schema, seen)
+    for named_type in named.values():
+        walk(named_type, seen)
+    if isinstance(schema, dict) and isinstance(schema.get("__named_schemas"), dict):
+        for named_type in schema["__named_schemas"].values():
+            walk(named_type, seen)
+    return schema if found else original
 
 
 # ---- a parsed schema's shape, as the Spark typing (kfs.spark.avro_types) and the compiled Arrow

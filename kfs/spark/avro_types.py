@@ -167,8 +167,17 @@ def _decimal_converter(precision: int, scale: int) -> Convert:
     return check
 
 
+_INT64 = 1 << 63
+
+
 def _millis_to_micros(x: int) -> int:
-    return x * 1000
+    """A millisecond timestamp as the microseconds Spark's timestamp holds, refused (AvroDatumError) past
+    its 64 bits: Spark's AvroDeserializer fails on it (`Math.multiplyExact`), and pa.array would fail the
+    whole batch; here the row's value is null and its error says why, as for a decimal too wide."""
+    micros = x * 1000
+    if not -_INT64 <= micros < _INT64:
+        raise AvroDatumError(f"a timestamp-millis of {x} ms is past the 64-bit microseconds of Spark's timestamp")
+    return micros
 
 
 def _union_converter(branches: list[Any], named: dict[str, Any], tagged: bool, same: bool) -> Convert:

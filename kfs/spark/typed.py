@@ -700,7 +700,10 @@ def _fast_column(decoder: PartDecoder, records: Sequence[Any], data_type: pa.Dat
     parsed = parse_lines(texts, json_type(schema, named)) if texts else None
     if texts and parsed is None:
         return None
-    parsed = to_spark(parsed, schema, named, data_type) if parsed is not None else pa.array([], data_type)
+    try:
+        parsed = to_spark(parsed, schema, named, data_type) if parsed is not None else pa.array([], data_type)
+    except pa.ArrowInvalid:  # (a millisecond timestamp past Spark's µs: each row's error is the general path's)
+        return None
     errors = pa.array(why, pa.string())
     if not slow and len(texts) == len(records):
         return parsed, errors
