@@ -143,8 +143,12 @@ class BatchFile(LogFile):
             at = position - buf_start
             buf_end = buf_start + len(buf)
             if at < 0 or (at + HEADER_PROBE_SIZE > len(buf) and buf_end < limit):
-                if position > buf_end:
-                    window = FIRST_WINDOW  # jumped over a large batch's body
+                if position - buf_end > window:
+                    # Jumped over a batch body larger than the next read: start small again. (Past the
+                    # window's end by less, as a run of headers mostly ends, mid-body, the reads keep their
+                    # size: starting small there kept a header walk's reads at ~5 KiB, 40,000 preads for
+                    # 200 MB of __consumer_offsets without indexes.)
+                    window = FIRST_WINDOW
                 length = min(window, limit - position)
                 window = min(2 * window, max_window)
                 buf = memoryview(self.read(position, length, _ahead(with_body, window, limit - position - length)))
