@@ -33,7 +33,7 @@ from kfs.storage.logdir import split_log_dirs
 from kfs.storage.specs import iso_ms
 from kfs.views import plain_runs
 from kfs.views.batch_lines import joined_lines
-from kfs.views.jsonl import line_prefix, render_lines
+from kfs.views.jsonl import commits_in_c, line_prefix, render_lines
 from kfs.views.kcat_format import KcatFormat, KcatJson, broker_id
 
 EXIT_ERROR = 1
@@ -138,9 +138,12 @@ def cmd_cat(args: argparse.Namespace) -> int:
     if remaining == 0:
         return 0
     if remaining is None and args.on_corrupt == "fail":  # the whole log: rendered batch by batch from its bytes
+        # (`__consumer_offsets`: the walker renders runs of offset-commit batches, the decoder the rest)
+        take = plain_runs.line_taker(prefix, None, args.isolation == "read_committed", commits=True) \
+            if commits_in_c(decoder) and plain_runs.available() else None
         _write_all(joined_lines(plog, start, isolation=args.isolation, control=args.control, prefix=prefix,
                                 render=lambda records: render_lines(prefix, records, decoder),
-                                fused=decoder is None))
+                                fused=decoder is None, take=take))
         return 0
     for records in plog.record_lists(start, isolation=args.isolation, control=args.control,
                                      on_corrupt=args.on_corrupt):

@@ -92,10 +92,11 @@ def _avro_table(decoder: LineDecoder) -> dict[bytes, tuple[object, str] | bool] 
     return getattr(decoder, "avro_table", None) if _render_jsonl is not None else None
 
 
-def _commits_in_c(decoder: LineDecoder) -> bool:
+def commits_in_c(decoder: LineDecoder | None) -> bool:
     """Whether `decoder` is `__consumer_offsets`' line decoder, whose offset commits render_jsonl writes
-    itself (`commits`: kfs/_native/csrc/views/offsets_json.h, the text the decoder gives)."""
-    return bool(getattr(decoder, "commits_in_c", False))
+    itself (`commits`: kfs/_native/csrc/views/offsets_json.h, the text the decoder gives), as the compiled
+    walker does (kfs.views.plain_runs.line_taker's `commits`)."""
+    return _render_jsonl is not None and bool(getattr(decoder, "commits_in_c", False))
 
 
 def _decoding(decoder: LineDecoder) -> Callable[[str, Record], str]:
@@ -108,7 +109,7 @@ def render_lines(prefix: str, records: Iterable[Record], decoder: LineDecoder | 
         table = _avro_table(decoder)
         if table is not None and _render_jsonl is not None:
             return _render_jsonl(prefix, records, _decoding(decoder), avro=table)
-        if _commits_in_c(decoder) and _render_jsonl is not None:
+        if commits_in_c(decoder) and _render_jsonl is not None:
             return _render_jsonl(prefix, records, _decoding(decoder), commits=True)
         return "".join([render_line(prefix, record, decoder) for record in records]).encode("utf-8")
     if _render_jsonl is not None:
@@ -122,7 +123,7 @@ def render_line_list(prefix: str, records: list[Record], decoder: LineDecoder | 
         table = _avro_table(decoder)
         if table is not None and _render_jsonl is not None:
             return _render_jsonl(prefix, records, _decoding(decoder), lines=True, avro=table)
-        if _commits_in_c(decoder) and _render_jsonl is not None:
+        if commits_in_c(decoder) and _render_jsonl is not None:
             return _render_jsonl(prefix, records, _decoding(decoder), lines=True, commits=True)
         return [render_line(prefix, record, decoder).encode("utf-8") for record in records]
     if _render_jsonl is not None:

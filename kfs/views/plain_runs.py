@@ -58,10 +58,13 @@ def _int64s(segment: LogSegment, previous_last: int | None) -> bool:
 
 
 def line_taker(prefix: str, end: int | None, read_committed: bool,
-               kcat: tuple[bytes, bytes] | None = None, budget: list[int] | None = None) -> SelectedTaker:
+               kcat: tuple[bytes, bytes] | None = None, budget: list[int] | None = None,
+               commits: bool = False) -> SelectedTaker:
     """A taker rendering each plain batch's lines of [first, end): PlainRun.taken is (marks, data)
     as render_v2_jsonl's lines mode gives them. `kcat`: (program, null) of kfs.views.kcat_format, the
-    records as kcat -f or -J prints them instead of JSON lines (render_kcat.c). `budget`: a cell whose
+    records as kcat -f or -J prints them instead of JSON lines (render_kcat.c). `commits`: the lines of
+    `__consumer_offsets` as its line decoder gives them, for the batches of offset commits alone
+    (views/offsets_json.h; a batch holding group metadata is the Python walk's). `budget`: a cell whose
     value is the lines each call makes (at least a batch's), which its owner sets between calls: a
     reader's cursor, to what its read still needs (one call per 1 MiB read, not four: each call gives
     the GIL up and takes it back, a wait when another reader holds it)."""
@@ -76,7 +79,7 @@ def line_taker(prefix: str, end: int | None, read_committed: bool,
             return None
         got = walk(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),
                    max(min(first, NO_END), -NO_END), stop, prefix, read_committed, False,
-                   RENDER_BUDGET if budget is None else budget[0], kcat=program, null=null)
+                   RENDER_BUDGET if budget is None else budget[0], kcat=program, null=null, commits=commits)
         if got is None:
             return None
         used, base_offset, last_offset, records, marks, data = got

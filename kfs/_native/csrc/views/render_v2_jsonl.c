@@ -2,6 +2,7 @@
  * without the GIL (two readers decode on two cores). */
 
 #include "renderers.h"
+#include "offsets_json.h"
 
 /* From a records section straight to its JSON lines: the bytes render_jsonl gives for the records
  * decode_v2_records gives, without creating them. It walks the section as kfs_count_records does, and
@@ -98,6 +99,43 @@ jsonl_line(const void *how, const uint8_t *p, Py_ssize_t end, const record_view 
 #undef PUT_BYTES
 }
 
+/* Record r's line as `kfs cat` shows an offset commit of `__consumer_offsets` (render_jsonl's `commits`:
+ * put_record then put_commit, the same bytes): RENDER_UNUSUAL, the batch the Python walk's, for a record
+ * that is not a plain offset commit (group metadata, a tombstone's null key, a header, a key or value
+ * the commit writers leave to the line decoder). */
+static KFS_ALWAYS_INLINE int
+commit_line(const void *how, const uint8_t *p, Py_ssize_t end, const record_view *r, rawbuf *out)
+{
+    (void)p;
+    (void)end;
+    const jsonl_how *j = how;
+    if (r->n_headers != 0 || r->key_len < 0)
+        return RENDER_UNUSUAL;
+    const size_t room = j->prefix_len + 20 + 15 + 20 + 21 + j->tt_len + COMMIT_JSON_ROOM(r->key_len) +
+                        COMMIT_JSON_ROOM(r->value_len < 0 ? 0 : r->value_len) + 40;
+    if (rb_reserve(out, room) < 0)
+        return RENDER_NO_MEMORY;
+    char *start = out->buf + out->len, *d = start;
+    memcpy(d, j->prefix, j->prefix_len);
+    d = write_int64(d + j->prefix_len, r->offset);
+    COMMIT_PUT_LITERAL(d, ", \"timestamp\": ");
+    d = write_int64(d, r->timestamp);
+    COMMIT_PUT_LITERAL(d, ", \"timestamp_type\": \"");
+    memcpy(d, j->tt, j->tt_len);
+    d += j->tt_len;
+    COMMIT_PUT_LITERAL(d, "\", \"key\": ");
+    if ((d = commit_key_json(d, r->key, (Py_ssize_t)r->key_len)) == NULL)
+        return RENDER_UNUSUAL;
+    COMMIT_PUT_LITERAL(d, ", \"value\": ");
+    if (r->value_len < 0)
+        COMMIT_PUT_LITERAL(d, "null");
+    else if ((d = commit_value_json(d, r->value, (Py_ssize_t)r->value_len)) == NULL)
+        return RENDER_UNUSUAL;
+    COMMIT_PUT_LITERAL(d, ", \"headers\": []}\n");
+    out->len += (size_t)(d - start);
+    return RENDER_OK;
+}
+
 /* The lines of the records in payload[0:end] with first <= offset < stop, appended to out; with
  * `marks`, each rendered record's offset and the end of its line in out, as two int64s. */
 int
@@ -108,6 +146,19 @@ kfs_render_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t b
     const jsonl_how how = {prefix, tt, prefix_len, tt_len};
     return render_shown_lines(p, end, count, base_offset, base_timestamp, append_time, log_append_time, first, stop,
                               last, jsonl_line, &how, out, marks);
+}
+
+/* kfs_render_records for `__consumer_offsets`' offset commits (commit_line); RENDER_UNUSUAL for a batch
+ * holding anything else. */
+int
+kfs_render_commit_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset,
+                          int64_t base_timestamp, int append_time, int64_t log_append_time, const char *prefix,
+                          size_t prefix_len, const char *tt, size_t tt_len, int64_t first, int64_t stop, int64_t last,
+                          rawbuf *out, rawbuf *marks)
+{
+    const jsonl_how how = {prefix, tt, prefix_len, tt_len};
+    return render_shown_lines(p, end, count, base_offset, base_timestamp, append_time, log_append_time, first, stop,
+                              last, commit_line, &how, out, marks);
 }
 
 KFS_DOC(kfs_render_v2_jsonl_doc,

@@ -91,6 +91,13 @@ KFS_HIDDEN int kfs_render_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t c
                                   size_t prefix_len, const char *tt, size_t tt_len, int64_t first, int64_t stop,
                                   int64_t last, rawbuf *out, rawbuf *marks);
 
+/* render_v2_jsonl.c: the same for `__consumer_offsets`' offset commits, as render_jsonl's `commits`
+ * renders them (views/offsets_json.h); RENDER_UNUSUAL for a batch holding any other record. */
+KFS_HIDDEN int kfs_render_commit_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset,
+                                         int64_t base_timestamp, int append_time, int64_t log_append_time,
+                                         const char *prefix, size_t prefix_len, const char *tt, size_t tt_len,
+                                         int64_t first, int64_t stop, int64_t last, rawbuf *out, rawbuf *marks);
+
 /* render_kcat.c: kcat's -f output. A format is a list of parts (KcatFormat.program in
  * kfs/views/kcat_format.py): literals (the topic and partition among them) and fields. */
 enum { KCAT_LITERAL = 'L', KCAT_OFFSET = 'o', KCAT_KEY = 'k', KCAT_KEY_LEN = 'K', KCAT_VALUE = 's',

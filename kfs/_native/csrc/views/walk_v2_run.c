@@ -28,6 +28,7 @@ typedef struct {
     const char *prefix;
     size_t prefix_len;
     const kcat_format *kcat; /* kcat's -f output instead of JSON lines (render_kcat.c), or NULL */
+    int commits;             /* `__consumer_offsets`' lines: offset commits in C, any other record declines */
 } run_params;
 
 typedef struct {
@@ -99,6 +100,10 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
             int rc = rp->kcat != NULL
                 ? kfs_render_kcat_records(section, section_len, count, base, base_ts, append_time, max_ts, rp->kcat,
                                           rp->first, rp->stop, last, out, marks)
+                : rp->commits
+                ? kfs_render_commit_records(section, section_len, count, base, base_ts, append_time, max_ts,
+                                            rp->prefix, rp->prefix_len, tt, strlen(tt), rp->first, rp->stop, last,
+                                            out, marks)
                 : kfs_render_records(section, section_len, count, base, base_ts, append_time, max_ts, rp->prefix,
                                      rp->prefix_len, tt, strlen(tt), rp->first, rp->stop, last, out, marks);
             if (rc == RENDER_NO_MEMORY)
@@ -122,7 +127,8 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
 
 KFS_DOC(kfs_walk_v2_run_doc,
 "walk_v2_run(window, segment_base, previous_last, max_last, first_offset, end_offset, prefix,\n"
-"            read_committed, count_only, budget, kcat=None, null=b'') -> (used, first_base, last, records, marks,\n"
+"            read_committed, count_only, budget, kcat=None, null=b'', commits=False) -> (used, first_base,\n"
+"            last, records, marks,\n"
 "            data) | None\n"
 "\n"
 "The plain batches at the start of `window` (bytes of a segment file from a batch boundary, no further\n"
@@ -136,30 +142,36 @@ KFS_DOC(kfs_walk_v2_run_doc,
 "wholly before first_offset are passed over unread. None when no batch was taken (the Python walk\n"
 "takes the first), or when this machine has no CRC-32C instruction. Runs without the GIL.\n"
 "`kcat`: a program of KcatFormat (kfs/views/kcat_format.py): the records as kcat -f prints them\n"
-"instead of JSON lines (a null key or value as `null`); marks as for lines.");
+"instead of JSON lines (a null key or value as `null`); marks as for lines. `commits`: the lines of\n"
+"`__consumer_offsets` as render_jsonl's commits renders them, the batches of offset commits only (any\n"
+"other record leaves its batch to the Python walk); not with kcat or count_only (None).");
 
 PyObject *
 kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"window", "segment_base", "previous_last", "max_last", "first_offset", "end_offset",
-                             "prefix", "read_committed", "count_only", "budget", "kcat", "null", NULL};
+                             "prefix", "read_committed", "count_only", "budget", "kcat", "null", "commits", NULL};
     Py_buffer buf, program, null;
     memset(&program, 0, sizeof(program));
     memset(&null, 0, sizeof(null));
     long long segment_base, max_last, first, stop;
     PyObject *previous_obj, *prefix;
-    int read_committed, count_only;
+    int read_committed, count_only, commits = 0;
     Py_ssize_t budget;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*LOLLLUppn|z*y*:walk_v2_run", kwlist, &buf, &segment_base,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*LOLLLUppn|z*y*p:walk_v2_run", kwlist, &buf, &segment_base,
                                      &previous_obj, &max_last, &first, &stop, &prefix, &read_committed, &count_only,
-                                     &budget, &program, &null))
+                                     &budget, &program, &null, &commits))
         return NULL;
     PyObject *result = NULL, *lines = NULL;
     rawbuf out = {NULL, 0, 0, 0}, marks = {NULL, 0, 0, 0}, scratch = {NULL, 0, 0, 0};
     kcat_part *parts = NULL;
     kcat_format kcat = {NULL, 0, "", 0};
     run_params rp = {segment_base, max_last, first, stop, 0, previous_obj != Py_None, read_committed, count_only,
-                     budget > 0 ? (size_t)budget : 0, NULL, 0, NULL};
+                     budget > 0 ? (size_t)budget : 0, NULL, 0, NULL, commits};
+    if (commits && (count_only || program.buf != NULL)) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
     if (program.buf != NULL) {
         parts = PyMem_Malloc(KCAT_MAX_PARTS * sizeof(kcat_part));
         if (parts == NULL) {
