@@ -12,7 +12,10 @@ through `kfs cat` itself."""
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
+from conftest import run_kfs
+from mounts import mounted, needs_fuse
 from offsets_log import PartitionWriter, offset_commit_key, offset_commit_value
 from test_spark_internal_columns import row
 
@@ -28,9 +33,16 @@ from kfs.internal_topics.lines import line_decoder
 from kfs.storage import LogDirs
 from kfs.views import plain_runs
 from kfs.views.batch_lines import joined_lines
-from kfs.views.jsonl import commits_in_c, line_prefix, render_lines
+from kfs.views.jsonl import commits_in_c, line_prefix, render_line_list, render_lines
+from kfs.views.line_lengths import counted_batches
 
 pytestmark = pytest.mark.skipif(not plain_runs.available(), reason="the compiled extension is not built")
+
+def cat(logdir: str, partition: str) -> bytes:
+    done = run_kfs("cat", logdir, partition)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
 
 MARKER = (b"\0\0\0\1", b"\0\0\0\0\0\0")  # an end-transaction marker: COMMIT, coordinator epoch 0
 
@@ -114,3 +126,52 @@ def test_the_walker_takes_commit_batches_and_leaves_group_metadata(tmp_path: Pat
     assert with_walker == lines(tmp_path, 0, "read_uncommitted", False, [])
     assert len(with_walker.splitlines()) == 202 and sum(taken) > 0
     assert b'"decode_error": "protocolType: length 26465 runs past the end"' in with_walker.splitlines()[-1]
+
+
+def counts(logdir: Path, start: int, end: int, isolation: str, walker: bool) -> list[tuple[int, int, int, int]]:
+    """The decoded view's per-batch line counts (first offset, next offset, bytes, records)."""
+    plog = LogDirs([str(logdir)]).partition("__consumer_offsets-0")
+    decoder = line_decoder("__consumer_offsets")
+    prefix = line_prefix("__consumer_offsets", 0)
+    got = counted_batches(plog, start, end, isolation=isolation, control="hide", prefix=prefix,
+                          render=lambda records: render_line_list(prefix, records, decoder), countable=False,
+                          commits=walker)
+    return [(c.first_offset, c.next_offset, c.length, c.records) for c in got]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.randoms(use_true_random=False))
+def test_the_walkers_counts_are_the_lines_lengths(tmp_path_factory: pytest.TempPathFactory,
+                                                  rnd: random.Random) -> None:
+    """What the mount sizes `messages.jsonl` by: the walker's counts of commit batches add up, batch run by
+    batch run, to the lines the Python walk renders, over any range."""
+    logdir = tmp_path_factory.mktemp("offsets")
+    write_partition(rnd, logdir)
+    plog = LogDirs([str(logdir)]).partition("__consumer_offsets-0")
+    end = plog.log_end_offset()
+    for start, stop in ((plog.log_start_offset(), end), (rnd.randint(0, max(end, 1)), rnd.randint(0, end + 1))):
+        for isolation in ("read_uncommitted", "read_committed"):
+            with_walker = counts(logdir, start, stop, isolation, True)
+            rendered = lines(logdir, start, isolation, False, [])
+            shown = [x for x in rendered.splitlines(keepends=True) if json.loads(x)["offset"] < stop]
+            assert sum(c[2] for c in with_walker) == sum(map(len, shown)), (start, stop, isolation)
+            assert sum(c[3] for c in with_walker) == len(shown)
+            assert sum(c[2] for c in counts(logdir, start, stop, isolation, False)) == sum(map(len, shown))
+
+
+@needs_fuse
+def test_a_mount_sizes_and_serves_the_walkers_lines(tmp_path: Path) -> None:
+    """Through a real mount: `messages.jsonl` of a partition of commit batches and group metadata is
+    `kfs cat`'s bytes, its size their length, and `tail` of it the last lines."""
+    rnd = random.Random(2634)
+    logdir = tmp_path / "logdir"
+    logdir.mkdir()
+    write_partition(rnd, logdir)
+    want = cat(str(logdir), "__consumer_offsets-0")
+    assert want.count(b"\n") > 50
+    with mounted(tmp_path, [str(logdir)], name="commits") as mnt:
+        path = mnt / "__consumer_offsets-0" / "messages.jsonl"
+        assert os.stat(path).st_size == len(want)
+        assert path.read_bytes() == want
+        tail = subprocess.run(["tail", "-n", "3", str(path)], capture_output=True, check=True).stdout
+        assert tail == b"".join(want.splitlines(keepends=True)[-3:])

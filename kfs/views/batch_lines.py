@@ -78,15 +78,19 @@ def fused_lines(header: BatchHeader, body: memoryview, prefix: str, first: int, 
 
 def line_lists(plog: PartitionLog, start: int, end: int | None, *, isolation: str, control: str, prefix: str,
                render: Callable[[list[Record]], list[bytes]], fused: bool, own_segment: LogSegment | None = None,
-               budget: list[int] | None = None) -> Iterator[BatchLines]:
+               budget: list[int] | None = None, commits: bool = False) -> Iterator[BatchLines]:
     """The lines per batch holding records of [start, end) a reader sees, as `render(records)` of
     `plog.record_lists` gives them. `fused`: the lines are the plain ones of
     kfs.views.jsonl (no decoder of their own), so the fused renderer may stand in for `render`;
     `own_segment`: only that segment object's batches (a decoded run's own file,
-    PartitionLog.segment_batches); `budget`: the walker's lines per call (plain_runs.line_taker).
+    PartitionLog.segment_batches); `budget`: the walker's lines per call (plain_runs.line_taker);
+    `commits`: the lines are `__consumer_offsets`' decoded ones, whose offset-commit batches the walker
+    renders (its `commits`).
     Raises what reading the records raises (CorruptLogError), after the batches before the damage."""
-    take = plain_runs.line_taker(prefix, end, isolation == "read_committed", budget=budget) \
-        if fused and plain_runs.available() else None
+    take = None
+    if (fused or commits) and plain_runs.available():
+        take = plain_runs.line_taker(prefix, end, isolation == "read_committed", budget=budget,
+                                     commits=commits and not fused)
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control,
                                                               end_offset=end, segment=own_segment, take=take):
         if type(header) is PlainRun:  # many plain batches' lines, rendered by the walker

@@ -28,10 +28,12 @@ lz4 is decompressed by liblz4 itself (the reference implementation, which the `l
 wraps), loaded from the system at run time (liblz4.so.1); without it lz4 batches are the Python
 walk's. Not plain, and so always the Python walk's: gzip, snappy and zstd batches (their
 decompressors are Python libraries; they release the GIL themselves), linked lz4 blocks, control
-batches, legacy formats, damage of any kind, the internal topics' own lines, a machine without a
-CRC-32C instruction (the call then takes nothing), KFS_PURE_PYTHON=1. tests/test_plain_runs.py
-holds the lines and sizes of views read with and without it to the same bytes, on the
-Kafka-written fixtures and random damaged logs.
+batches, legacy formats, damage of any kind, the internal topics' own lines (but for one kind: with
+`commits`, the batches of `__consumer_offsets` holding offset commits alone, rendered as its line
+decoder renders them, views/offsets_json.h), a machine without a CRC-32C instruction (the call then
+takes nothing), KFS_PURE_PYTHON=1. tests/test_plain_runs.py holds the lines and sizes of views read
+with and without it to the same bytes, on the Kafka-written fixtures and random damaged logs;
+tests/test_internal_commit_walk.py does so for `commits`.
 """
 
 from __future__ import annotations
@@ -94,10 +96,10 @@ def kcat_taker(program: bytes, null: bytes, read_committed: bool) -> SelectedTak
     return line_taker("", None, read_committed, kcat=(program, null))
 
 
-def count_taker(prefix: str, end: int, read_committed: bool) -> SelectedTaker:
+def count_taker(prefix: str, end: int, read_committed: bool, commits: bool = False) -> SelectedTaker:
     """A taker counting each plain batch's lines of [first, end): PlainRun.taken packs, per batch
     with lines, (first offset, next offset, bytes, where it ends from the window's start) as four
-    native int64s."""
+    native int64s. `commits`: `__consumer_offsets`' lines, as line_taker's `commits` renders them."""
     stop = max(min(end, NO_END), -NO_END)
     walk = _walk_v2_run
     assert walk is not None, "a compiled taker without the extension (plain_runs.available())"
@@ -107,7 +109,7 @@ def count_taker(prefix: str, end: int, read_committed: bool) -> SelectedTaker:
         if not _int64s(segment, previous_last):
             return None
         got = walk(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),
-                   max(min(first, NO_END), -NO_END), stop, prefix, read_committed, True, 0)
+                   max(min(first, NO_END), -NO_END), stop, prefix, read_committed, True, 0, commits=commits)
         if got is None:
             return None
         used, base_offset, last_offset, records, parts, _ = got

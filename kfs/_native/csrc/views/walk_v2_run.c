@@ -50,9 +50,10 @@ take_batch(run_result *res, int64_t base, int64_t last, Py_ssize_t end)
     res->used = end;
 }
 
+/* `commit_marks`: counting commit lines, the rendered lines' marks (`out` holds the lines), per batch. */
 static int
 walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawbuf *marks, rawbuf *scratch,
-         run_result *res)
+         rawbuf *commit_marks, run_result *res)
 {
     Py_ssize_t p = 0;
     int64_t previous = rp->previous_last;
@@ -81,8 +82,24 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
         if (rp->count_only) {
             const int64_t fixed_len = jsonl_fixed_len(rp->prefix_len, append_time ? 13 : 10);
             line_count lc = {0, 0, -1};
-            if (kfs_count_records(section, section_len, count, base, base_ts, append_time, max_ts, fixed_len,
-                              rp->first, rp->stop, last, &lc) < 0)
+            if (rp->commits) { /* (commit lines have no fixed part: rendered, then measured) */
+                const char *tt = append_time ? "LogAppendTime" : "CreateTime";
+                out->len = 0;
+                commit_marks->len = 0;
+                const int rc = kfs_render_commit_records(section, section_len, count, base, base_ts, append_time,
+                                                         max_ts, rp->prefix, rp->prefix_len, tt, strlen(tt),
+                                                         rp->first, rp->stop, last, out, commit_marks);
+                if (rc == RENDER_NO_MEMORY)
+                    return RENDER_NO_MEMORY;
+                if (rc != RENDER_OK)
+                    break;
+                lc.records = (int64_t)(commit_marks->len / (2 * sizeof(int64_t)));
+                lc.bytes = (int64_t)out->len;
+                if (lc.records)
+                    memcpy(&lc.first, commit_marks->buf, sizeof(int64_t));
+            }
+            else if (kfs_count_records(section, section_len, count, base, base_ts, append_time, max_ts, fixed_len,
+                                       rp->first, rp->stop, last, &lc) < 0)
                 break;
             if (lc.records) {
                 int64_t next = last + 1 < rp->stop ? last + 1 : rp->stop; /* (last < max_last: no overflow) */
@@ -144,7 +161,7 @@ KFS_DOC(kfs_walk_v2_run_doc,
 "`kcat`: a program of KcatFormat (kfs/views/kcat_format.py): the records as kcat -f prints them\n"
 "instead of JSON lines (a null key or value as `null`); marks as for lines. `commits`: the lines of\n"
 "`__consumer_offsets` as render_jsonl's commits renders them, the batches of offset commits only (any\n"
-"other record leaves its batch to the Python walk); not with kcat or count_only (None).");
+"other record leaves its batch to the Python walk), rendered or counted; not with kcat (None).");
 
 PyObject *
 kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
@@ -164,11 +181,12 @@ kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     PyObject *result = NULL, *lines = NULL;
     rawbuf out = {NULL, 0, 0, 0}, marks = {NULL, 0, 0, 0}, scratch = {NULL, 0, 0, 0};
+    rawbuf commit_marks = {NULL, 0, 0, 0};
     kcat_part *parts = NULL;
     kcat_format kcat = {NULL, 0, "", 0};
     run_params rp = {segment_base, max_last, first, stop, 0, previous_obj != Py_None, read_committed, count_only,
                      budget > 0 ? (size_t)budget : 0, NULL, 0, NULL, commits};
-    if (commits && (count_only || program.buf != NULL)) {
+    if (commits && program.buf != NULL) {
         result = Py_NewRef(Py_None);
         goto done;
     }
@@ -219,7 +237,7 @@ kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
     run_result res = {0, 0, 0, 0, 0};
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = walk_run((const uint8_t *)buf.buf, buf.len, &rp, &out, &marks, &scratch, &res);
+    rc = walk_run((const uint8_t *)buf.buf, buf.len, &rp, &out, &marks, &scratch, &commit_marks, &res);
     Py_END_ALLOW_THREADS
     if (rc == RENDER_NO_MEMORY) {
         PyErr_NoMemory();
@@ -261,6 +279,7 @@ done:
     Py_XDECREF(lines);
     PyMem_RawFree(marks.buf);
     PyMem_RawFree(scratch.buf);
+    PyMem_RawFree(commit_marks.buf);
     PyMem_Free(parts);
     if (program.buf != NULL)
         PyBuffer_Release(&program);
