@@ -84,7 +84,7 @@ def test_a_reader_of_the_writers_own_version_is_untouched() -> None:
     rows, types = typed_rows(Registry(_state([(7, READER)])), "t")
     parsed = parse_schema(READER)
     out = io.BytesIO()
-    value = {**{k: v for k, v in JAVA.items()}, "u": b"\x01", "rec": {"x": b"", "l": [], "m": {}}}
+    value = {**JAVA, "u": b"\x01", "rec": {"x": b"", "l": [], "m": {}}}
     schemaless_writer(out, parsed, value)
     columns = rows.array_columns(*arrays([_Row(None, b"\0\0\0\0\7" + out.getvalue(), [])]), types)
     assert columns[1].to_pylist()[0]["u"] == b"\x01" and columns[3].to_pylist() == [None]

@@ -139,11 +139,9 @@ def cmd_cat(args: argparse.Namespace) -> int:
         return 0
     if remaining is None and args.on_corrupt == "fail":  # the whole log: rendered batch by batch from its bytes
         # (`__consumer_offsets`: the walker renders runs of offset-commit batches, the decoder the rest)
-        take = plain_runs.line_taker(prefix, None, args.isolation == "read_committed", commits=True) \
-            if commits_in_c(decoder) and plain_runs.available() else None
         _write_all(joined_lines(plog, start, isolation=args.isolation, control=args.control, prefix=prefix,
                                 render=lambda records: render_lines(prefix, records, decoder),
-                                fused=decoder is None, take=take))
+                                fused=decoder is None, commits=commits_in_c(decoder)))
         return 0
     for records in plog.record_lists(start, isolation=args.isolation, control=args.control,
                                      on_corrupt=args.on_corrupt):

@@ -107,13 +107,13 @@ def line_lists(plog: PartitionLog, start: int, end: int | None, *, isolation: st
 
 def joined_lines(plog: PartitionLog, start: int, *, isolation: str, control: str, prefix: str,
                  render: Callable[[list[Record]], bytes | Iterable[bytes]], fused: bool,
-                 take: SelectedTaker | None = None) -> Iterator[bytes]:
+                 take: SelectedTaker | None = None, commits: bool = False) -> Iterator[bytes]:
     """The lines of every batch from `start` to the log end, each batch's joined: `kfs cat`'s stream.
     `take`: the compiled walker's taker of other lines than JSON (`kfs cat -f`), for runs of plain
     batches; `render` makes the lines of the batches it leaves, as one bytes or in pieces (a kcat
-    format's, bounded in memory: kfs.views.kcat_format)."""
-    if take is None and fused and plain_runs.available():
-        take = plain_runs.line_taker(prefix, None, isolation == "read_committed")
+    format's, bounded in memory: kfs.views.kcat_format); `commits`: as line_lists'."""
+    if take is None and (fused or commits) and plain_runs.available():
+        take = plain_runs.line_taker(prefix, None, isolation == "read_committed", commits=commits and not fused)
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control, take=take):
         if type(header) is PlainRun:
             if header.taken[1]:  # type: ignore[index]

@@ -268,23 +268,13 @@ decode_field(astate *s, int32_t node, int depth)
         int64_t v;
         if (read_long(s, &v) < 0)
             return DECLINE;
-        if (w[1] < 0)
-            return OK;
-        column *c = s->out->cols + w[1];
-        if (ab_begin(s->out, c) < 0)
-            return DECLINE;
-        return ab_put_bytes(s->out, &c->vals, &v, 8);
+        return w[1] < 0 ? OK : ab_put_value(s->out, s->out->cols + w[1], &v, 8);
     }
     case AOP_INT: {
         int32_t v;
         if (read_int(s, &v) < 0)
             return DECLINE;
-        if (w[1] < 0)
-            return OK;
-        column *c = s->out->cols + w[1];
-        if (ab_begin(s->out, c) < 0)
-            return DECLINE;
-        return ab_put_bytes(s->out, &c->vals, &v, 4);
+        return w[1] < 0 ? OK : ab_put_value(s->out, s->out->cols + w[1], &v, 4);
     }
     case AOP_STRING: {
         Py_ssize_t n;
