@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import LOGDIRS, run_kfs
+from conftest import LOGDIRS, kfs_command, run_kfs
 from mounts import mounted, needs_fuse
 
 from kfs.fuse.mount import MountError, mount
@@ -121,3 +121,25 @@ def test_direct_io_serves_every_line_before_damage_then_fails(tmp_path: Path) ->
     assert direct.returncode != 0 and b"Input/output error" in direct.stderr
     assert direct.stdout == expected.stdout
     assert cached.returncode != 0 and cached.stdout == expected.stdout
+
+
+
+@needs_fuse
+@pytest.mark.parametrize("said", ["off", "no", "None"])
+def test_every_way_of_saying_no_size_cache_means_none_never_a_directory(tmp_path: Path, said: str) -> None:
+    """`-o size_cache=off` once made a cache directory named `off` where the user stood; a directory
+    really named so is given as a path (`./off`)."""
+    logdir = Path(__file__).parent / "fixtures" / "kafka-written" / "logdirs" / "broker-a"
+    for given, made in ((said, []), (f"./{said}", [said])):
+        (tmp_path / "m").mkdir()
+        mounting = subprocess.run([*kfs_command(), "mount", "-o", f"size_cache={given}", str(logdir), "m"],
+                                  cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        try:
+            assert mounting.returncode == 0, mounting.stderr
+            assert os.path.ismount(tmp_path / "m")
+            assert _largest_decoded(tmp_path / "m").stat().st_size > 0
+        finally:
+            run_kfs("umount", str(tmp_path / "m"))
+        assert not os.path.ismount(tmp_path / "m")
+        (tmp_path / "m").rmdir()
+        assert sorted(p.name for p in tmp_path.iterdir()) == made

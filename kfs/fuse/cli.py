@@ -10,7 +10,8 @@ list, as in `log.dirs`). Options: `allow_other` (implies `default_permissions`),
 `isolation=read_committed`, `control=show`, `decode=raw` (internal topics and registry-framed payloads
 as bytes), `schemas=PATH` and `schemas_topic=NAME` (the schema registry's schemas: kfs.registry), `log=PATH`,
 `verbose` (log every request), `size_cache=DIR|none` (where decoded sizes are kept; default
-$XDG_CACHE_HOME/kfs/decoded), `size_scan=no` (map sizes on demand only, no background scan),
+$XDG_CACHE_HOME/kfs/decoded; `off`, `no` and `false` mean none too, a directory so named is
+`./off`), `size_scan=no` (map sizes on demand only, no background scan),
 `nonempty` (mount over a non-empty directory), `readahead=KIB` (the kernel's readahead window for
 the mount, raised to 1024 by default where the daemon may: kfs.fuse.readahead; 0 leaves the
 kernel's), `native_read=no` (every READ of a decoded file in Python, not from the lines rendered

@@ -63,7 +63,12 @@ def parse_options(strings: list[str] | None) -> dict[str, Any]:
     return options
 
 
+# What a user may mean by "no size cache": all are `none`, never a directory created under that name.
+NO_SIZE_CACHE = frozenset({"none", "off", "no", "false"})
+
+
 def check_options(options: dict[str, Any]) -> None:
+    """Refuse an option's value in one sentence; normalise `size_cache`'s ways of saying none."""
     isolation = options.get("isolation", "read_uncommitted")
     if isolation not in ("read_uncommitted", "read_committed"):
         raise MountError(f"isolation must be read_uncommitted or read_committed, not {isolation}.")
@@ -75,6 +80,9 @@ def check_options(options: dict[str, Any]) -> None:
         raise MountError(f"decode must be auto or raw, not {decode}.")
     if str(options.get("native_read", "yes")) not in ("yes", "no", "True"):
         raise MountError(f"native_read must be yes or no, not {options['native_read']}.")
+    cache = options.get("size_cache")
+    if isinstance(cache, str) and cache.lower() in NO_SIZE_CACHE:  # (a directory of that name: ./off)
+        options["size_cache"] = "none"
     scan = str(options.get("size_scan", "yes"))
     if scan not in ("yes", "no", "True"):
         raise MountError(f"size_scan must be yes or no, not {scan}.")
