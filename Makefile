@@ -7,11 +7,15 @@ demo:
 # Installs what the tests need into the active Python (a venv is best): kfs with its test and
 # Spark extras (PySpark builds from its source archive the first time: several minutes).
 install-test:
-	@python3 -c "import pytest, hypothesis, kafka, snappy, mypy, pyspark, pyarrow, kfs._native._speedups" 2>/dev/null \
+	@python3 -c "import pytest, xdist, hypothesis, kafka, snappy, mypy, pyspark, pyarrow, kfs._native._speedups" 2>/dev/null \
 	  || python3 -m pip install -q -e '.[test,spark]'
 
+# The tests run in as many processes as there are cores, at most 4, a test file to a process (pytest-xdist
+# --dist loadfile: a file's module fixtures, a Spark cluster or a mount, are made once); TEST_WORKERS=0 runs
+# them in this process.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 test: install-test
-	python3 -m pytest -q --durations=12 tests
+	python3 -m pytest -q --durations=12 -n $(TEST_WORKERS) --dist loadfile tests
 
 # The benchmark against Kafka's own decoder runs Kafka's classes (benchmarks/kafka-side-bench.jar) on a JRE
 # with Debian's codec jars, and uses bindfs as the FUSE baseline: installed here when missing (needs root).
