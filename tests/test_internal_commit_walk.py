@@ -85,7 +85,8 @@ def lines(logdir: Path, start: int, isolation: str, walker: bool, taken: list[in
     prefix = line_prefix("__consumer_offsets", 0)
     take = None
     if walker:
-        inner = plain_runs.line_taker(prefix, None, isolation == "read_committed", commits=True)
+        inner = plain_runs.line_taker(prefix, None, isolation == "read_committed",
+                                      decoded=plain_runs.WalkerDecoding(commits=True))
 
         def take(*args):  # type: ignore[no-untyped-def]
             got = inner(*args)
@@ -135,7 +136,7 @@ def counts(logdir: Path, start: int, end: int, isolation: str, walker: bool) -> 
     prefix = line_prefix("__consumer_offsets", 0)
     got = counted_batches(plog, start, end, isolation=isolation, control="hide", prefix=prefix,
                           render=lambda records: render_line_list(prefix, records, decoder), countable=False,
-                          commits=walker)
+                          decoded=plain_runs.WalkerDecoding(commits=True) if walker else None)
     return [(c.first_offset, c.next_offset, c.length, c.records) for c in got]
 
 

@@ -33,7 +33,7 @@ from kfs.storage.logdir import split_log_dirs
 from kfs.storage.specs import iso_ms
 from kfs.views import plain_runs
 from kfs.views.batch_lines import joined_lines
-from kfs.views.jsonl import commits_in_c, line_prefix, render_lines
+from kfs.views.jsonl import line_prefix, render_lines, walker_decoding
 from kfs.views.kcat_format import KcatFormat, KcatJson, broker_id
 
 EXIT_ERROR = 1
@@ -141,7 +141,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
         # (`__consumer_offsets`: the walker renders runs of offset-commit batches, the decoder the rest)
         _write_all(joined_lines(plog, start, isolation=args.isolation, control=args.control, prefix=prefix,
                                 render=lambda records: render_lines(prefix, records, decoder),
-                                fused=decoder is None, commits=commits_in_c(decoder)))
+                                fused=decoder is None, decoded=walker_decoding(decoder)))
         return 0
     for records in plog.record_lists(start, isolation=args.isolation, control=args.control,
                                      on_corrupt=args.on_corrupt):

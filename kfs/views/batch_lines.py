@@ -78,19 +78,20 @@ def fused_lines(header: BatchHeader, body: memoryview, prefix: str, first: int, 
 
 def line_lists(plog: PartitionLog, start: int, end: int | None, *, isolation: str, control: str, prefix: str,
                render: Callable[[list[Record]], list[bytes]], fused: bool, own_segment: LogSegment | None = None,
-               budget: list[int] | None = None, commits: bool = False) -> Iterator[BatchLines]:
+               budget: list[int] | None = None,
+               decoded: plain_runs.WalkerDecoding | None = None) -> Iterator[BatchLines]:
     """The lines per batch holding records of [start, end) a reader sees, as `render(records)` of
     `plog.record_lists` gives them. `fused`: the lines are the plain ones of
     kfs.views.jsonl (no decoder of their own), so the fused renderer may stand in for `render`;
     `own_segment`: only that segment object's batches (a decoded run's own file,
     PartitionLog.segment_batches); `budget`: the walker's lines per call (plain_runs.line_taker);
-    `commits`: the lines are `__consumer_offsets`' decoded ones, whose offset-commit batches the walker
-    renders (its `commits`).
+    `decoded`: the lines are a decoder's whose batches the walker may render as it does
+    (plain_runs.WalkerDecoding: `__consumer_offsets`' offset commits, registry-framed Avro values).
     Raises what reading the records raises (CorruptLogError), after the batches before the damage."""
     take = None
-    if (fused or commits) and plain_runs.available():
+    if (fused or decoded) and plain_runs.available():
         take = plain_runs.line_taker(prefix, end, isolation == "read_committed", budget=budget,
-                                     commits=commits and not fused)
+                                     decoded=plain_runs.NO_DECODING if fused or decoded is None else decoded)
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control,
                                                               end_offset=end, segment=own_segment, take=take):
         if type(header) is PlainRun:  # many plain batches' lines, rendered by the walker
@@ -107,13 +108,15 @@ def line_lists(plog: PartitionLog, start: int, end: int | None, *, isolation: st
 
 def joined_lines(plog: PartitionLog, start: int, *, isolation: str, control: str, prefix: str,
                  render: Callable[[list[Record]], bytes | Iterable[bytes]], fused: bool,
-                 take: SelectedTaker | None = None, commits: bool = False) -> Iterator[bytes]:
+                 take: SelectedTaker | None = None,
+                 decoded: plain_runs.WalkerDecoding | None = None) -> Iterator[bytes]:
     """The lines of every batch from `start` to the log end, each batch's joined: `kfs cat`'s stream.
     `take`: the compiled walker's taker of other lines than JSON (`kfs cat -f`), for runs of plain
     batches; `render` makes the lines of the batches it leaves, as one bytes or in pieces (a kcat
-    format's, bounded in memory: kfs.views.kcat_format); `commits`: as line_lists'."""
-    if take is None and (fused or commits) and plain_runs.available():
-        take = plain_runs.line_taker(prefix, None, isolation == "read_committed", commits=commits and not fused)
+    format's, bounded in memory: kfs.views.kcat_format); `decoded`: as line_lists'."""
+    if take is None and (fused or decoded) and plain_runs.available():
+        take = plain_runs.line_taker(prefix, None, isolation == "read_committed",
+                                     decoded=plain_runs.NO_DECODING if fused or decoded is None else decoded)
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control, take=take):
         if type(header) is PlainRun:
             if header.taken[1]:  # type: ignore[index]

@@ -52,7 +52,7 @@ from kfs.storage import KfsError, LogSegment, PartitionLog, VanishedError
 from kfs.storage.log_file import one_lookup
 from kfs.views.batch_lines import BatchLines, line_lists
 from kfs.views.cursor import Cursor, Piece
-from kfs.views.jsonl import commits_in_c, line_prefix, render_line_list
+from kfs.views.jsonl import line_prefix, render_line_list, walker_decoding
 from kfs.views.line_lengths import counted_batches
 from kfs.views.runs import DamagedLog, MappingProgress, RunFiles, SegmentRun, StaleMap, count_into, same_file
 from kfs.views.size_cache import SizeCache, code_fingerprint
@@ -113,7 +113,8 @@ class DecodedLog:
         # The internal topics' lines have a renderer of their own: they are measured by rendering
         # them, never counted as plain ones.
         self.countable = self.decoder is None
-        self.commits = commits_in_c(self.decoder)  # (`__consumer_offsets`: its commit batches walked in C)
+        # (`__consumer_offsets`' commit batches, registry-framed Avro values: walked in C)
+        self.walker_decoding = walker_decoding(self.decoder)
         self._runs: OrderedDict[tuple[int, int], SegmentRun] = OrderedDict()
         self._pruned_at = -1  # the listing (its generation) when retired segments' runs were last dropped
         self._lock = threading.Lock()
@@ -254,7 +255,7 @@ class DecodedLog:
             return
         yield from line_lists(self.plog, start, end, isolation=self.isolation, control=self.control,
                               prefix=self.prefix, render=self.render, fused=self.countable, own_segment=segment,
-                              budget=budget, commits=self.commits)
+                              budget=budget, decoded=self.walker_decoding)
 
     def counted(self, start: int, end: int, segment: LogSegment | None = None) -> Iterator:
         """The lines' lengths per batch; `segment`: a run's own segment object. A run is counted and
@@ -265,7 +266,7 @@ class DecodedLog:
         there): damage in it is still met."""
         return counted_batches(self.plog, start, end, isolation=self.isolation, control=self.control,
                                prefix=self.prefix, render=self.render, countable=self.countable, own_segment=segment,
-                               commits=self.commits)
+                               decoded=self.walker_decoding)
 
     def map_run(self, run: SegmentRun, end: int, progress: MappingProgress | None = None) -> None:
         """Count `run`'s lines up to `end` (the batches not mapped yet), committing batch by batch,

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from kfs._native import views as native
 from kfs.internal_topics.lines import LineDecoder
 from kfs.record import Record
+from kfs.views.plain_runs import WalkerDecoding
 
 _encode_str = json.encoder.encode_basestring  # C-accelerated, keeps UTF-8
 
@@ -97,6 +98,17 @@ def commits_in_c(decoder: LineDecoder | None) -> bool:
     itself (`commits`: kfs/_native/csrc/views/offsets_json.h, the text the decoder gives), as the compiled
     walker does (kfs.views.plain_runs.line_taker's `commits`)."""
     return _render_jsonl is not None and bool(getattr(decoder, "commits_in_c", False))
+
+
+def walker_decoding(decoder: LineDecoder | None) -> WalkerDecoding | None:
+    """How the compiled walker renders `decoder`'s lines itself (kfs.views.plain_runs.WalkerDecoding), as
+    render_jsonl does: `__consumer_offsets`' offset commits, or the values framed by the schema ids whose
+    Avro programs the registry decoder has compiled (its table, which grows as the decoder meets ids).
+    None: the walker takes no batch of this decoder's."""
+    if commits_in_c(decoder):
+        return WalkerDecoding(commits=True)
+    table = _avro_table(decoder) if decoder is not None else None
+    return WalkerDecoding(avro=table) if table is not None else None
 
 
 def _decoding(decoder: LineDecoder) -> Callable[[str, Record], str]:

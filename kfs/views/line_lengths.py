@@ -39,20 +39,22 @@ class CountedBatch(NamedTuple):
 
 def counted_batches(plog: PartitionLog, start: int, end: int, *, isolation: str, control: str, prefix: str,
                     render: Callable[[list[Record]], list[bytes]], countable: bool,
-                    own_segment: LogSegment | None = None, commits: bool = False) -> Iterator[CountedBatch]:
+                    own_segment: LogSegment | None = None,
+                    decoded: plain_runs.WalkerDecoding | None = None) -> Iterator[CountedBatch]:
     """Per batch holding records of [start, end) that the view shows, their lines' length.
 
     `render` is the view's renderer; `countable`: its lines are section 3's plain ones, so the
     compiled counter may stand in for it; `own_segment`: only that segment object's batches (a run's
-    own file, PartitionLog.segment_batches); `commits`: the lines are `__consumer_offsets`' decoded ones,
-    whose offset-commit batches the compiled walker counts (plain_runs.count_taker's `commits`). Raises
+    own file, PartitionLog.segment_batches); `decoded`: the lines are a decoder's whose batches the
+    compiled walker may count as it does (plain_runs.WalkerDecoding). Raises
     what reading the records raises (CorruptLogError),
     after the batches before the damage.
     """
     if start >= end and own_segment is None:
         return
-    take = plain_runs.count_taker(prefix, end, isolation == "read_committed", commits=commits and not countable) \
-        if (countable or commits) and plain_runs.available() else None
+    take = plain_runs.count_taker(prefix, end, isolation == "read_committed",
+                                  decoded=plain_runs.NO_DECODING if countable or decoded is None else decoded) \
+        if (countable or decoded) and plain_runs.available() else None
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control,
                                                               end_offset=end, segment=own_segment, take=take):
         if type(header) is PlainRun:  # many plain batches counted by the walker

@@ -24,19 +24,21 @@ never differ from the Python walk's verdict:
 | record inside the batch's offsets and in order (render_records)  |                             |
 | an lz4 frame as `_lz4` reads it, independent blocks, <= 64 MiB   | compression.py `_lz4`       |
 
-lz4 is decompressed by liblz4 itself (the reference implementation, which the `lz4` package
-wraps), loaded from the system at run time (liblz4.so.1); without it lz4 batches are the Python
-walk's. Not plain, and so always the Python walk's: gzip, snappy and zstd batches (their
-decompressors are Python libraries; they release the GIL themselves), linked lz4 blocks, control
-batches, legacy formats, damage of any kind, the internal topics' own lines (but for one kind: with
-`commits`, the batches of `__consumer_offsets` holding offset commits alone, rendered as its line
-decoder renders them, views/offsets_json.h), a machine without a CRC-32C instruction (the call then
-takes nothing), KFS_PURE_PYTHON=1. tests/test_plain_runs.py holds the lines and sizes of views read
-with and without it to the same bytes, on the Kafka-written fixtures and random damaged logs;
-tests/test_internal_commit_walk.py does so for `commits`.
-"""
+lz4 is decompressed by liblz4 itself (the reference implementation, which the `lz4` package wraps),
+loaded from the system at run time (liblz4.so.1); without it lz4 batches are the Python walk's. Not
+plain, and so always the Python walk's: gzip, snappy and zstd batches (their decompressors are Python
+libraries; they release the GIL themselves), linked lz4 blocks, control batches, legacy formats, damage
+of any kind, a decoder's lines (the internal topics', registry-framed payloads'), but for what a
+`decoded` (WalkerDecoding) has the walker render as the decoder does: the batches of `__consumer_offsets`
+holding offset commits alone (views/offsets_json.h), and the batches whose every value is framed by a
+schema id the registry decoder has compiled (render_jsonl's `avro` step); a machine without a CRC-32C
+instruction (the call then takes nothing), KFS_PURE_PYTHON=1. tests/test_plain_runs.py holds the lines
+and sizes of views read with and without it to the same bytes, on the Kafka-written fixtures and random
+damaged logs; tests/test_internal_commit_walk.py and tests/test_registry_walk.py do so for `decoded`."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from kfs._native import views as native
 from kfs.record import PlainRun
@@ -47,6 +49,20 @@ _walk_v2_run = native.walk_v2_run
 NO_END = (1 << 63) - 1
 RENDER_BUDGET = 256 * 1024  # lines per call when rendering, unless the caller's budget says
 MIN_BUDGET, MAX_BUDGET = 64 * 1024, 1 << 20  # a reader's budget: what its read still needs, within these
+
+
+
+@dataclass(frozen=True)
+class WalkerDecoding:
+    """How the walker renders a decoder's lines itself (kfs.views.jsonl.walker_decoding): `commits`,
+    `__consumer_offsets`' offset commits; `avro`, the values framed by the schema registry's ids
+    (kfs.registry.lines.FramedLines.avro_table, read afresh at each call: it grows as the decoder meets ids)."""
+
+    commits: bool = False
+    avro: dict[bytes, tuple[object, str] | bool] | None = None
+
+
+NO_DECODING = WalkerDecoding()
 
 
 def available() -> bool:
@@ -61,15 +77,16 @@ def _int64s(segment: LogSegment, previous_last: int | None) -> bool:
 
 def line_taker(prefix: str, end: int | None, read_committed: bool,
                kcat: tuple[bytes, bytes] | None = None, budget: list[int] | None = None,
-               commits: bool = False) -> SelectedTaker:
+               decoded: WalkerDecoding = NO_DECODING) -> SelectedTaker:
     """A taker rendering each plain batch's lines of [first, end): PlainRun.taken is (marks, data)
     as render_v2_jsonl's lines mode gives them. `kcat`: (program, null) of kfs.views.kcat_format, the
-    records as kcat -f or -J prints them instead of JSON lines (render_kcat.c). `commits`: the lines of
-    `__consumer_offsets` as its line decoder gives them, for the batches of offset commits alone
-    (views/offsets_json.h; a batch holding group metadata is the Python walk's). `budget`: a cell whose
-    value is the lines each call makes (at least a batch's), which its owner sets between calls: a
-    reader's cursor, to what its read still needs (one call per 1 MiB read, not four: each call gives
-    the GIL up and takes it back, a wait when another reader holds it)."""
+    records as kcat -f or -J prints them instead of JSON lines (render_kcat.c). `decoded`: a decoder's
+    lines (WalkerDecoding) for the batches the walker can render as it does: `__consumer_offsets`' offset
+    commits alone (views/offsets_json.h; a batch holding group metadata is the Python walk's), values
+    framed by the registry's compiled Avro schemas (a batch with any other record is the Python walk's).
+    `budget`: a cell whose value is the lines each call makes (at least a batch's), which its owner sets
+    between calls: a reader's cursor, to what its read still needs (one call per 1 MiB read, not four:
+    each call gives the GIL up and takes it back, a wait when another reader holds it)."""
     stop = NO_END if end is None else max(min(end, NO_END), -NO_END)
     program, null = kcat if kcat is not None else (None, b"")
     walk = _walk_v2_run
@@ -81,7 +98,8 @@ def line_taker(prefix: str, end: int | None, read_committed: bool,
             return None
         got = walk(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),
                    max(min(first, NO_END), -NO_END), stop, prefix, read_committed, False,
-                   RENDER_BUDGET if budget is None else budget[0], kcat=program, null=null, commits=commits)
+                   RENDER_BUDGET if budget is None else budget[0], kcat=program, null=null,
+                   commits=decoded.commits, avro=decoded.avro)
         if got is None:
             return None
         used, base_offset, last_offset, records, marks, data = got
@@ -96,10 +114,10 @@ def kcat_taker(program: bytes, null: bytes, read_committed: bool) -> SelectedTak
     return line_taker("", None, read_committed, kcat=(program, null))
 
 
-def count_taker(prefix: str, end: int, read_committed: bool, commits: bool = False) -> SelectedTaker:
+def count_taker(prefix: str, end: int, read_committed: bool, decoded: WalkerDecoding = NO_DECODING) -> SelectedTaker:
     """A taker counting each plain batch's lines of [first, end): PlainRun.taken packs, per batch
     with lines, (first offset, next offset, bytes, where it ends from the window's start) as four
-    native int64s. `commits`: `__consumer_offsets`' lines, as line_taker's `commits` renders them."""
+    native int64s. `decoded`: a decoder's lines, as line_taker's `decoded` renders them."""
     stop = max(min(end, NO_END), -NO_END)
     walk = _walk_v2_run
     assert walk is not None, "a compiled taker without the extension (plain_runs.available())"
@@ -109,7 +127,8 @@ def count_taker(prefix: str, end: int, read_committed: bool, commits: bool = Fal
         if not _int64s(segment, previous_last):
             return None
         got = walk(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),
-                   max(min(first, NO_END), -NO_END), stop, prefix, read_committed, True, 0, commits=commits)
+                   max(min(first, NO_END), -NO_END), stop, prefix, read_committed, True, 0,
+                   commits=decoded.commits, avro=decoded.avro)
         if got is None:
             return None
         used, base_offset, last_offset, records, parts, _ = got

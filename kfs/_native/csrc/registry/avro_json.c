@@ -28,6 +28,7 @@ typedef struct {
     char *pool;
     Py_ssize_t pool_len;
     int pool_nonascii;
+    int floats; /* a float or double node: rendering it calls PyOS_double_to_string, which needs the GIL */
 } program;
 
 typedef struct {
@@ -62,7 +63,7 @@ reserve(state *s, size_t need)
     size_t cap = s->cap ? s->cap : 4096;
     while (cap - s->len < need)
         cap *= 2;
-    char *b = PyMem_Realloc(s->buf, cap);
+    char *b = PyMem_RawRealloc(s->buf, cap); /* (Raw: the compiled walker renders without the GIL) */
     if (b == NULL) {
         s->nomem = 1;
         return DECLINE;
@@ -287,14 +288,14 @@ render_blocks(const program *P, int32_t child, int is_map, state *s, int depth)
                 if (read_length(s, &n) < 0)
                     goto done;
                 if (nkeys == keys_cap) {
-                    avro_span *grown = PyMem_Malloc(sizeof(avro_span) * (size_t)keys_cap * 2);
+                    avro_span *grown = PyMem_RawMalloc(sizeof(avro_span) * (size_t)keys_cap * 2);
                     if (grown == NULL) {
                         s->nomem = 1;
                         goto done;
                     }
                     memcpy(grown, keys, sizeof(avro_span) * (size_t)nkeys);
                     if (keys != local)
-                        PyMem_Free(keys);
+                        PyMem_RawFree(keys);
                     keys = grown;
                     keys_cap *= 2;
                 }
@@ -318,7 +319,7 @@ render_blocks(const program *P, int32_t child, int is_map, state *s, int depth)
     rc = is_map ? PUT_LIT(s, "}") : PUT_LIT(s, "]");
 done:
     if (keys != local)
-        PyMem_Free(keys);
+        PyMem_RawFree(keys);
     return rc;
 }
 
@@ -527,6 +528,9 @@ kfs_avro_program(PyObject *module, PyObject *arg)
     memcpy(P->pool, b + 4 * (Py_ssize_t)nw, (size_t)P->pool_len);
     P->pool_nonascii = P->w[2] != 0;
     const int ok = check_node(P, P->w[0], seen, 0);
+    for (int32_t i = 3; ok && i < nw; i++) /* (seen: the checked nodes, each at its kind's word) */
+        if (seen[i] && (P->w[i] == AVRO_FLOAT || P->w[i] == AVRO_DOUBLE))
+            P->floats = 1;
     PyMem_Free(seen);
     if (!ok) {
         PyMem_Free(mem);
@@ -554,7 +558,7 @@ kfs_avro_render(PyObject *capsule, const uint8_t *p, Py_ssize_t n, const char **
     if (P == NULL)
         return -1;
     if (kept_cap > ((size_t)1 << 20)) {
-        PyMem_Free(kept_buf);
+        PyMem_RawFree(kept_buf);
         kept_buf = NULL;
         kept_cap = 0;
     }
@@ -572,6 +576,29 @@ kfs_avro_render(PyObject *capsule, const uint8_t *p, Py_ssize_t n, const char **
     *len = s.len;
     *nonascii = s.nonascii;
     return 1;
+}
+
+const void *
+kfs_avro_program_of(PyObject *capsule, int *needs_gil)
+{
+    const program *P = PyCapsule_GetPointer(capsule, "kfs.avro_program");
+    if (P != NULL)
+        *needs_gil = P->floats;
+    return P;
+}
+
+int
+kfs_avro_render_into(const void *program_of, const uint8_t *p, Py_ssize_t n, avro_text *out)
+{
+    const program *P = program_of;
+    state s = {.p = p, .end = p + n, .buf = out->buf, .cap = out->cap, .nonascii = P->pool_nonascii};
+    const int rc = render(P, P->w[0], &s, 0);
+    out->buf = s.buf;
+    out->cap = s.cap;
+    out->len = s.len;
+    if (s.nomem)
+        return -1;
+    return rc == OK && s.p == s.end;
 }
 
 KFS_DOC(kfs_render_avro_doc,

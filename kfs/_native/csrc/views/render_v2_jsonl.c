@@ -99,6 +99,75 @@ jsonl_line(const void *how, const uint8_t *p, Py_ssize_t end, const record_view 
 #undef PUT_BYTES
 }
 
+/* How an Avro line is written: the JSON line's parts, and the table. */
+typedef struct {
+    jsonl_how j;
+    avro_lines *avro;
+} avro_how;
+
+/* kfs.registry.lines.framed of a key: byte 0 and a 4-byte id other than 0, or byte 1 and a 16-byte GUID. */
+static inline int
+framed_key(const uint8_t *k, int64_t n)
+{
+    return (n >= 5 && k[0] == 0 && (k[1] | k[2] | k[3] | k[4]) != 0) || (n >= 17 && k[0] == 1);
+}
+
+static inline const avro_entry *
+avro_entry_of(avro_lines *a, const uint8_t *id)
+{
+    for (int i = 0, k = a->last; i < a->n; i++, k = k + 1 == a->n ? 0 : k + 1)
+        if (memcmp(a->entries[k].id, id, 4) == 0) {
+            a->last = k;
+            return &a->entries[k];
+        }
+    return NULL;
+}
+
+/* Record r's line as render_jsonl's `avro` step writes it (put_record with avro_value): the record's
+ * own parts, its value's datum as JSON, then `, "headers": []` and the schema's tail. RENDER_UNUSUAL
+ * for every record that step leaves to the Python decoder. */
+static KFS_ALWAYS_INLINE int
+avro_line(const void *how, const uint8_t *p, Py_ssize_t end, const record_view *r, rawbuf *out)
+{
+    const avro_how *a = how;
+    const jsonl_how *j = &a->j;
+    const uint8_t *v = r->value;
+    if (r->n_headers != 0 || r->value_len < 5 || v[0] != 0 || (r->key_len >= 0 && framed_key(r->key, r->key_len)))
+        return RENDER_UNUSUAL;
+    const avro_entry *e = avro_entry_of(a->avro, v + 1);
+    if (e == NULL)
+        return RENDER_UNUSUAL;
+    const int rendered = kfs_avro_render_into(e->program, v + 5, (Py_ssize_t)r->value_len - 5, &a->avro->text);
+    if (rendered < 0)
+        return RENDER_NO_MEMORY;
+    if (rendered == 0)
+        return RENDER_UNUSUAL;
+    const avro_text *t = &a->avro->text;
+    if (rb_reserve(out, j->prefix_len + 20 + 15 + 20 + 21 + j->tt_len + 10) < 0)
+        return RENDER_NO_MEMORY;
+    memcpy(out->buf + out->len, j->prefix, j->prefix_len);
+    out->len += j->prefix_len;
+    out->len = (size_t)(write_int64(out->buf + out->len, r->offset) - out->buf);
+    RB_LITERAL(out, ", \"timestamp\": ");
+    out->len = (size_t)(write_int64(out->buf + out->len, r->timestamp) - out->buf);
+    RB_LITERAL(out, ", \"timestamp_type\": \"");
+    memcpy(out->buf + out->len, j->tt, j->tt_len);
+    out->len += j->tt_len;
+    RB_LITERAL(out, "\", \"key\": ");
+    if (rb_put_bytes(out, r->key, r->key_len, end - (r->key_len < 0 ? 0 : r->key - p)) < 0)
+        return RENDER_NO_MEMORY;
+    if (rb_reserve(out, 11 + t->len + 15 + e->tail_len + 2) < 0)
+        return RENDER_NO_MEMORY;
+    RB_LITERAL(out, ", \"value\": ");
+    memcpy(out->buf + out->len, t->buf, t->len);
+    out->len += t->len;
+    RB_LITERAL(out, ", \"headers\": []");
+    memcpy(out->buf + out->len, e->tail, e->tail_len);
+    out->len += e->tail_len;
+    RB_LITERAL(out, "}\n");
+    return RENDER_OK;
+}
+
 /* Record r's line as `kfs cat` shows an offset commit of `__consumer_offsets` (render_jsonl's `commits`:
  * put_record then put_commit, the same bytes): RENDER_UNUSUAL, the batch the Python walk's, for a record
  * that is not a plain offset commit (group metadata, a tombstone's null key, a header, a key or value
@@ -159,6 +228,19 @@ kfs_render_commit_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, in
     const jsonl_how how = {prefix, tt, prefix_len, tt_len};
     return render_shown_lines(p, end, count, base_offset, base_timestamp, append_time, log_append_time, first, stop,
                               last, commit_line, &how, out, marks);
+}
+
+/* kfs_render_records for values framed by the schema registry's ids (avro_line); RENDER_UNUSUAL for a
+ * batch holding any other record. */
+int
+kfs_render_avro_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset,
+                        int64_t base_timestamp, int append_time, int64_t log_append_time, const char *prefix,
+                        size_t prefix_len, const char *tt, size_t tt_len, avro_lines *avro, int64_t first,
+                        int64_t stop, int64_t last, rawbuf *out, rawbuf *marks)
+{
+    const avro_how how = {{prefix, tt, prefix_len, tt_len}, avro};
+    return render_shown_lines(p, end, count, base_offset, base_timestamp, append_time, log_append_time, first, stop,
+                              last, avro_line, &how, out, marks);
 }
 
 KFS_DOC(kfs_render_v2_jsonl_doc,

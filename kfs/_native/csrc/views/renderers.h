@@ -6,6 +6,7 @@
 #define KFS_RENDERERS_H
 
 #include "../record/records_walk.h"
+#include "../registry/avro_json.h"
 #include "json_text.h"
 
 /* ---- the records a view shows, line by line ------------------------------------------------ */
@@ -97,6 +98,33 @@ KFS_HIDDEN int kfs_render_commit_records(const uint8_t *p, Py_ssize_t end, Py_ss
                                          int64_t base_timestamp, int append_time, int64_t log_append_time,
                                          const char *prefix, size_t prefix_len, const char *tt, size_t tt_len,
                                          int64_t first, int64_t stop, int64_t last, rawbuf *out, rawbuf *marks);
+
+/* The schema-registry step of the walker: render_jsonl's `avro` table (kfs.registry.lines.FramedLines:
+ * a value's 4 schema id bytes -> (compiled program, the line's tail `, "value_schema": {...}`)), its
+ * programs' entries copied for a walk, and the buffer a datum's JSON text is rendered into. */
+typedef struct {
+    uint8_t id[4];
+    const void *program; /* kfs_avro_program_of */
+    const char *tail;    /* UTF-8 */
+    size_t tail_len;
+} avro_entry;
+
+typedef struct {
+    const avro_entry *entries;
+    int n;
+    int last;          /* the entry found last (most values of a run are of one schema) */
+    avro_text text;
+} avro_lines;
+
+/* render_v2_jsonl.c: the lines of the records in payload[0:end] with first <= offset < stop, as
+ * render_jsonl's `avro` renders them: each record's value framed by a schema id of the table and rendered
+ * by its program; RENDER_UNUSUAL (the batch the Python walk's) for any other record (a header, a framed
+ * key, a null, unframed or unknown value, a datum the program declines). */
+KFS_HIDDEN int kfs_render_avro_records(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_offset,
+                                       int64_t base_timestamp, int append_time, int64_t log_append_time,
+                                       const char *prefix, size_t prefix_len, const char *tt, size_t tt_len,
+                                       avro_lines *avro, int64_t first, int64_t stop, int64_t last, rawbuf *out,
+                                       rawbuf *marks);
 
 /* render_kcat.c: kcat's -f output. A format is a list of parts (KcatFormat.program in
  * kfs/views/kcat_format.py): literals (the topic and partition among them) and fields. */

@@ -29,6 +29,7 @@ typedef struct {
     size_t prefix_len;
     const kcat_format *kcat; /* kcat's -f output instead of JSON lines (render_kcat.c), or NULL */
     int commits;             /* `__consumer_offsets`' lines: offset commits in C, any other record declines */
+    avro_lines *avro;        /* registry-framed Avro values' lines (render_jsonl's `avro`), or NULL */
 } run_params;
 
 typedef struct {
@@ -50,7 +51,22 @@ take_batch(run_result *res, int64_t base, int64_t last, Py_ssize_t end)
     res->used = end;
 }
 
-/* `commit_marks`: counting commit lines, the rendered lines' marks (`out` holds the lines), per batch. */
+/* A batch's lines by a decoder's renderer (`commits` or `avro`): rendered into out, their marks into marks. */
+static int
+render_decoded(const run_params *rp, const v2_plain_batch *pb, int64_t base, int64_t last, rawbuf *out,
+               rawbuf *marks)
+{
+    const char *tt = pb->append_time ? "LogAppendTime" : "CreateTime";
+    if (rp->avro != NULL)
+        return kfs_render_avro_records(pb->section, pb->section_len, pb->count, base, pb->base_ts, pb->append_time,
+                                       pb->max_ts, rp->prefix, rp->prefix_len, tt, strlen(tt), rp->avro, rp->first,
+                                       rp->stop, last, out, marks);
+    return kfs_render_commit_records(pb->section, pb->section_len, pb->count, base, pb->base_ts, pb->append_time,
+                                     pb->max_ts, rp->prefix, rp->prefix_len, tt, strlen(tt), rp->first, rp->stop,
+                                     last, out, marks);
+}
+
+/* `commit_marks`: counting a decoder's lines (`commits`, `avro`), the rendered lines' marks (`out` holds the lines), per batch. */
 static int
 walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawbuf *marks, rawbuf *scratch,
          rawbuf *commit_marks, run_result *res)
@@ -82,13 +98,10 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
         if (rp->count_only) {
             const int64_t fixed_len = jsonl_fixed_len(rp->prefix_len, append_time ? 13 : 10);
             line_count lc = {0, 0, -1};
-            if (rp->commits) { /* (commit lines have no fixed part: rendered, then measured) */
-                const char *tt = append_time ? "LogAppendTime" : "CreateTime";
+            if (rp->commits || rp->avro != NULL) { /* (a decoder's lines have no fixed part: rendered, measured) */
                 out->len = 0;
                 commit_marks->len = 0;
-                const int rc = kfs_render_commit_records(section, section_len, count, base, base_ts, append_time,
-                                                         max_ts, rp->prefix, rp->prefix_len, tt, strlen(tt),
-                                                         rp->first, rp->stop, last, out, commit_marks);
+                const int rc = render_decoded(rp, &pb, base, last, out, commit_marks);
                 if (rc == RENDER_NO_MEMORY)
                     return RENDER_NO_MEMORY;
                 if (rc != RENDER_OK)
@@ -117,10 +130,8 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
             int rc = rp->kcat != NULL
                 ? kfs_render_kcat_records(section, section_len, count, base, base_ts, append_time, max_ts, rp->kcat,
                                           rp->first, rp->stop, last, out, marks)
-                : rp->commits
-                ? kfs_render_commit_records(section, section_len, count, base, base_ts, append_time, max_ts,
-                                            rp->prefix, rp->prefix_len, tt, strlen(tt), rp->first, rp->stop, last,
-                                            out, marks)
+                : rp->commits || rp->avro != NULL
+                ? render_decoded(rp, &pb, base, last, out, marks)
                 : kfs_render_records(section, section_len, count, base, base_ts, append_time, max_ts, rp->prefix,
                                      rp->prefix_len, tt, strlen(tt), rp->first, rp->stop, last, out, marks);
             if (rc == RENDER_NO_MEMORY)
@@ -161,23 +172,27 @@ KFS_DOC(kfs_walk_v2_run_doc,
 "`kcat`: a program of KcatFormat (kfs/views/kcat_format.py): the records as kcat -f prints them\n"
 "instead of JSON lines (a null key or value as `null`); marks as for lines. `commits`: the lines of\n"
 "`__consumer_offsets` as render_jsonl's commits renders them, the batches of offset commits only (any\n"
-"other record leaves its batch to the Python walk), rendered or counted; not with kcat (None).");
+"other record leaves its batch to the Python walk), rendered or counted; not with kcat (None). `avro`:\n"
+"render_jsonl's `avro` table (kfs.registry.lines.FramedLines.avro_table): the lines of records whose\n"
+"values are framed by its schema ids, rendered or counted (any other record leaves its batch to the\n"
+"Python walk); not with kcat or commits (None). Without the GIL unless a program renders a float.");
 
 PyObject *
 kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"window", "segment_base", "previous_last", "max_last", "first_offset", "end_offset",
-                             "prefix", "read_committed", "count_only", "budget", "kcat", "null", "commits", NULL};
+                             "prefix", "read_committed", "count_only", "budget", "kcat", "null", "commits", "avro",
+                             NULL};
     Py_buffer buf, program, null;
     memset(&program, 0, sizeof(program));
     memset(&null, 0, sizeof(null));
     long long segment_base, max_last, first, stop;
-    PyObject *previous_obj, *prefix;
+    PyObject *previous_obj, *prefix, *avro_table = Py_None;
     int read_committed, count_only, commits = 0;
     Py_ssize_t budget;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*LOLLLUppn|z*y*p:walk_v2_run", kwlist, &buf, &segment_base,
-                                     &previous_obj, &max_last, &first, &stop, &prefix, &read_committed, &count_only,
-                                     &budget, &program, &null, &commits))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*LOLLLUppn|z*y*pO:walk_v2_run", kwlist, &buf,
+                                     &segment_base, &previous_obj, &max_last, &first, &stop, &prefix, &read_committed,
+                                     &count_only, &budget, &program, &null, &commits, &avro_table))
         return NULL;
     PyObject *result = NULL, *lines = NULL;
     rawbuf out = {NULL, 0, 0, 0}, marks = {NULL, 0, 0, 0}, scratch = {NULL, 0, 0, 0};
@@ -185,10 +200,49 @@ kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
     kcat_part *parts = NULL;
     kcat_format kcat = {NULL, 0, "", 0};
     run_params rp = {segment_base, max_last, first, stop, 0, previous_obj != Py_None, read_committed, count_only,
-                     budget > 0 ? (size_t)budget : 0, NULL, 0, NULL, commits};
-    if (commits && program.buf != NULL) {
+                     budget > 0 ? (size_t)budget : 0, NULL, 0, NULL, commits, NULL};
+    PyObject *avro_items = NULL; /* (the table's items, held: its programs and tails live through the walk) */
+    avro_entry *avro_entries = NULL;
+    avro_lines avro = {NULL, 0, 0, {NULL, 0, 0}};
+    int needs_gil = 0;
+    if ((commits || avro_table != Py_None) + (program.buf != NULL) > 1 || (commits && avro_table != Py_None)) {
         result = Py_NewRef(Py_None);
         goto done;
+    }
+    if (avro_table != Py_None) {
+        if (!PyDict_Check(avro_table)) {
+            PyErr_SetString(PyExc_TypeError, "walk_v2_run: avro must be a dict or None");
+            goto done;
+        }
+        if ((avro_items = PyDict_Items(avro_table)) == NULL)
+            goto done;
+        const Py_ssize_t n_items = PyList_GET_SIZE(avro_items);
+        if (n_items > INT_MAX / 2 || (avro_entries = PyMem_Calloc((size_t)n_items + 1, sizeof(avro_entry))) == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n_items; i++) { /* (False and anything else: that id's records decline) */
+            PyObject *id = PyTuple_GET_ITEM(PyList_GET_ITEM(avro_items, i), 0);
+            PyObject *entry = PyTuple_GET_ITEM(PyList_GET_ITEM(avro_items, i), 1);
+            if (!PyBytes_Check(id) || PyBytes_GET_SIZE(id) != 4 || !PyTuple_CheckExact(entry) ||
+                PyTuple_GET_SIZE(entry) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(entry, 1)))
+                continue;
+            avro_entry *e = &avro_entries[avro.n];
+            int floats = 0;
+            Py_ssize_t tail_len;
+            e->program = kfs_avro_program_of(PyTuple_GET_ITEM(entry, 0), &floats);
+            e->tail = e->program != NULL ? PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(entry, 1), &tail_len) : NULL;
+            if (e->tail == NULL) {
+                PyErr_Clear();
+                continue;
+            }
+            memcpy(e->id, PyBytes_AS_STRING(id), 4);
+            e->tail_len = (size_t)tail_len;
+            needs_gil |= floats;
+            avro.n++;
+        }
+        avro.entries = avro_entries;
+        rp.avro = &avro;
     }
     if (program.buf != NULL) {
         parts = PyMem_Malloc(KCAT_MAX_PARTS * sizeof(kcat_part));
@@ -236,9 +290,13 @@ kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     run_result res = {0, 0, 0, 0, 0};
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = walk_run((const uint8_t *)buf.buf, buf.len, &rp, &out, &marks, &scratch, &commit_marks, &res);
-    Py_END_ALLOW_THREADS
+    if (needs_gil) /* (a float's text is Python's own: PyOS_double_to_string) */
+        rc = walk_run((const uint8_t *)buf.buf, buf.len, &rp, &out, &marks, &scratch, &commit_marks, &res);
+    else {
+        Py_BEGIN_ALLOW_THREADS
+        rc = walk_run((const uint8_t *)buf.buf, buf.len, &rp, &out, &marks, &scratch, &commit_marks, &res);
+        Py_END_ALLOW_THREADS
+    }
     if (rc == RENDER_NO_MEMORY) {
         PyErr_NoMemory();
         goto done;
@@ -281,6 +339,9 @@ done:
     PyMem_RawFree(scratch.buf);
     PyMem_RawFree(commit_marks.buf);
     PyMem_Free(parts);
+    PyMem_RawFree(avro.text.buf);
+    PyMem_Free(avro_entries);
+    Py_XDECREF(avro_items);
     if (program.buf != NULL)
         PyBuffer_Release(&program);
     if (null.buf != NULL)
