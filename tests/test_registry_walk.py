@@ -32,7 +32,7 @@ from mounts import mounted, needs_fuse
 from kfs._native.registry import render_avro
 from kfs.internal_topics.lines import line_decoder
 from kfs.registry import load_registry
-from kfs.storage import LogDirs
+from kfs.storage import LogDirs, OffsetOutOfRange
 from kfs.views import plain_runs
 from kfs.views.batch_lines import joined_lines
 from kfs.views.jsonl import line_prefix, render_line_list, render_lines, walker_decoding
@@ -165,7 +165,12 @@ def test_the_walkers_lines_and_counts_are_the_python_walks(tmp_path_factory: pyt
     end = plog.log_end_offset()
     for start in {plog.log_start_offset(), rnd.randint(0, max(end, 1)), end}:
         for isolation in ("read_uncommitted", "read_committed"):
-            rendered = lines(logdir, start, isolation, False, [])
+            try:
+                rendered = lines(logdir, start, isolation, False, [])
+            except OffsetOutOfRange:  # (a gap after the last batch, before an empty segment: Kafka's answer too)
+                with pytest.raises(OffsetOutOfRange):
+                    lines(logdir, start, isolation, True, [])
+                continue
             assert lines(logdir, start, isolation, True, []) == rendered
             stop = rnd.randint(start, end + 1)
             shown = [x for x in rendered.splitlines(keepends=True) if json.loads(x)["offset"] < stop]

@@ -85,6 +85,17 @@ put(state *s, const char *t, size_t n)
 
 #define PUT_LIT(s, lit) put((s), (lit), sizeof(lit) - 1)
 
+/* A text of the pool (a field's `"name": `, mostly under 16 bytes) into d, which has 16 bytes of room
+ * past n: one fixed-size copy rather than a call, where the pool has 16 bytes from t. */
+static inline void
+copy_text(char *d, const char *t, size_t n, const char *pool_end)
+{
+    if (n <= 16 && pool_end - t >= 16)
+        memcpy(d, t, 16);
+    else
+        memcpy(d, t, n);
+}
+
 /* ---- the datum ------------------------------------------------------------------------------- */
 
 /* The datum's varints and lengths, read as Java reads them (avro_binary.h, shared with the other reader). */
@@ -135,6 +146,13 @@ put_string(state *s, const uint8_t *t, Py_ssize_t n)
             d += 8;
             i += 8;
             continue;
+        }
+        if (i + 8 > n && n >= 8 && plain8(t + n - 8)) {
+            /* The last 8 bytes are plain, so each was (or is) written as itself: the tail in one word, over
+             * the bytes of it already written (a short string's tail was a byte at a time) */
+            memcpy(d - (i - (n - 8)), t + n - 8, 8);
+            d += n - i;
+            break;
         }
         const uint8_t c = t[i];
         if (c >= 0x80) {
@@ -396,8 +414,15 @@ render(const program *P, int32_t node, state *s, int depth)
             return DECLINE;
         for (int32_t i = 0; i < w[1]; i++) {
             const int32_t *f = w + 2 + 3 * i;
-            if ((i > 0 && PUT_LIT(s, ", ") < 0) || put(s, P->pool + f[0], (size_t)f[1]) < 0 ||
-                render(P, f[2], s, depth) < 0)
+            if (reserve(s, (size_t)f[1] + 2 + 16) < 0) /* ", " and the field's `"name": `; 16: copy_text's */
+                return DECLINE;
+            if (i > 0) {
+                memcpy(s->buf + s->len, ", ", 2);
+                s->len += 2;
+            }
+            copy_text(s->buf + s->len, P->pool + f[0], (size_t)f[1], P->pool + P->pool_len);
+            s->len += (size_t)f[1];
+            if (render(P, f[2], s, depth) < 0)
                 return DECLINE;
         }
         return PUT_LIT(s, "}");
