@@ -91,7 +91,7 @@ def line_lists(plog: PartitionLog, start: int, end: int | None, *, isolation: st
     take = None
     if (fused or decoded) and plain_runs.available():
         take = plain_runs.line_taker(prefix, end, isolation == "read_committed", budget=budget,
-                                     decoded=plain_runs.NO_DECODING if fused or decoded is None else decoded)
+                                     decoded=None if fused else decoded)
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control,
                                                               end_offset=end, segment=own_segment, take=take):
         if type(header) is PlainRun:  # many plain batches' lines, rendered by the walker
@@ -116,7 +116,7 @@ def joined_lines(plog: PartitionLog, start: int, *, isolation: str, control: str
     format's, bounded in memory: kfs.views.kcat_format); `decoded`: as line_lists'."""
     if take is None and (fused or decoded) and plain_runs.available():
         take = plain_runs.line_taker(prefix, None, isolation == "read_committed",
-                                     decoded=plain_runs.NO_DECODING if fused or decoded is None else decoded)
+                                     decoded=None if fused else decoded)
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control, take=take):
         if type(header) is PlainRun:
             if header.taken[1]:  # type: ignore[index]

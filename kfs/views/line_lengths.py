@@ -53,7 +53,7 @@ def counted_batches(plog: PartitionLog, start: int, end: int, *, isolation: str,
     if start >= end and own_segment is None:
         return
     take = plain_runs.count_taker(prefix, end, isolation == "read_committed",
-                                  decoded=plain_runs.NO_DECODING if countable or decoded is None else decoded) \
+                                  decoded=None if countable else decoded) \
         if (countable or decoded) and plain_runs.available() else None
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, control=control,
                                                               end_offset=end, segment=own_segment, take=take):

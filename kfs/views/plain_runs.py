@@ -77,7 +77,7 @@ def _int64s(segment: LogSegment, previous_last: int | None) -> bool:
 
 def line_taker(prefix: str, end: int | None, read_committed: bool,
                kcat: tuple[bytes, bytes] | None = None, budget: list[int] | None = None,
-               decoded: WalkerDecoding = NO_DECODING) -> SelectedTaker:
+               decoded: WalkerDecoding | None = None) -> SelectedTaker:
     """A taker rendering each plain batch's lines of [first, end): PlainRun.taken is (marks, data)
     as render_v2_jsonl's lines mode gives them. `kcat`: (program, null) of kfs.views.kcat_format, the
     records as kcat -f or -J prints them instead of JSON lines (render_kcat.c). `decoded`: a decoder's
@@ -89,6 +89,7 @@ def line_taker(prefix: str, end: int | None, read_committed: bool,
     each call gives the GIL up and takes it back, a wait when another reader holds it)."""
     stop = NO_END if end is None else max(min(end, NO_END), -NO_END)
     program, null = kcat if kcat is not None else (None, b"")
+    decoding = decoded or NO_DECODING
     walk = _walk_v2_run
     assert walk is not None, "a compiled taker without the extension (plain_runs.available())"
 
@@ -99,7 +100,7 @@ def line_taker(prefix: str, end: int | None, read_committed: bool,
         got = walk(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),
                    max(min(first, NO_END), -NO_END), stop, prefix, read_committed, False,
                    RENDER_BUDGET if budget is None else budget[0], kcat=program, null=null,
-                   commits=decoded.commits, avro=decoded.avro)
+                   commits=decoding.commits, avro=decoding.avro)
         if got is None:
             return None
         used, base_offset, last_offset, records, marks, data = got
@@ -114,11 +115,12 @@ def kcat_taker(program: bytes, null: bytes, read_committed: bool) -> SelectedTak
     return line_taker("", None, read_committed, kcat=(program, null))
 
 
-def count_taker(prefix: str, end: int, read_committed: bool, decoded: WalkerDecoding = NO_DECODING) -> SelectedTaker:
+def count_taker(prefix: str, end: int, read_committed: bool, decoded: WalkerDecoding | None = None) -> SelectedTaker:
     """A taker counting each plain batch's lines of [first, end): PlainRun.taken packs, per batch
     with lines, (first offset, next offset, bytes, where it ends from the window's start) as four
     native int64s. `decoded`: a decoder's lines, as line_taker's `decoded` renders them."""
     stop = max(min(end, NO_END), -NO_END)
+    decoding = decoded or NO_DECODING
     walk = _walk_v2_run
     assert walk is not None, "a compiled taker without the extension (plain_runs.available())"
 
@@ -128,7 +130,7 @@ def count_taker(prefix: str, end: int, read_committed: bool, decoded: WalkerDeco
             return None
         got = walk(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),
                    max(min(first, NO_END), -NO_END), stop, prefix, read_committed, True, 0,
-                   commits=decoded.commits, avro=decoded.avro)
+                   commits=decoding.commits, avro=decoding.avro)
         if got is None:
             return None
         used, base_offset, last_offset, records, parts, _ = got

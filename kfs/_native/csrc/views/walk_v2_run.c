@@ -66,7 +66,8 @@ render_decoded(const run_params *rp, const v2_plain_batch *pb, int64_t base, int
                                      last, out, marks);
 }
 
-/* `commit_marks`: counting a decoder's lines (`commits`, `avro`), the rendered lines' marks (`out` holds the lines), per batch. */
+/* `commit_marks`: counting a decoder's lines (`commits`, `avro`), the rendered lines' marks (`out` holds
+ * the lines), per batch. */
 static int
 walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawbuf *marks, rawbuf *scratch,
          rawbuf *commit_marks, run_result *res)
