@@ -14,6 +14,7 @@
 
 #include "avro_json.h"
 #include "../record/utf8.h"
+#include "json_out.h"
 #include "avro_binary.h"
 
 #define MAX_ITEMS (1 << 20)
@@ -33,68 +34,37 @@ typedef struct {
 
 typedef struct {
     const uint8_t *p, *end;
-    char *buf;
-    size_t len, cap;
-    int nonascii;   /* a byte >= 0x80 was written: the str is made by the UTF-8 decoder */
+    json_out o;     /* the text written (json_out.h) */
     int64_t items;  /* array and map items so far */
-    int nomem;
 } state;
 
 enum { OK = AVRO_OK, DECLINE = AVRO_DECLINE };
 
-static const char *const escapes[0x20] = {
-    "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
-    "\\b",     "\\t",     "\\n",     "\\u000b", "\\f",     "\\r",     "\\u000e", "\\u000f",
-    "\\u0010", "\\u0011", "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017",
-    "\\u0018", "\\u0019", "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
-};
+/* ---- the output (json_out.h) ----------------------------------------------------------------- */
 
-/* ---- the output ------------------------------------------------------------------------------ */
-
-static int
+static inline int
 reserve(state *s, size_t need)
 {
-    if (s->cap - s->len >= need)
-        return OK;
-    if (need > ((size_t)PY_SSIZE_T_MAX >> 2)) {
-        s->nomem = 1;
-        return DECLINE;
-    }
-    size_t cap = s->cap ? s->cap : 4096;
-    while (cap - s->len < need)
-        cap *= 2;
-    char *b = PyMem_RawRealloc(s->buf, cap); /* (Raw: the compiled walker renders without the GIL) */
-    if (b == NULL) {
-        s->nomem = 1;
-        return DECLINE;
-    }
-    s->buf = b;
-    s->cap = cap;
-    return OK;
+    return jo_reserve(&s->o, need);
 }
 
 static inline int
 put(state *s, const char *t, size_t n)
 {
-    if (reserve(s, n) < 0)
-        return DECLINE;
-    memcpy(s->buf + s->len, t, n);
-    s->len += n;
-    return OK;
+    return jo_put(&s->o, t, n);
 }
 
 #define PUT_LIT(s, lit) put((s), (lit), sizeof(lit) - 1)
 
-/* A text of the pool (a field's `"name": `, mostly under 16 bytes) into d, which has 16 bytes of room
- * past n: one fixed-size copy rather than a call, where the pool has 16 bytes from t. */
-static inline void
-copy_text(char *d, const char *t, size_t n, const char *pool_end)
+static inline int
+put_string(state *s, const uint8_t *t, Py_ssize_t n)
 {
-    if (n <= 16 && pool_end - t >= 16)
-        memcpy(d, t, 16);
-    else
-        memcpy(d, t, n);
+    return jo_put_string(&s->o, t, n);
 }
+
+
+
+
 
 /* ---- the datum ------------------------------------------------------------------------------- */
 
@@ -117,90 +87,24 @@ read_length(state *s, Py_ssize_t *n)
     return avro_read_length(&s->p, s->end, n);
 }
 
-/* Whether 8 bytes are ASCII that a JSON string holds as they are: none below 0x20, none >= 0x80, no '"'
- * or '\\' (the zero-byte tests of "Bit Twiddling Hacks", on the word and on it xor each quote). */
-static inline int
-plain8(const uint8_t *t)
-{
-    uint64_t x;
-    memcpy(&x, t, 8);
-    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-#define HAS_ZERO(v) (((v) - ones) & ~(v) & highs)
-    const uint64_t below = (x - ones * 0x20) & ~x & highs; /* a byte < 0x20 (for bytes < 0x80) */
-    return !((x & highs) | below | HAS_ZERO(x ^ (ones * '"')) | HAS_ZERO(x ^ (ones * '\\')));
-#undef HAS_ZERO
-}
-
-/* A UTF-8 string (checked as Python's strict decoder checks it) as json.encoder.encode_basestring writes
- * it with ensure_ascii=False. */
-static int
-put_string(state *s, const uint8_t *t, Py_ssize_t n)
-{
-    if (reserve(s, (size_t)n * 6 + 2) < 0)
-        return DECLINE;
-    char *d = s->buf + s->len;
-    *d++ = '"';
-    for (Py_ssize_t i = 0; i < n;) {
-        if (i + 8 <= n && plain8(t + i)) {
-            memcpy(d, t + i, 8);
-            d += 8;
-            i += 8;
-            continue;
-        }
-        if (i + 8 > n && n >= 8 && plain8(t + n - 8)) {
-            /* The last 8 bytes are plain, so each was (or is) written as itself: the tail in one word, over
-             * the bytes of it already written (a short string's tail was a byte at a time) */
-            memcpy(d - (i - (n - 8)), t + n - 8, 8);
-            d += n - i;
-            break;
-        }
-        const uint8_t c = t[i];
-        if (c >= 0x80) {
-            const Py_ssize_t k = utf8_sequence(t + i, n - i);
-            if (k == 0)
-                return DECLINE;
-            memcpy(d, t + i, (size_t)k);
-            d += k;
-            i += k;
-            s->nonascii = 1;
-            continue;
-        }
-        if (c < 0x20) {
-            const size_t k = strlen(escapes[c]);
-            memcpy(d, escapes[c], k);
-            d += k;
-        }
-        else if (c == '"' || c == '\\') {
-            *d++ = '\\';
-            *d++ = (char)c;
-        }
-        else
-            *d++ = (char)c;
-        i++;
-    }
-    *d++ = '"';
-    s->len = (size_t)(d - s->buf);
-    return OK;
-}
-
 /* Bytes and fixed: a string of code points 0-255 (bytes.decode("latin-1")), escaped as put_string. */
 static int
 put_latin1(state *s, const uint8_t *t, Py_ssize_t n)
 {
     if (reserve(s, (size_t)n * 6 + 2) < 0)
         return DECLINE;
-    char *d = s->buf + s->len;
+    char *d = s->o.buf + s->o.len;
     *d++ = '"';
     for (Py_ssize_t i = 0; i < n; i++) {
         const uint8_t c = t[i];
         if (c >= 0x80) {
             *d++ = (char)(0xC0 | (c >> 6));
             *d++ = (char)(0x80 | (c & 0x3F));
-            s->nonascii = 1;
+            s->o.nonascii = 1;
         }
         else if (c < 0x20) {
-            const size_t k = strlen(escapes[c]);
-            memcpy(d, escapes[c], k);
+            const size_t k = strlen(jo_escapes[c]);
+            memcpy(d, jo_escapes[c], k);
             d += k;
         }
         else if (c == '"' || c == '\\') {
@@ -211,7 +115,7 @@ put_latin1(state *s, const uint8_t *t, Py_ssize_t n)
             *d++ = (char)c;
     }
     *d++ = '"';
-    s->len = (size_t)(d - s->buf);
+    s->o.len = (size_t)(d - s->o.buf);
     return OK;
 }
 
@@ -222,7 +126,7 @@ put_repr(state *s, double x)
     char *r = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
     if (r == NULL) {
         PyErr_Clear();
-        s->nomem = 1;
+        s->o.nomem = 1;
         return DECLINE;
     }
     const int rc = put(s, r, strlen(r));
@@ -252,7 +156,7 @@ put_float32(state *s, float f)
         char *g = PyOS_double_to_string(x, 'g', digits, 0, NULL);
         if (g == NULL) {
             PyErr_Clear();
-            s->nomem = 1;
+            s->o.nomem = 1;
             return DECLINE;
         }
         const double shorter = PyOS_string_to_double(g, NULL, NULL);
@@ -308,7 +212,7 @@ render_blocks(const program *P, int32_t child, int is_map, state *s, int depth)
                 if (nkeys == keys_cap) {
                     avro_span *grown = PyMem_RawMalloc(sizeof(avro_span) * (size_t)keys_cap * 2);
                     if (grown == NULL) {
-                        s->nomem = 1;
+                        s->o.nomem = 1;
                         goto done;
                     }
                     memcpy(grown, keys, sizeof(avro_span) * (size_t)nkeys);
@@ -367,7 +271,7 @@ render(const program *P, int32_t node, state *s, int depth)
             return DECLINE;
         if (reserve(s, 20) < 0)
             return DECLINE;
-        s->len = (size_t)(write_int64(s->buf + s->len, v) - s->buf);
+        s->o.len = (size_t)(write_int64(s->o.buf + s->o.len, v) - s->o.buf);
         return OK;
     }
     case AVRO_FLOAT: {
@@ -417,11 +321,11 @@ render(const program *P, int32_t node, state *s, int depth)
             if (reserve(s, (size_t)f[1] + 2 + 16) < 0) /* ", " and the field's `"name": `; 16: copy_text's */
                 return DECLINE;
             if (i > 0) {
-                memcpy(s->buf + s->len, ", ", 2);
-                s->len += 2;
+                memcpy(s->o.buf + s->o.len, ", ", 2);
+                s->o.len += 2;
             }
-            copy_text(s->buf + s->len, P->pool + f[0], (size_t)f[1], P->pool + P->pool_len);
-            s->len += (size_t)f[1];
+            jo_copy_text(s->o.buf + s->o.len, P->pool + f[0], (size_t)f[1], P->pool + P->pool_len);
+            s->o.len += (size_t)f[1];
             if (render(P, f[2], s, depth) < 0)
                 return DECLINE;
         }
@@ -587,19 +491,19 @@ kfs_avro_render(PyObject *capsule, const uint8_t *p, Py_ssize_t n, const char **
         kept_buf = NULL;
         kept_cap = 0;
     }
-    state s = {.p = p, .end = p + n, .buf = kept_buf, .cap = kept_cap, .nonascii = P->pool_nonascii};
+    state s = {.p = p, .end = p + n, .o = {.buf = kept_buf, .cap = kept_cap, .nonascii = P->pool_nonascii}};
     const int rc = render(P, P->w[0], &s, 0);
-    kept_buf = s.buf;
-    kept_cap = s.cap;
-    if (s.nomem) {
+    kept_buf = s.o.buf;
+    kept_cap = s.o.cap;
+    if (s.o.nomem) {
         PyErr_NoMemory();
         return -1;
     }
     if (rc != OK || s.p != s.end)
         return 0;
-    *text = s.buf;
-    *len = s.len;
-    *nonascii = s.nonascii;
+    *text = s.o.buf;
+    *len = s.o.len;
+    *nonascii = s.o.nonascii;
     return 1;
 }
 
@@ -616,12 +520,12 @@ int
 kfs_avro_render_into(const void *program_of, const uint8_t *p, Py_ssize_t n, avro_text *out)
 {
     const program *P = program_of;
-    state s = {.p = p, .end = p + n, .buf = out->buf, .cap = out->cap, .nonascii = P->pool_nonascii};
+    state s = {.p = p, .end = p + n, .o = {.buf = out->buf, .cap = out->cap, .nonascii = P->pool_nonascii}};
     const int rc = render(P, P->w[0], &s, 0);
-    out->buf = s.buf;
-    out->cap = s.cap;
-    out->len = s.len;
-    if (s.nomem)
+    out->buf = s.o.buf;
+    out->cap = s.o.cap;
+    out->len = s.o.len;
+    if (s.o.nomem)
         return -1;
     return rc == OK && s.p == s.end;
 }
