@@ -24,11 +24,10 @@ static const char *const jo_escapes[0x20] = {
     "\\u0018", "\\u0019", "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
 };
 
-static inline int
-jo_reserve(json_out *s, size_t need)
+/* (the growing, out of line: the check inlined where a renderer writes) */
+static int __attribute__((noinline, unused))
+jo_grow(json_out *s, size_t need)
 {
-    if (s->cap - s->len >= need)
-        return JO_OK;
     if (need > ((size_t)PY_SSIZE_T_MAX >> 2)) {
         s->nomem = 1;
         return JO_DECLINE;
@@ -36,7 +35,7 @@ jo_reserve(json_out *s, size_t need)
     size_t cap = s->cap ? s->cap : 4096;
     while (cap - s->len < need)
         cap *= 2;
-    char *b = PyMem_RawRealloc(s->buf, cap); /* (Raw: the compiled walker renders without the GIL) */
+    char *b = PyMem_RawRealloc(s->buf, cap);
     if (b == NULL) {
         s->nomem = 1;
         return JO_DECLINE;
@@ -44,6 +43,12 @@ jo_reserve(json_out *s, size_t need)
     s->buf = b;
     s->cap = cap;
     return JO_OK;
+}
+
+static inline int
+jo_reserve(json_out *s, size_t need)
+{
+    return s->cap - s->len >= need ? JO_OK : jo_grow(s, need);
 }
 
 static inline int
