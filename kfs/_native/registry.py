@@ -8,6 +8,8 @@ _speedups.pyi, or None unbuilt.
   `avro_arrow_decode`;
 - `avro_arrow_decode`: a batch of registry-framed values (an Arrow binary array's buffers) into the
   buffers of Spark's typed column, each row the per-row path's value or declined to it;
+- `protobuf_program`, `render_protobuf`: the same as `avro_program` and `render_avro` for Protobuf
+  messages (kfs/registry/protobuf_program.py), the Python path being kfs.registry.protobuf's;
 - `protobuf_arrow_program`, `protobuf_arrow_decode`: the same for Protobuf messages (the reader's first
   message), each row the per-row path's value or declined to it;
 - `avro_text_column`: a batch of framed Avro values into an Arrow string column of their JSON text
@@ -23,5 +25,7 @@ render_avro = extension.render_avro if BUILT else None
 avro_arrow_program = extension.avro_arrow_program if BUILT else None
 avro_arrow_decode = extension.avro_arrow_decode if BUILT else None
 avro_text_column = extension.avro_text_column if BUILT else None
+protobuf_program = extension.protobuf_program if BUILT else None
+render_protobuf = extension.render_protobuf if BUILT else None
 protobuf_arrow_program = extension.protobuf_arrow_program if BUILT else None
 protobuf_arrow_decode = extension.protobuf_arrow_decode if BUILT else None

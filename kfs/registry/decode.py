@@ -120,6 +120,22 @@ class Registry:
         program = getattr(compiled.renderer, "program", None) if compiled.kind == "AVRO" else None
         return None if program is None else (program, self._schema_object(schema_id, subject))
 
+    def protobuf_program(self, schema_id: int, subject: str) -> tuple[object, str] | None:
+        """The compiled renderer's program for the first message of the Protobuf schema of `schema_id`
+        (message indexes [0], the one byte 0 after the id) and the `*_schema` object's JSON text `decode`
+        gives with it, or None where `decode` is the only way (not Protobuf, no program)."""
+        compiled = self.compiled(schema_id)
+        if compiled.kind != "PROTOBUF" or compiled.renderer is None:
+            return None
+        try:
+            program, message = compiled.renderer.program((0,))
+        except ProtobufPayloadError:  # (a schema of no message)
+            return None
+        if program is None:
+            return None
+        schema = self._schema_object(schema_id, subject)
+        return program, schema[:-1] + ', "message": ' + json.dumps(message) + "}"
+
     def knows_guid(self, data: bytes) -> bool:
         """Whether `data` (byte 1 then 16 bytes) names a schema GUID the registry holds."""
         return len(data) >= 17 and data[0] == 1 and bytes(data[1:17]) in self.state.by_guid

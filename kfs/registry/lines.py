@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kfs._native.registry import render_avro
+from kfs._native.registry import render_avro, render_protobuf
 from kfs.registry.decode import PayloadError, Registry
 from kfs.storage import KfsError, PartitionLog
 
@@ -37,14 +37,17 @@ class FramedLines:
         # those records' lines whole in C and leaves the others (and ids not seen yet) to this decoder.
         self._fast: dict[bytes, tuple[object, str] | bool] = {}
         self.avro_table = self._fast if render_avro is not None else None
+        # The same for Protobuf values of a schema's first message (the message-index byte 0 after the id):
+        # render_protobuf's program and tail, or False. Not the walker's (its table is Avro's alone).
+        self._protobuf_fast: dict[bytes, tuple[object, str] | bool] = {}
 
     def __call__(self, record: Any) -> tuple[str | None, str | None, str | None, str | None]:
         value = record.value
         if value is not None and value[:1] == b"\0" and not record.headers and render_avro is not None \
                 and getattr(record, "control", None) is None:
-            # The common line, in one step: a value framed by an Avro schema's id, no header, a key
-            # that is not framed; the same answer as _part's, which takes every other record and
-            # every datum the compiled renderer declines.
+            # The common line, in one step: a value framed by an Avro schema's id (or a Protobuf one's,
+            # its first message), no header, a key that is not framed; the same answer as _part's, which
+            # takes every other record and every datum the compiled renderers decline.
             fast = self._fast.get(value[1:5])
             if fast is None:
                 fast = self._fast_of(value[1:5])
@@ -54,6 +57,17 @@ class FramedLines:
                 text = render_avro(program, value, 5)
                 if text is not None:
                     return None, text, None, tail
+            elif fast is False and value[5:6] == b"\0" and render_protobuf is not None \
+                    and (key is None or key[:1] > b"\x01" or not framed(key)):
+                # A Protobuf value of its schema's first message: the same answer as _part's, or _part's
+                protobuf = self._protobuf_fast.get(value[1:5])
+                if protobuf is None:
+                    protobuf = self._protobuf_fast_of(value[1:5])
+                if protobuf:
+                    program, tail = protobuf  # type: ignore[misc]
+                    text = render_protobuf(program, value, 6)
+                    if text is not None:
+                        return None, text, None, tail
         elif getattr(record, "control", None) is not None:
             return None, None, None, None
         value_header = key_header = None
@@ -75,6 +89,13 @@ class FramedLines:
         fast = self.registry.avro_program(int.from_bytes(id_bytes, "big"), self.value_subject)
         self._fast[id_bytes] = False if fast is None else (fast[0], ', "value_schema": ' + fast[1])
         return self._fast[id_bytes]
+
+    def _protobuf_fast_of(self, id_bytes: bytes) -> tuple[object, str] | bool:
+        """The Protobuf step's program and tail for a value's id bytes (`_fast_of`'s twin)."""
+        schema_id = int.from_bytes(id_bytes, "big")
+        fast = self.registry.protobuf_program(schema_id, self.value_subject) if self.registry.knows(schema_id) else None
+        self._protobuf_fast[id_bytes] = False if fast is None else (fast[0], ', "value_schema": ' + fast[1])
+        return self._protobuf_fast[id_bytes]
 
     def _part(self, data: bytes | None, header: bytes | None, subject: str, part: str) -> tuple[str | None, str, str]:
         """A key's or value's decoded JSON, its `*_schema` member and its `*_decode_error` member."""

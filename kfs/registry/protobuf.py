@@ -18,6 +18,9 @@ import os
 import threading
 from typing import Any
 
+from kfs._native.registry import protobuf_program, render_protobuf
+from kfs.registry.protobuf_program import compile_message
+
 _COMPILE_LOCK = threading.Lock()  # protoc's in-process entry point is not known to be reentrant
 MAIN_NAME = "kfs_registry_schema.proto"
 MAX_INDEXES = 64  # a message-index list longer than any nesting
@@ -75,9 +78,34 @@ class ProtobufRenderer:
         except Exception as e:
             raise ProtobufSchemaError(f"the schema does not compile as Protobuf ({type(e).__name__}: {e})") from None
         self._classes: dict[tuple[int, ...], tuple[Any, str]] = {}
+        self._programs: dict[tuple[int, ...], object | None] = {}  # (compiled renderers, kfs.registry.protobuf_program)
 
     def render(self, body: bytes) -> tuple[str, str]:
-        """The message's JSON text and its full name; ProtobufPayloadError when it does not decode."""
+        """The message's JSON text and its full name; ProtobufPayloadError when it does not decode. By the
+        compiled renderer where it answers (protobuf_json.c: the same text), else `render_python`."""
+        if render_protobuf is not None:
+            indexes, start = message_indexes(body)
+            program, name = self.program(tuple(indexes))
+            if program is not None:
+                text = render_protobuf(program, body, start)
+                if text is not None:
+                    return text, name
+        return self.render_python(body)
+
+    def program(self, indexes: tuple[int, ...]) -> tuple[object | None, str]:
+        """The compiled renderer's program for the message `indexes` name (None: that message has none, or
+        the extension is not built) and the message's full name; ProtobufPayloadError for indexes that name
+        no message."""
+        cls, name = self._message_class(indexes)
+        program = self._programs.get(indexes, False)
+        if program is False:
+            compiled = compile_message(cls.DESCRIPTOR) if protobuf_program is not None else None
+            program = None if compiled is None or protobuf_program is None else protobuf_program(compiled)
+            self._programs[indexes] = program
+        return program, name
+
+    def render_python(self, body: bytes) -> tuple[str, str]:
+        """`render` by protobuf's parser and json_format alone (the reference of the compiled renderer)."""
         from google.protobuf import json_format
 
         indexes, start = message_indexes(body)

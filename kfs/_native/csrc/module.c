@@ -21,7 +21,8 @@
  *             and RELEASE of small rendered files, in libfuse's table), read_windows.c (READs of a
  *             decoded file answered from lines rendered ahead, no GIL)
  *   registry/ avro_json.c: Avro datums to JSON text by a program compiled from the schema
- *             (kfs/registry/avro_program.py), the Python path's answers without its objects
+ *             (kfs/registry/avro_program.py), the Python path's answers without its objects;
+ *             protobuf_json.c the same for Protobuf messages (json_out.h: the text both write)
  *   registry/ avro_arrow.c: Avro values into the Arrow buffers of Spark's typed column
  *   registry/ protobuf_arrow.c: Protobuf messages likewise (arrow_build.c: the buffers both fill)
  *   module.c  init(), the method table, the module
@@ -142,6 +143,8 @@ static PyMethodDef speedups_methods[] = {
     {"render_avro", (PyCFunction)(void (*)(void))kfs_render_avro, METH_FASTCALL, kfs_render_avro_doc},
     {"avro_arrow_program", kfs_avro_arrow_program, METH_O, kfs_avro_arrow_program_doc},
     {"avro_arrow_decode", kfs_avro_arrow_decode, METH_VARARGS, kfs_avro_arrow_decode_doc},
+    {"protobuf_program", kfs_protobuf_program, METH_O, kfs_protobuf_program_doc},
+    {"render_protobuf", (PyCFunction)(void (*)(void))kfs_render_protobuf, METH_FASTCALL, kfs_render_protobuf_doc},
     {"protobuf_arrow_program", kfs_protobuf_arrow_program, METH_O, kfs_protobuf_arrow_program_doc},
     {"protobuf_arrow_decode", kfs_protobuf_arrow_decode, METH_VARARGS, kfs_protobuf_arrow_decode_doc},
     {"avro_text_column", kfs_avro_text_column, METH_VARARGS, kfs_avro_text_column_doc},

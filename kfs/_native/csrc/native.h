@@ -220,6 +220,10 @@ KFS_HIDDEN PyObject *kfs_avro_arrow_program(PyObject *module, PyObject *arg);
 KFS_HIDDEN extern const char kfs_avro_arrow_decode_doc[];
 KFS_HIDDEN PyObject *kfs_avro_arrow_decode(PyObject *module, PyObject *args);
 /* protobuf_arrow.c */
+KFS_HIDDEN extern const char kfs_protobuf_program_doc[];
+KFS_HIDDEN PyObject *kfs_protobuf_program(PyObject *module, PyObject *arg);
+KFS_HIDDEN extern const char kfs_render_protobuf_doc[];
+KFS_HIDDEN PyObject *kfs_render_protobuf(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 KFS_HIDDEN extern const char kfs_protobuf_arrow_program_doc[];
 KFS_HIDDEN PyObject *kfs_protobuf_arrow_program(PyObject *module, PyObject *arg);
 KFS_HIDDEN extern const char kfs_protobuf_arrow_decode_doc[];
