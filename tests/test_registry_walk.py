@@ -49,6 +49,12 @@ ORDER = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
 PRICED = {"type": "record", "name": "Priced", "fields": [
     {"name": "id", "type": "long"}, {"name": "price", "type": "double"}, {"name": "ratio", "type": "float"}]}
 SCHEMAS = {7: ORDER, 8: PRICED}
+# Protobuf schemas (walk_v2_run's `protobuf`): without floats (rendered without the GIL) and with them
+PROTOS = {12: 'syntax = "proto3"; package shop; enum Kind { NEW = 0; PAID = 1; } message Refund { int64 id = 1; '
+              'string user = 2; repeated int32 parts = 3; Kind kind = 4; message Why { string text = 1; } '
+              'Why why = 5; optional bytes blob = 6; } message Other { int32 x = 1; }',
+          13: 'syntax = "proto3"; message Rate { int64 id = 1; double rate = 2; float ratio = 3; }'}
+_CLASSES: dict[int, Any] = {}
 UNKNOWN_ID = 99
 TEXTS = ["", "a", 'q"uote', "é\n", "日本", "\U0001f600", "\x00\x1f"]
 GZIP, LZ4 = 1, 3  # (kafka-python's codec numbers)
@@ -60,7 +66,28 @@ def framed(schema_id: int, value: Any) -> bytes:
     return b"\0" + schema_id.to_bytes(4, "big") + out.getvalue()
 
 
+def message_class(schema_id: int, indexes: tuple[int, ...] = (0,)) -> Any:
+    from kfs.registry.protobuf import ProtobufRenderer
+
+    if schema_id not in _CLASSES:
+        _CLASSES[schema_id] = ProtobufRenderer(PROTOS[schema_id], [])
+    return _CLASSES[schema_id]._message_class(indexes)[0]
+
+
 def good_value(rnd: random.Random, schema_id: int) -> bytes:
+    if schema_id == 12:
+        message = message_class(12)(id=rnd.randint(-2**63, 2**63 - 1), user=rnd.choice(TEXTS),
+                                    parts=[rnd.randint(-5, 5) for _ in range(rnd.randint(0, 3))],
+                                    kind=rnd.choice([0, 1, 9]))
+        if rnd.random() < 0.5:
+            message.why.text = rnd.choice(TEXTS)
+        if rnd.random() < 0.5:
+            message.blob = rnd.randbytes(rnd.randint(0, 3))
+        return b"\0\0\0\0\x0c\0" + message.SerializeToString()
+    if schema_id == 13:
+        message = message_class(13)(id=rnd.randint(0, 99), rate=rnd.choice([0.1, 2.5, math.inf, math.nan, 0.0]),
+                                    ratio=rnd.choice([0.1, 1.5, 3.4e38]))
+        return b"\0\0\0\0\x0d\0" + message.SerializeToString()
     if schema_id == 7:
         return framed(7, {"id": rnd.randint(-2**63, 2**63 - 1), "user": rnd.choice(TEXTS) + str(rnd.randint(0, 99)),
                           "note": rnd.choice([None, *TEXTS]), "tags": {t: rnd.randint(-5, 5) for t in TEXTS[:3]},
@@ -81,15 +108,21 @@ def odd_record(rnd: random.Random) -> tuple[bytes | None, bytes | None, list]:
         (b"\0\0\0\0\x07\x02", good, []),  # a framed key
         (b"k", None, []),  # a tombstone
         (b"k", b'{"json": 1}', []),  # not framed
+        (b"k", b"\0\0\0\0\x0c\x02\x02" + message_class(12, (1,))(x=3).SerializeToString(), []),  # another message
+        (b"k", b"\0\0\0\0\x0c\x02\x08\x05", []),  # message indexes [4], whose bytes would read as a field
+        (b"k", good_value(rnd, 12) + b"\x40\x01", []),  # a Protobuf field the schema lacks: the decoder's
+        (b"k", good_value(rnd, 12)[:-1] + b"\xff", []),  # a damaged one
     ])
 
 
 def write_registry(logdir: Path) -> None:
     (logdir / "_schemas-0").mkdir(parents=True)
     records = []
-    for offset, (schema_id, schema) in enumerate(sorted(SCHEMAS.items())):
+    texts = [(i, json.dumps(s), "AVRO") for i, s in sorted(SCHEMAS.items())] + \
+        [(i, t, "PROTOBUF") for i, t in sorted(PROTOS.items())]
+    for offset, (schema_id, text, kind) in enumerate(texts):
         key = {"keytype": "SCHEMA", "subject": "orders-value", "version": offset + 1, "magic": 1}
-        value = {"subject": "orders-value", "version": offset + 1, "id": schema_id, "schema": json.dumps(schema)}
+        value = {"subject": "orders-value", "version": offset + 1, "id": schema_id, "schema": text, "schemaType": kind}
         records.append((offset, 1000, json.dumps(key).encode(), json.dumps(value).encode(), []))
     write_segment(str(logdir / "_schemas-0"), 0, [[(v2_batch(0, records), records)]], closed=False)
 
@@ -105,7 +138,7 @@ def write_partition(rnd: random.Random, logdir: Path, batches: int) -> None:
         rows: list[tuple[bytes | None, bytes | None, list]] = []
         for _ in range(rnd.randint(1, 20)):
             if kind < 0.65:  # framed values alone: the walker's
-                schema_id = 7 if kind < 0.45 else 8
+                schema_id = 7 if kind < 0.3 else 8 if kind < 0.4 else 12 if kind < 0.55 else 13
                 rows.append((rnd.choice([b"k", None, b"\x01"]), good_value(rnd, schema_id), []))
             else:
                 rows.append(odd_record(rnd) if rnd.random() < 0.5 else (b"k", good_value(rnd, 7), []))
@@ -180,15 +213,16 @@ def test_the_walkers_lines_and_counts_are_the_python_walks(tmp_path_factory: pyt
 
 
 def test_the_walker_takes_framed_batches_floats_too_and_leaves_the_rest(tmp_path: Path) -> None:
-    """Batches of framed values alone go through the walker once their ids are known (a float schema's
-    too); a batch with a header, a damaged datum or an unknown id does not, and its lines are still
-    every record's, errors said."""
+    """Batches of framed values alone go through the walker once their ids are known, Avro's and
+    Protobuf's (a float schema's too); a batch with a header, a damaged datum, an unknown id or another
+    message of a Protobuf schema does not, and its lines are still every record's, errors said."""
     rnd = random.Random(35)
     write_registry(tmp_path)
     (tmp_path / "orders-0").mkdir()
-    rows = [[(b"k", good_value(rnd, 7 if i < 10 else 8), []) for _ in range(10)] for i in range(20)]
+    rows = [[(b"k", good_value(rnd, [7, 8, 12, 13][i // 5]), []) for _ in range(10)] for i in range(20)]
     rows.append([(b"k", good_value(rnd, 7), []), (b"k", good_value(rnd, 7)[:-1], [])])
     rows.append([(b"k", b"\0" + UNKNOWN_ID.to_bytes(4, "big") + b"\x02", [])])
+    rows.append([(b"k", good_value(rnd, 12), []), (b"k", b"\0\0\0\0\x0c\x02\x08\x05", [])])
     appends, offset = [], 0
     for batch in rows:
         records = [(offset + i, 1_700_000_000_000, k, v, h) for i, (k, v, h) in enumerate(batch)]
@@ -199,11 +233,15 @@ def test_the_walker_takes_framed_batches_floats_too_and_leaves_the_rest(tmp_path
     with_walker = lines(tmp_path, 0, "read_uncommitted", True, taken)
     assert with_walker == lines(tmp_path, 0, "read_uncommitted", False, [])
     parsed = [json.loads(x) for x in with_walker.splitlines()]
-    assert len(parsed) == 203
-    assert sum(taken) >= 180  # (the first batch of each id is the decoder's: it compiles the id's program)
-    assert parsed[150]["value_schema"] == {"id": 8, "subject": "orders-value", "version": 2, "type": "AVRO"}
-    assert parsed[-2]["value_decode_error"] == "schema id 7: the datum ends early"
-    assert parsed[-1]["value_decode_error"] == "schema id 99: not in the schema registry"
+    assert len(parsed) == 205
+    assert sum(taken) >= 160  # (the first batch of each id is the decoder's: it compiles the id's program)
+    assert parsed[70]["value_schema"] == {"id": 8, "subject": "orders-value", "version": 2, "type": "AVRO"}
+    assert parsed[120]["value_schema"] == {"id": 12, "subject": "orders-value", "version": 3, "type": "PROTOBUF",
+                                           "message": "shop.Refund"}
+    assert set(parsed[170]["value"]) <= {"id", "rate", "ratio"} and parsed[170]["value_schema"]["id"] == 13
+    assert parsed[-4]["value_decode_error"] == "schema id 7: the datum ends early"
+    assert parsed[-3]["value_decode_error"] == "schema id 99: not in the schema registry"
+    assert parsed[-1]["value_decode_error"] == "schema id 12: the message indexes [4] name no message of the schema"
 
 
 @needs_fuse

@@ -61,7 +61,8 @@ def render_v2_jsonl(payload: Buffer, count: int, base_offset: int, base_timestam
 def walk_v2_run(window: Buffer, segment_base: int, previous_last: int | None, max_last: int, first_offset: int,
                 end_offset: int, prefix: str, read_committed: bool, count_only: bool, budget: int,
                 kcat: Buffer | None = None, null: Buffer = b"", commits: bool = False,
-                avro: dict[bytes, tuple[object, str] | bool] | None = None
+                avro: dict[bytes, tuple[object, str] | bool] | None = None,
+                protobuf: dict[bytes, tuple[object, str] | bool] | None = None
                 ) -> tuple[int, int, int, int, bytes, bytes | None] | None: ...
 
 # ---- cli/ ---------------------------------------------------------------------------------------

@@ -38,8 +38,9 @@ class FramedLines:
         self._fast: dict[bytes, tuple[object, str] | bool] = {}
         self.avro_table = self._fast if render_avro is not None else None
         # The same for Protobuf values of a schema's first message (the message-index byte 0 after the id):
-        # render_protobuf's program and tail, or False. Not the walker's (its table is Avro's alone).
+        # render_protobuf's program and tail, or False; the compiled walker's too (walk_v2_run's `protobuf`).
         self._protobuf_fast: dict[bytes, tuple[object, str] | bool] = {}
+        self.protobuf_table = self._protobuf_fast if render_protobuf is not None else None
 
     def __call__(self, record: Any) -> tuple[str | None, str | None, str | None, str | None]:
         value = record.value

@@ -103,12 +103,13 @@ def commits_in_c(decoder: LineDecoder | None) -> bool:
 def walker_decoding(decoder: LineDecoder | None) -> WalkerDecoding | None:
     """How the compiled walker renders `decoder`'s lines itself (kfs.views.plain_runs.WalkerDecoding), as
     render_jsonl does: `__consumer_offsets`' offset commits, or the values framed by the schema ids whose
-    Avro programs the registry decoder has compiled (its table, which grows as the decoder meets ids).
+    Avro or Protobuf programs the registry decoder has compiled (its tables, which grow as it meets ids).
     None: the walker takes no batch of this decoder's."""
     if commits_in_c(decoder):
         return WalkerDecoding(commits=True)
     table = _avro_table(decoder) if decoder is not None else None
-    return WalkerDecoding(avro=table) if table is not None else None
+    protobuf = getattr(decoder, "protobuf_table", None) if table is not None else None
+    return WalkerDecoding(avro=table, protobuf=protobuf) if table is not None else None
 
 
 def _decoding(decoder: LineDecoder) -> Callable[[str, Record], str]:

@@ -55,11 +55,13 @@ MIN_BUDGET, MAX_BUDGET = 64 * 1024, 1 << 20  # a reader's budget: what its read 
 @dataclass(frozen=True)
 class WalkerDecoding:
     """How the walker renders a decoder's lines itself (kfs.views.jsonl.walker_decoding): `commits`,
-    `__consumer_offsets`' offset commits; `avro`, the values framed by the schema registry's ids
-    (kfs.registry.lines.FramedLines.avro_table, read afresh at each call: it grows as the decoder meets ids)."""
+    `__consumer_offsets`' offset commits; `avro` and `protobuf`, the values framed by the schema registry's
+    ids (kfs.registry.lines.FramedLines' avro_table and protobuf_table, read afresh at each call: they grow
+    as the decoder meets ids)."""
 
     commits: bool = False
     avro: dict[bytes, tuple[object, str] | bool] | None = None
+    protobuf: dict[bytes, tuple[object, str] | bool] | None = None
 
 
 NO_DECODING = WalkerDecoding()
@@ -100,7 +102,7 @@ def line_taker(prefix: str, end: int | None, read_committed: bool,
         got = walk(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),
                    max(min(first, NO_END), -NO_END), stop, prefix, read_committed, False,
                    RENDER_BUDGET if budget is None else budget[0], kcat=program, null=null,
-                   commits=decoding.commits, avro=decoding.avro)
+                   commits=decoding.commits, avro=decoding.avro, protobuf=decoding.protobuf)
         if got is None:
             return None
         used, base_offset, last_offset, records, marks, data = got
@@ -130,7 +132,7 @@ def count_taker(prefix: str, end: int, read_committed: bool, decoded: WalkerDeco
             return None
         got = walk(window, segment.base_offset, previous_last, max(min(below, NO_END), -NO_END),
                    max(min(first, NO_END), -NO_END), stop, prefix, read_committed, True, 0,
-                   commits=decoding.commits, avro=decoding.avro)
+                   commits=decoding.commits, avro=decoding.avro, protobuf=decoding.protobuf)
         if got is None:
             return None
         used, base_offset, last_offset, records, parts, _ = got

@@ -517,14 +517,12 @@ kfs_avro_program_of(PyObject *capsule, int *needs_gil)
 }
 
 int
-kfs_avro_render_into(const void *program_of, const uint8_t *p, Py_ssize_t n, avro_text *out)
+kfs_avro_render_into(const void *program_of, const uint8_t *p, Py_ssize_t n, json_out *out)
 {
     const program *P = program_of;
     state s = {.p = p, .end = p + n, .o = {.buf = out->buf, .cap = out->cap, .nonascii = P->pool_nonascii}};
     const int rc = render(P, P->w[0], &s, 0);
-    out->buf = s.o.buf;
-    out->cap = s.o.cap;
-    out->len = s.o.len;
+    *out = s.o;
     if (s.o.nomem)
         return -1;
     return rc == OK && s.p == s.end;

@@ -17,6 +17,7 @@
 #define KFS_AVRO_JSON_H
 
 #include "../native.h"
+#include "json_out.h"
 
 enum {
     AVRO_NULL = 1,
@@ -44,14 +45,9 @@ KFS_HIDDEN int kfs_avro_render(PyObject *program, const uint8_t *p, Py_ssize_t n
 /* For the compiled walker (views/walk_v2_run.c), which renders without the GIL: the program a capsule
  * holds (NULL with an exception when it holds none), *needs_gil set when rendering by it calls into
  * Python (a float or double: PyOS_double_to_string); and the JSON text of the datum p[0:n] into a
- * buffer of the caller's (grown by PyMem_RawRealloc, the caller's to free): 1 rendered (out->len bytes),
- * 0 declined (the Python path's), -1 out of memory. */
-typedef struct {
-    char *buf;
-    size_t cap, len;
-} avro_text;
-
+ * buffer of the caller's (its text from out->len = 0; grown by PyMem_RawRealloc, the caller's to free):
+ * 1 rendered, 0 declined (the Python path's), -1 out of memory. (protobuf_json.h: the same for Protobuf.) */
 KFS_HIDDEN const void *kfs_avro_program_of(PyObject *capsule, int *needs_gil);
-KFS_HIDDEN int kfs_avro_render_into(const void *program, const uint8_t *p, Py_ssize_t n, avro_text *out);
+KFS_HIDDEN int kfs_avro_render_into(const void *program, const uint8_t *p, Py_ssize_t n, json_out *out);
 
 #endif /* KFS_AVRO_JSON_H */

@@ -15,7 +15,7 @@
  * shortest digits overflow when packed, more than MAX_FIELDS fields or MAX_DEPTH levels. The compiler
  * leaves out (no program) maps, groups, well-known types, closed enums and anything not proto3. */
 
-#include "json_out.h"
+#include "protobuf_json.h"
 
 #define MAX_FIELDS 64
 #define MAX_DEPTH 64
@@ -31,6 +31,7 @@ typedef struct {
     int32_t nw;
     const char *pool;
     Py_ssize_t pool_len;
+    int floats; /* a float or double field: its text is PyOS_double_to_string's, which needs the GIL */
 } pb_program;
 
 typedef struct {
@@ -588,6 +589,12 @@ kfs_protobuf_program(PyObject *module, PyObject *arg)
     P->pool = mem + 4 * (Py_ssize_t)nw;
     P->pool_len = size - 4 * (Py_ssize_t)nw;
     const int ok = check_node(P, P->w[0], seen, 0) && P->w[P->w[0]] == PB_MESSAGE;
+    for (int32_t i = 3; ok && i < nw; i++) /* (seen: the checked nodes, each at its kind's word) */
+        if (seen[i] == PB_MESSAGE)
+            for (int32_t k = 0; k < P->w[i + 1]; k++) {
+                const int op = P->w[i + 2 + FIELD_WORDS * k + 1];
+                P->floats |= op == OP_FLOAT || op == OP_DOUBLE;
+            }
     PyMem_Free(seen);
     if (!ok) {
         PyMem_Free(mem);
@@ -601,6 +608,27 @@ kfs_protobuf_program(PyObject *module, PyObject *arg)
         PyMem_Free(P);
     }
     return capsule;
+}
+
+const void *
+kfs_protobuf_program_of(PyObject *capsule, int *needs_gil)
+{
+    const pb_program *P = PyCapsule_GetPointer(capsule, "kfs.protobuf_program");
+    if (P != NULL)
+        *needs_gil = P->floats;
+    return P;
+}
+
+int
+kfs_protobuf_render_into(const void *program, const uint8_t *p, Py_ssize_t n, json_out *out)
+{
+    const pb_program *P = program;
+    const int rc = render_message(P, P->w[0], p, p + n, out, 0);
+    if (out->nomem) {
+        out->nomem = 0;
+        return P->floats ? 0 : -1; /* (a float's text that failed: the Python path says what) */
+    }
+    return rc == 0;
 }
 
 KFS_DOC(kfs_render_protobuf_doc,

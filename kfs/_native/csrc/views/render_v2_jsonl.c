@@ -135,14 +135,17 @@ avro_line(const void *how, const uint8_t *p, Py_ssize_t end, const record_view *
     if (r->n_headers != 0 || r->value_len < 5 || v[0] != 0 || (r->key_len >= 0 && framed_key(r->key, r->key_len)))
         return RENDER_UNUSUAL;
     const avro_entry *e = avro_entry_of(a->avro, v + 1);
-    if (e == NULL)
+    if (e == NULL || (e->protobuf && (r->value_len < 6 || v[5] != 0)))
         return RENDER_UNUSUAL;
-    const int rendered = kfs_avro_render_into(e->program, v + 5, (Py_ssize_t)r->value_len - 5, &a->avro->text);
+    a->avro->text.len = 0;
+    const int rendered = e->protobuf
+        ? kfs_protobuf_render_into(e->program, v + 6, (Py_ssize_t)r->value_len - 6, &a->avro->text)
+        : kfs_avro_render_into(e->program, v + 5, (Py_ssize_t)r->value_len - 5, &a->avro->text);
     if (rendered < 0)
         return RENDER_NO_MEMORY;
     if (rendered == 0)
         return RENDER_UNUSUAL;
-    const avro_text *t = &a->avro->text;
+    const json_out *t = &a->avro->text;
     if (rb_reserve(out, j->prefix_len + 20 + 15 + 20 + 21 + j->tt_len + 10) < 0)
         return RENDER_NO_MEMORY;
     memcpy(out->buf + out->len, j->prefix, j->prefix_len);

@@ -7,6 +7,7 @@
 
 #include "../record/records_walk.h"
 #include "../registry/avro_json.h"
+#include "../registry/protobuf_json.h"
 #include "json_text.h"
 
 /* ---- the records a view shows, line by line ------------------------------------------------ */
@@ -104,7 +105,8 @@ KFS_HIDDEN int kfs_render_commit_records(const uint8_t *p, Py_ssize_t end, Py_ss
  * programs' entries copied for a walk, and the buffer a datum's JSON text is rendered into. */
 typedef struct {
     uint8_t id[4];
-    const void *program; /* kfs_avro_program_of */
+    int protobuf;        /* a Protobuf schema's first message (the index byte 0 after the id), not Avro */
+    const void *program; /* kfs_avro_program_of, kfs_protobuf_program_of */
     const char *tail;    /* UTF-8 */
     size_t tail_len;
 } avro_entry;
@@ -113,7 +115,7 @@ typedef struct {
     const avro_entry *entries;
     int n;
     int last;          /* the entry found last (most values of a run are of one schema) */
-    avro_text text;
+    json_out text;
 } avro_lines;
 
 /* render_v2_jsonl.c: the lines of the records in payload[0:end] with first <= offset < stop, as

@@ -176,24 +176,25 @@ KFS_DOC(kfs_walk_v2_run_doc,
 "other record leaves its batch to the Python walk), rendered or counted; not with kcat (None). `avro`:\n"
 "render_jsonl's `avro` table (kfs.registry.lines.FramedLines.avro_table): the lines of records whose\n"
 "values are framed by its schema ids, rendered or counted (any other record leaves its batch to the\n"
-"Python walk); not with kcat or commits (None). Without the GIL unless a program renders a float.");
+"Python walk); not with kcat or commits (None). `protobuf`: FramedLines' Protobuf table likewise (a\n"
+"value of its schema's first message). Without the GIL unless a program renders a float.");
 
 PyObject *
 kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"window", "segment_base", "previous_last", "max_last", "first_offset", "end_offset",
                              "prefix", "read_committed", "count_only", "budget", "kcat", "null", "commits", "avro",
-                             NULL};
+                             "protobuf", NULL};
     Py_buffer buf, program, null;
     memset(&program, 0, sizeof(program));
     memset(&null, 0, sizeof(null));
     long long segment_base, max_last, first, stop;
-    PyObject *previous_obj, *prefix, *avro_table = Py_None;
+    PyObject *previous_obj, *prefix, *avro_table = Py_None, *protobuf_table = Py_None;
     int read_committed, count_only, commits = 0;
     Py_ssize_t budget;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*LOLLLUppn|z*y*pO:walk_v2_run", kwlist, &buf,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*LOLLLUppn|z*y*pOO:walk_v2_run", kwlist, &buf,
                                      &segment_base, &previous_obj, &max_last, &first, &stop, &prefix, &read_committed,
-                                     &count_only, &budget, &program, &null, &commits, &avro_table))
+                                     &count_only, &budget, &program, &null, &commits, &avro_table, &protobuf_table))
         return NULL;
     PyObject *result = NULL, *lines = NULL;
     rawbuf out = {NULL, 0, 0, 0}, marks = {NULL, 0, 0, 0}, scratch = {NULL, 0, 0, 0};
@@ -202,45 +203,57 @@ kfs_walk_v2_run(PyObject *module, PyObject *args, PyObject *kwargs)
     kcat_format kcat = {NULL, 0, "", 0};
     run_params rp = {segment_base, max_last, first, stop, 0, previous_obj != Py_None, read_committed, count_only,
                      budget > 0 ? (size_t)budget : 0, NULL, 0, NULL, commits, NULL};
-    PyObject *avro_items = NULL; /* (the table's items, held: its programs and tails live through the walk) */
+    PyObject *avro_items[2] = {NULL, NULL}; /* (the tables' items, held: their programs and tails live through the walk) */
     avro_entry *avro_entries = NULL;
-    avro_lines avro = {NULL, 0, 0, {NULL, 0, 0}};
+    avro_lines avro = {NULL, 0, 0, {NULL, 0, 0, 0, 0}};
     int needs_gil = 0;
-    if ((commits || avro_table != Py_None) + (program.buf != NULL) > 1 || (commits && avro_table != Py_None)) {
+    const int registry = avro_table != Py_None || protobuf_table != Py_None;
+    if ((commits || registry) + (program.buf != NULL) > 1 || (commits && registry)) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    if (avro_table != Py_None) {
-        if (!PyDict_Check(avro_table)) {
-            PyErr_SetString(PyExc_TypeError, "walk_v2_run: avro must be a dict or None");
-            goto done;
+    if (registry) {
+        PyObject *tables[2] = {avro_table, protobuf_table};
+        Py_ssize_t n_items = 0;
+        for (int t = 0; t < 2; t++) {
+            if (tables[t] == Py_None)
+                continue;
+            if (!PyDict_Check(tables[t])) {
+                PyErr_SetString(PyExc_TypeError, "walk_v2_run: avro and protobuf must be dicts or None");
+                goto done;
+            }
+            if ((avro_items[t] = PyDict_Items(tables[t])) == NULL)
+                goto done;
+            n_items += PyList_GET_SIZE(avro_items[t]);
         }
-        if ((avro_items = PyDict_Items(avro_table)) == NULL)
-            goto done;
-        const Py_ssize_t n_items = PyList_GET_SIZE(avro_items);
         if (n_items > INT_MAX / 2 || (avro_entries = PyMem_Calloc((size_t)n_items + 1, sizeof(avro_entry))) == NULL) {
             PyErr_NoMemory();
             goto done;
         }
-        for (Py_ssize_t i = 0; i < n_items; i++) { /* (False and anything else: that id's records decline) */
-            PyObject *id = PyTuple_GET_ITEM(PyList_GET_ITEM(avro_items, i), 0);
-            PyObject *entry = PyTuple_GET_ITEM(PyList_GET_ITEM(avro_items, i), 1);
-            if (!PyBytes_Check(id) || PyBytes_GET_SIZE(id) != 4 || !PyTuple_CheckExact(entry) ||
-                PyTuple_GET_SIZE(entry) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(entry, 1)))
-                continue;
-            avro_entry *e = &avro_entries[avro.n];
-            int floats = 0;
-            Py_ssize_t tail_len;
-            e->program = kfs_avro_program_of(PyTuple_GET_ITEM(entry, 0), &floats);
-            e->tail = e->program != NULL ? PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(entry, 1), &tail_len) : NULL;
-            if (e->tail == NULL) {
-                PyErr_Clear();
-                continue;
+        for (int t = 0; t < 2; t++) {
+            for (Py_ssize_t i = 0; avro_items[t] != NULL && i < PyList_GET_SIZE(avro_items[t]); i++) {
+                /* (False and anything else: that id's records decline) */
+                PyObject *id = PyTuple_GET_ITEM(PyList_GET_ITEM(avro_items[t], i), 0);
+                PyObject *entry = PyTuple_GET_ITEM(PyList_GET_ITEM(avro_items[t], i), 1);
+                if (!PyBytes_Check(id) || PyBytes_GET_SIZE(id) != 4 || !PyTuple_CheckExact(entry) ||
+                    PyTuple_GET_SIZE(entry) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(entry, 1)))
+                    continue;
+                avro_entry *e = &avro_entries[avro.n];
+                int floats = 0;
+                Py_ssize_t tail_len;
+                e->protobuf = t == 1;
+                e->program = t == 1 ? kfs_protobuf_program_of(PyTuple_GET_ITEM(entry, 0), &floats)
+                                    : kfs_avro_program_of(PyTuple_GET_ITEM(entry, 0), &floats);
+                e->tail = e->program != NULL ? PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(entry, 1), &tail_len) : NULL;
+                if (e->tail == NULL) {
+                    PyErr_Clear();
+                    continue;
+                }
+                memcpy(e->id, PyBytes_AS_STRING(id), 4);
+                e->tail_len = (size_t)tail_len;
+                needs_gil |= floats;
+                avro.n++;
             }
-            memcpy(e->id, PyBytes_AS_STRING(id), 4);
-            e->tail_len = (size_t)tail_len;
-            needs_gil |= floats;
-            avro.n++;
         }
         avro.entries = avro_entries;
         rp.avro = &avro;
@@ -342,7 +355,8 @@ done:
     PyMem_Free(parts);
     PyMem_RawFree(avro.text.buf);
     PyMem_Free(avro_entries);
-    Py_XDECREF(avro_items);
+    Py_XDECREF(avro_items[0]);
+    Py_XDECREF(avro_items[1]);
     if (program.buf != NULL)
         PyBuffer_Release(&program);
     if (null.buf != NULL)
