@@ -29,12 +29,13 @@ loaded from the system at run time (liblz4.so.1); without it lz4 batches are the
 plain, and so always the Python walk's: gzip, snappy and zstd batches (their decompressors are Python
 libraries; they release the GIL themselves), linked lz4 blocks, control batches, legacy formats, damage
 of any kind, a decoder's lines (the internal topics', registry-framed payloads'), but for what a
-`decoded` (WalkerDecoding) has the walker render as the decoder does: the batches of `__consumer_offsets`
-holding offset commits alone (views/offsets_json.h), and the batches whose every value is framed by a
-schema id the registry decoder has compiled (render_jsonl's `avro` step); a machine without a CRC-32C
-instruction (the call then takes nothing), KFS_PURE_PYTHON=1. tests/test_plain_runs.py holds the lines
-and sizes of views read with and without it to the same bytes, on the Kafka-written fixtures and random
-damaged logs; tests/test_internal_commit_walk.py and tests/test_registry_walk.py do so for `decoded`."""
+`decoded` (WalkerDecoding) has the walker render as the decoder does: the batches of
+`__consumer_offsets` holding offset commits alone (views/offsets_json.h), and the batches whose every
+value is framed by a schema id the registry decoder has compiled, Avro or Protobuf (render_jsonl's
+`avro` step, FramedLines'); a machine without a CRC-32C instruction (the call then takes nothing),
+KFS_PURE_PYTHON=1. tests/test_plain_runs.py holds the lines and sizes of views read with and without it
+to the same bytes, on the Kafka-written fixtures and random damaged logs;
+tests/test_internal_commit_walk.py and tests/test_registry_walk.py do so for `decoded`."""
 
 from __future__ import annotations
 
