@@ -156,9 +156,8 @@ walk_run(const uint8_t *w, Py_ssize_t n, const run_params *rp, rawbuf *out, rawb
 
 KFS_DOC(kfs_walk_v2_run_doc,
 "walk_v2_run(window, segment_base, previous_last, max_last, first_offset, end_offset, prefix,\n"
-"            read_committed, count_only, budget, kcat=None, null=b'', commits=False) -> (used, first_base,\n"
-"            last, records, marks,\n"
-"            data) | None\n"
+"            read_committed, count_only, budget, kcat=None, null=b'', commits=False, avro=None,\n"
+"            protobuf=None) -> (used, first_base, last, records, marks, data) | None\n"
 "\n"
 "The plain batches at the start of `window` (bytes of a segment file from a batch boundary, no further\n"
 "than the walk's limit), taken one after another until one is not plain (see the comment above\n"
