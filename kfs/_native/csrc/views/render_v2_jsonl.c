@@ -43,6 +43,25 @@ typedef struct {
     size_t prefix_len, tt_len;
 } jsonl_how;
 
+/* Record r's line up to its key: prefix, offset, ', "timestamp": ' ts ', "timestamp_type": "' tt
+ * '", "key": ' (the part every JSON line writer shares). 0, or -1 out of memory. */
+static KFS_ALWAYS_INLINE int
+put_line_head(const jsonl_how *j, const record_view *r, rawbuf *out)
+{
+    if (rb_reserve(out, j->prefix_len + 20 + 15 + 20 + 21 + j->tt_len + 10) < 0)
+        return -1;
+    memcpy(out->buf + out->len, j->prefix, j->prefix_len);
+    out->len += j->prefix_len;
+    out->len = (size_t)(write_int64(out->buf + out->len, r->offset) - out->buf);
+    RB_LITERAL(out, ", \"timestamp\": ");
+    out->len = (size_t)(write_int64(out->buf + out->len, r->timestamp) - out->buf);
+    RB_LITERAL(out, ", \"timestamp_type\": \"");
+    memcpy(out->buf + out->len, j->tt, j->tt_len);
+    out->len += j->tt_len;
+    RB_LITERAL(out, "\", \"key\": ");
+    return 0;
+}
+
 /* Record r's JSON line, appended to out: render_shown_lines' writer for kfs_render_records. */
 static KFS_ALWAYS_INLINE int
 jsonl_line(const void *how, const uint8_t *p, Py_ssize_t end, const record_view *r, rawbuf *out)
@@ -61,17 +80,8 @@ jsonl_line(const void *how, const uint8_t *p, Py_ssize_t end, const record_view 
             return RENDER_NO_MEMORY;                 \
     } while (0)
 
-    /* prefix, offset, ', "timestamp": ' ts ', "timestamp_type": "' tt '", "key": ' */
-    RESERVE(j->prefix_len + 20 + 15 + 20 + 21 + j->tt_len + 10);
-    memcpy(out->buf + out->len, j->prefix, j->prefix_len);
-    out->len += j->prefix_len;
-    out->len = (size_t)(write_int64(out->buf + out->len, r->offset) - out->buf);
-    RB_LITERAL(out, ", \"timestamp\": ");
-    out->len = (size_t)(write_int64(out->buf + out->len, r->timestamp) - out->buf);
-    RB_LITERAL(out, ", \"timestamp_type\": \"");
-    memcpy(out->buf + out->len, j->tt, j->tt_len);
-    out->len += j->tt_len;
-    RB_LITERAL(out, "\", \"key\": ");
+    if (put_line_head(j, r, out) < 0)
+        return RENDER_NO_MEMORY;
     PUT_BYTES(r->key, r->key_len);
     RESERVE(11);
     RB_LITERAL(out, ", \"value\": ");
@@ -146,18 +156,8 @@ avro_line(const void *how, const uint8_t *p, Py_ssize_t end, const record_view *
     if (rendered == 0)
         return RENDER_UNUSUAL;
     const json_out *t = &a->avro->text;
-    if (rb_reserve(out, j->prefix_len + 20 + 15 + 20 + 21 + j->tt_len + 10) < 0)
-        return RENDER_NO_MEMORY;
-    memcpy(out->buf + out->len, j->prefix, j->prefix_len);
-    out->len += j->prefix_len;
-    out->len = (size_t)(write_int64(out->buf + out->len, r->offset) - out->buf);
-    RB_LITERAL(out, ", \"timestamp\": ");
-    out->len = (size_t)(write_int64(out->buf + out->len, r->timestamp) - out->buf);
-    RB_LITERAL(out, ", \"timestamp_type\": \"");
-    memcpy(out->buf + out->len, j->tt, j->tt_len);
-    out->len += j->tt_len;
-    RB_LITERAL(out, "\", \"key\": ");
-    if (rb_put_bytes(out, r->key, r->key_len, end - (r->key_len < 0 ? 0 : r->key - p)) < 0)
+    if (put_line_head(j, r, out) < 0 ||
+        rb_put_bytes(out, r->key, r->key_len, end - (r->key_len < 0 ? 0 : r->key - p)) < 0)
         return RENDER_NO_MEMORY;
     if (rb_reserve(out, 11 + t->len + 15 + e->tail_len + 2) < 0)
         return RENDER_NO_MEMORY;
