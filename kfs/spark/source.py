@@ -56,6 +56,7 @@ from pyspark.sql.types import (
 from kfs.record.types import Record
 from kfs.registry import Registry, load_registry
 from kfs.spark import arrow_columns
+from kfs.spark.aggregates import AggregatePlan
 from kfs.spark.options import ReadOptions, parse_options
 from kfs.spark.plan import Bounds, Piece, Split, plan_splits
 from kfs.spark.pruning import build_schema, project, whole_types
@@ -129,6 +130,11 @@ class KafkaLogDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         cls = KafkaLogFilteringReader if _asked_by_pushdown_worker() else KafkaLogReader
         full = self.schema()
+        aggregation = AggregatePlan.from_schema(schema)  # (kfs's JVM front pushed an aggregation)
+        if aggregation is not None:
+            read = aggregation.input_schema(full)
+            built = build_schema(read, full)
+            return cls(self._options(), read, built, whole_types(built, full), aggregation)
         if schema == full:
             return cls(self._options(), schema)
         built = build_schema(schema, full)
@@ -485,14 +491,17 @@ class KafkaLogReader(DataSourceReader):
 
     `schema` is what Spark reads; `built`, the columns built for it (kfs.spark.pruning: the same
     unless kfs's JVM front pruned columns); `whole`, the whole Arrow type of a decoded part that
-    `built` prunes."""
+    `built` prunes; `aggregation`, an aggregation the front pushed (kfs.spark.aggregates): the task
+    sends its partial rows, aggregated from the rows of `schema`."""
 
     def __init__(self, opts: ReadOptions, schema: StructType, built: StructType | None = None,
-                 whole: Mapping[str, pa.DataType] | None = None) -> None:
+                 whole: Mapping[str, pa.DataType] | None = None,
+                 aggregation: AggregatePlan | None = None) -> None:
         self.opts = opts
         self.schema = schema
         self.built = schema if built is None else built
         self.whole = dict(whole or {})
+        self.aggregation = aggregation
         self.bounds = Bounds()
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -500,6 +509,11 @@ class KafkaLogReader(DataSourceReader):
         return [InputPartition(s) for s in splits] or [InputPartition(Split(0))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if self.aggregation is not None:
+            return self.aggregation.reduce(self._rows(partition))
+        return self._rows(partition)
+
+    def _rows(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         freeze_worker_heap()
         _keep_window_pages()
         built = to_arrow_schema(self.built, timezone="UTC")

@@ -20,6 +20,8 @@ import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.expressions.aggregate.Aggregation;
+import org.apache.spark.sql.connector.read.SupportsPushDownAggregates;
 import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceCreationResult;
@@ -146,16 +148,18 @@ public final class ColumnPruningSource implements TableProvider, DataSourceRegis
 
   /**
    * Filters as Spark's PythonScanBuilder pushes them (to the Python reader's pushFilters), columns
-   * pruned, and the read planned once, in {@link #build}, with the pruned schema.
+   * pruned or aggregates taken ({@link AggregatePushdown}), and the read planned once, in {@link #build},
+   * with the pruned (or partial rows') schema.
    */
-  private static final class PruningScanBuilder
-      implements ScanBuilder, SupportsPushDownFilters, SupportsPushDownRequiredColumns {
+  private static final class PruningScanBuilder implements ScanBuilder, SupportsPushDownFilters,
+      SupportsPushDownRequiredColumns, SupportsPushDownAggregates {
     private final PythonDataSourceV2 python;
     private final StructType schema;
     private final CaseInsensitiveStringMap options;
     private StructType readSchema;
     private Filter[] offered = new Filter[0];
     private Filter[] pushed = new Filter[0];
+    private String pushedAggregates = "";
 
     PruningScanBuilder(PythonDataSourceV2 python, StructType schema, CaseInsensitiveStringMap options) {
       this.python = python;
@@ -197,6 +201,25 @@ public final class ColumnPruningSource implements TableProvider, DataSourceRegis
     @Override
     public Filter[] pushedFilters() {
       return pushed;
+    }
+
+    /**
+     * Takes the aggregation when {@link AggregatePushdown} does and no filter was pushed (the reader
+     * that pushes them is planned with the columns they name); option {@code aggregatePushdown=false}
+     * leaves every aggregation to Spark.
+     */
+    @Override
+    public boolean pushAggregation(Aggregation aggregation) {
+      if (offered.length > 0 || !options.getBoolean("aggregatePushdown", true)) {
+        return false;
+      }
+      StructType partial = AggregatePushdown.partialSchema(aggregation, schema, SQLConf.get().ansiEnabled());
+      if (partial == null) {
+        return false;
+      }
+      readSchema = partial;
+      pushedAggregates = AggregatePushdown.describe(aggregation);
+      return true;
     }
 
     @Override
@@ -244,7 +267,8 @@ public final class ColumnPruningSource implements TableProvider, DataSourceRegis
       // The read planned for this scan is the scan's own: two scans of one DataFrame (a self-join) read
       // different columns. Spark gets its batches as columns (ColumnarPythonScan) where the executors can
       // load this jar; else as rows, through Spark's own scan (still of the pruned columns).
-      String description = "kfs " + readSchema.simpleString() + " PushedFilters: " + Arrays.toString(pushed);
+      String description = "kfs " + readSchema.simpleString() + " PushedFilters: " + Arrays.toString(pushed)
+          + pushedAggregates;
       if (executorsLoadThisJar()) {
         return new ColumnarPythonScan(python.source(), info, readSchema, description);
       }
