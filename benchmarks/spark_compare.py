@@ -12,9 +12,10 @@ timed against one whose JVM is warm), the queries of a session taking turns, eve
 the others (a fast wrong answer is no answer):
 
 - on `local[2]`: `groupBy("topic").count()` over `format("kfs")` (as a user gets it: decoded
-  columns with the registry there; and with `decode=raw`), over `spark.read.json` (schema given,
+  columns with the registry there, the aggregation pushed into the read; with `decode=raw`; and with
+  `aggregatePushdown=false`, every row sent to the JVM), over `spark.read.json` (schema given,
   so no inference pass) and over `spark.read.parquet` of the export; a `sum` of the decoded
-  `amount` field the same three ways (kfs: `subscribe=orders`, typed `value_decoded`);
+  `amount` field the same three ways (kfs: `subscribe=orders`, typed `value_decoded`; pushed and not);
 - the kfs, JSON and Parquet counts on `local[1]` (kfs's one task keeps two cores busy: its JVM half and
   its Python worker run side by side; Spark's own sources' tasks are one thread), the kfs count on
   `local[1]` pinned to one core (every thread of the JVM and its Python workers), and on a standalone
@@ -83,9 +84,12 @@ def _kfs(spark: Any, p: Paths, **options: str) -> Any:
 QUERIES: dict[str, Query] = {
     "kfs count": lambda s, p: _counts(_kfs(s, p)),
     "kfs count, decode=raw": lambda s, p: _counts(_kfs(s, p, decode="raw")),
+    "kfs count, rows": lambda s, p: _counts(_kfs(s, p, aggregatePushdown="false")),
     "json count": lambda s, p: _counts(s.read.schema(JSON_SCHEMA).json(p.json)),
     "parquet count": lambda s, p: _counts(s.read.parquet(p.parquet)),
     "kfs sum": lambda s, p: _sum(_kfs(s, p, subscribe=spark_data.TOPIC), "value_decoded.amount"),
+    "kfs sum, rows": lambda s, p: _sum(_kfs(s, p, subscribe=spark_data.TOPIC, aggregatePushdown="false"),
+                                       "value_decoded.amount"),
     "json sum": lambda s, p: _sum(s.read.schema(JSON_SCHEMA).json(p.json), "value.amount"),
     "parquet sum": lambda s, p: _sum(s.read.option("basePath", p.parquet)
                                      .parquet(f"{p.parquet}/topic={spark_data.TOPIC}"), "value_decoded.amount"),
@@ -192,7 +196,7 @@ def scaling(paths: Paths, repeat: int, rounds: int, results: dict[str, Any], war
     """The kfs counts on each master, round after round; each keeps its best time."""
     from spark_cluster import start_cluster
 
-    names = ["kfs count", "kfs count, decode=raw"]
+    names = ["kfs count", "kfs count, decode=raw", "kfs count, rows"]
     cluster = start_cluster(paths.root / "cluster", cores=2, memory="3g")
     try:
         for _ in range(rounds):
@@ -226,11 +230,17 @@ RATIOS = [  # (label, the time over, the time under, target): each printed when 
     ("kfs count vs parquet (kfs s / parquet s), local[2]", "kfs count @ local[2]", "parquet count @ local[2]",
      "<= 3x"),
     ("  the same, decode=raw", "kfs count, decode=raw @ local[2]", "parquet count @ local[2]", "<= 3x"),
+    ("  the same, rows to the JVM (aggregatePushdown=false)", "kfs count, rows @ local[2]",
+     "parquet count @ local[2]", "<= 3x"),
     ("kfs sum vs spark.read.json (json s / kfs s)", "json sum @ local[2]", "kfs sum @ local[2]", ">= 1.0x"),
     ("kfs sum vs parquet (kfs s / parquet s)", "kfs sum @ local[2]", "parquet sum @ local[2]", "<= 3x"),
+    ("  the same, rows to the JVM (aggregatePushdown=false)", "kfs sum, rows @ local[2]", "parquet sum @ local[2]",
+     "<= 3x"),
     ("local[2] vs local[1], kfs count (local[1] s / local[2] s)", "kfs count @ local[1]", "kfs count @ local[2]",
      ">= 1.7x"),
     ("  the same, decode=raw", "kfs count, decode=raw @ local[1]", "kfs count, decode=raw @ local[2]", ">= 1.7x"),
+    ("  the same, rows to the JVM (aggregatePushdown=false)", "kfs count, rows @ local[1]",
+     "kfs count, rows @ local[2]", ">= 1.7x"),
     ("  spark.read.json's count, local[2] vs local[1]", "json count @ local[1]", "json count @ local[2]",
      "none: a JVM task of one thread"),
     ("  spark.read.parquet's count, local[2] vs local[1]", "parquet count @ local[1]", "parquet count @ local[2]",
@@ -299,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         run_on("local[2]", list(QUERIES), paths, args.repeat, results, warmup=args.warmup)
         # Spark's own sources on local[1] too: how a task of one thread scales on this machine.
-        run_on("local[1]", ["kfs count", "json count", "parquet count"], paths, args.repeat, results,
+        run_on("local[1]", ["kfs count", "kfs count, rows", "json count", "parquet count"], paths, args.repeat, results,
                warmup=args.warmup)
         run_on("local[1]", ["kfs count"], paths, args.repeat, results, one_core=True, warmup=args.warmup)
         if not args.no_cluster:

@@ -39,6 +39,42 @@ READS: dict[str, tuple[str, dict[str, str], str | None]] = {
 }
 
 
+AGGREGATES = {  # pushed into the read (kfs.spark.aggregates): each task sends partial rows
+    "count_by_topic": (ALL, {"maxSplitBytes": "8192"}, ["topic"], ["count(*) AS n"]),
+    "by_partition": (ALL, {"maxSplitBytes": "8192"}, ["topic", "partition"],
+                     ["sum(offset) AS s", "unix_millis(min(timestamp)) AS t0", "max(offset) AS last"]),
+    "typed_sum": (os.path.relpath(EVOLUTION), {"subscribe": "readings"}, [],
+                  ["count(*) AS n", "count(value_decoded) AS decoded", "sum(value_decoded.count) AS total"]),
+}
+
+
+def aggregates(spark: Any) -> dict[str, Any]:
+    """Each aggregate query's rows, sorted, and whether the scan read partial rows."""
+    from pyspark.sql import functions as F
+
+    out = {}
+    for name, (path, options, groups, selects) in AGGREGATES.items():
+        df = spark.read.format("kfs").options(**options).load(path).groupBy(*groups).agg(
+            *[F.expr(s) for s in selects])
+        schemas = [s.readSchema().simpleString() for s in _scans(df)]
+        out[name] = {"pushed": ["agg0" in s for s in schemas], "rows": sorted([list(r) for r in df.collect()])}
+    return out
+
+
+def _scans(df: Any) -> list[Any]:
+    found: list[Any] = []
+
+    def walk(node: Any) -> None:
+        if node.getClass().getSimpleName() == "DataSourceV2ScanRelation":
+            found.append(node.scan())
+        children = node.children().iterator()
+        while children.hasNext():
+            walk(children.next())
+
+    walk(df._jdf.queryExecution().optimizedPlan())
+    return found
+
+
 def rows(df: Any) -> list[list[Any]]:
     """Rows as JSON-able lists, sorted; bytes as hex, timestamps as epoch ms (no time zone involved)."""
     cols = ["topic", "partition", "offset", "unix_millis(timestamp) AS ts", "timestampType", "hex(key)", "hex(value)"]
@@ -52,17 +88,7 @@ def rows(df: Any) -> list[list[Any]]:
 def scan_kinds(spark: Any) -> list[str]:
     """The class of the scan each query reads through: kfs's columnar scan when the front is there."""
     df = spark.read.format("kfs").load(ALL).groupBy("topic").count()
-    found: list[str] = []
-
-    def walk(node: Any) -> None:
-        if node.getClass().getSimpleName() == "DataSourceV2ScanRelation":
-            found.append(node.scan().getClass().getSimpleName())
-        children = node.children().iterator()
-        while children.hasNext():
-            walk(children.next())
-
-    walk(df._jdf.queryExecution().optimizedPlan())
-    return found
+    return [scan.getClass().getSimpleName() for scan in _scans(df)]
 
 
 def task_host() -> str:
@@ -140,6 +166,7 @@ def main(master: str, out: Path) -> None:
         buffer = io.BytesIO()
         grep("user-4", LOGDIRS, spark=spark, out=buffer, options={"maxSplitBytes": "16384"})
         results["grep"] = buffer.getvalue().decode()
+        results["aggregates"] = aggregates(spark)
         results["vanished"] = vanished(spark, out)
         results["task_hosts"] = sorted(set(spark.sparkContext.parallelize(range(4), 4)
                                            .map(lambda _: task_host()).collect()))

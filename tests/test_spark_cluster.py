@@ -134,6 +134,14 @@ def test_data_source_reads_equal_local(results, read):
         assert on_cluster["tasks"] > 1, "small splits, so the executor runs many tasks"
 
 
+def test_pushed_aggregates_equal_local(results):
+    local, on_cluster = results["local"]["aggregates"], results["cluster"]["aggregates"]
+    assert on_cluster == local
+    assert all(query["pushed"] == [True] and query["rows"] for query in local.values()), local
+    n = local["typed_sum"]["rows"][0][0]
+    assert n == len(results["local"]["relative_typed"]["rows"]) > 0
+
+
 def test_the_rows_are_every_record(results):
     rows = results["cluster"]["all_with_headers"]["rows"]
     assert len(rows) == sum(len(golden_rows(p)) for p in GOLDEN_PARTITIONS)
