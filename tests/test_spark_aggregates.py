@@ -25,6 +25,7 @@ from test_spark_pruning import INTERNAL_LOGDIR, PLAIN, REGISTRY_LOGDIR, both, re
 
 from kfs.spark.aggregates import AggregateOverflowError, AggregatePlan  # noqa: E402
 from kfs.spark.source import KafkaLogDataSource  # noqa: E402
+from kfs.storage import KfsError  # noqa: E402
 
 LONG = 1 << 63
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -207,3 +208,14 @@ def test_partial_rows_equal_the_oracle(batches, grouped, ansi):
         values[6] = None if stamp is None else (stamp - EPOCH) // dt.timedelta(microseconds=1)
         got[key] = values
     assert got == expected
+
+
+def test_a_column_the_schema_lacks_is_a_clear_error():
+    plan = _plan(grouped=True, ansi=True)
+    full = StructType([StructField("topic", StringType()), StructField("n", IntegerType())])
+    with pytest.raises(KfsError, match=r"v\.x, which this read's schema does not have"):
+        plan.input_schema(full)
+    whole = StructType([*full.fields, StructField("v", StructType([StructField("x", LongType()),
+                                                                   StructField("y", StringType())])),
+                        StructField("t", TimestampType()), StructField("other", StringType())])
+    assert plan.input_schema(whole).simpleString() == "struct<topic:string,n:int,v:struct<x:bigint>,t:timestamp>"

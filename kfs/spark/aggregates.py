@@ -84,7 +84,12 @@ class AggregatePlan:
     def input_schema(self, full: StructType) -> StructType:
         """The columns of `full` the aggregates and groups read, nested structs cut to the fields read;
         `partition` alone when nothing is read (count(*): the batches still carry their row counts)."""
-        return _pruned(full, self.paths() or [("partition",)])
+        paths = self.paths() or [("partition",)]
+        for path in paths:
+            if not _resolves(full, path):
+                raise KfsError(f"kfs: a pushed aggregate reads {'.'.join(path)}, which this read's schema does "
+                               "not have (a schema given with .schema()?): read with aggregatePushdown=false")
+        return _pruned(full, paths)
 
     def reduce(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """The partial rows of a task's batches (of `input_schema`): one a group met, or exactly one
@@ -156,6 +161,15 @@ def _pruned(full: StructType, paths: Sequence[tuple[str, ...]]) -> StructType:
             data_type = _pruned(data_type, below)
         fields.append(StructField(field.name, data_type, field.nullable, field.metadata))
     return StructType(fields)
+
+
+def _resolves(schema: StructType, path: tuple[str, ...]) -> bool:
+    data_type: DataType = schema
+    for name in path:
+        if not isinstance(data_type, StructType) or name not in data_type.fieldNames():
+            return False
+        data_type = data_type[name].dataType
+    return True
 
 
 def _column_at(batch: pa.RecordBatch, path: tuple[str, ...]) -> pa.Array:
