@@ -110,9 +110,11 @@ class AggregatePlan:
     def _batch_partials(self, batch: pa.RecordBatch) -> list[tuple[tuple[Any, ...], list[Any]]]:
         columns = {path: _column_at(batch, path) for path in self.paths()}
         inputs = [_prepared(a, columns[a.path]) if a.path else None for a in self.aggregates]
-        if not self.groups:
-            return [((), [_scalar_partial(a, column, batch.num_rows)
-                          for a, column in zip(self.aggregates, inputs, strict=True)])]
+        keys = [columns[(group,)] for group in self.groups]
+        if all(_constant(key) for key in keys):  # (a piece's batch: one topic and partition, the usual case)
+            return [(tuple(key[0].as_py() for key in keys),
+                     [_scalar_partial(a, column, batch.num_rows) for a, column in zip(self.aggregates, inputs,
+                                                                                       strict=True)])]
         names = [f"g{i}" for i in range(len(self.groups))]
         table = pa.table({**{name: columns[(group,)] for name, group in zip(names, self.groups, strict=True)},
                           **{f"a{i}": column for i, column in enumerate(inputs) if column is not None}})
@@ -161,6 +163,11 @@ def _pruned(full: StructType, paths: Sequence[tuple[str, ...]]) -> StructType:
             data_type = _pruned(data_type, below)
         fields.append(StructField(field.name, data_type, field.nullable, field.metadata))
     return StructType(fields)
+
+
+def _constant(column: pa.Array) -> bool:
+    """Whether every row of `column` holds its first row's value, not null."""
+    return column.null_count == 0 and bool(pc.all(pc.equal(column, column[0])).as_py())
 
 
 def _resolves(schema: StructType, path: tuple[str, ...]) -> bool:

