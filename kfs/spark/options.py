@@ -19,7 +19,8 @@ reads a whole Kafka partition per task), `parallelism` (tasks per
 wave; `kfs.spark.register` sets it to the session's default parallelism), and for schema-registry
 framed payloads (kfs.spark.typed) `decode` (`auto` | `raw`), `schemas` (other log dirs holding the
 registry's topic, or a directory of `<id>.avsc|.proto|.json` files, as `kfs cat --schemas`) and
-`schemasTopic` (`_schemas` by default).
+`schemasTopic` (`_schemas` by default). `aggregatePushdown` (`true` | `false`) is read by kfs's JVM
+front only (kfs.spark.aggregates): whether it takes a query's aggregation into the read.
 """
 
 from __future__ import annotations
