@@ -72,10 +72,12 @@ TIMESTAMP_TYPE_IDS = {"CreateTime": 0, "LogAppendTime": 1, "NoTimestampType": -1
 # Columns no row has null (a v0 message's timestamp is Kafka's -1 ms): `IS NOT NULL` on them holds for every row.
 NEVER_NULL = frozenset({("topic",), ("partition",), ("offset",), ("timestamp",), ("timestampType",)})
 ROWS_PER_BATCH = 16384
-# A task that aggregates its rows (kfs.spark.aggregates) sends none, and one that copies no key or
-# value holds ~20 bytes a row: its batches can be larger, fewer rounds of per-batch Python (a count's
-# task 18% less CPU in one process).
+# A task that aggregates its rows (kfs.spark.aggregates) sends none: its batches can be larger, fewer
+# rounds of per-batch Python (a count's task 18% less CPU in one process), where that keeps a batch's
+# bytes as small as today's bound allows: no key or value copied (~20 bytes a row), or records of at
+# most SMALL_RECORD_BYTES on average in the piece (65,536 of them hold no more than 16,384 of 2 KiB).
 AGGREGATED_ROWS_PER_BATCH = 65536
+SMALL_RECORD_BYTES = 512
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
@@ -456,14 +458,14 @@ def read_split(split: Split, opts: ReadOptions, schema: pa.Schema,
                plans: Sequence[PartPlan] = (), payloads: bool = True,
                hidden: frozenset[str] = frozenset(),
                whole: Mapping[str, pa.DataType] | None = None,
-               registry: Registry | None = None, rows: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
+               registry: Registry | None = None, aggregated: bool = False) -> Iterator[pa.RecordBatch]:
     """What one Spark task does: its pieces' records, in order, as Arrow record batches. `plans`:
     how the decoded columns are filled (kfs.spark.typed; none without a registry). `payloads` False:
     the query shows no key, value or header, so the compiled path copies none (they come as nulls).
     `hidden`: the parts whose decoded columns the query does not show (not decoded: null); `whole`:
     the whole type of a part whose column in `schema` is a pruned part of it (kfs.spark.pruning).
     `registry`: the one the driver planned with (kfs.spark.broker_local), else the log dirs' own.
-    `rows`: a batch is closed at the Kafka batch that brings it to this many rows or more."""
+    `aggregated`: the batches are aggregated in the worker, not sent (larger ones: `batch_rows`)."""
     planned = PlannedPartitions()  # per task: the log dirs the driver planned on, checked (kfs.spark.tasks)
     try:
         if registry is None and plans:
@@ -474,7 +476,17 @@ def read_split(split: Split, opts: ReadOptions, schema: pa.Schema,
         for piece in split.pieces:
             plog = planned.open(piece)
             decoder = row_decoder(registry, plans, piece.topic, plog, hidden, whole) if plans else None
+            rows = batch_rows(piece, payloads or bool(plans), aggregated)
             yield from piece_batches(plog, piece, opts, schema, decoder, rows, payloads)
+
+
+def batch_rows(piece: Piece, copies_payloads: bool, aggregated: bool) -> int:
+    """The rows a batch of `piece` reaches before it is closed (AGGREGATED_ROWS_PER_BATCH's comment)."""
+    if not aggregated:
+        return ROWS_PER_BATCH
+    per_record = piece.size / max(piece.end_offset - piece.start_offset, 1)
+    small = not copies_payloads or per_record <= SMALL_RECORD_BYTES
+    return AGGREGATED_ROWS_PER_BATCH if small else ROWS_PER_BATCH
 
 
 def piece_batches(plog: PartitionLog, piece: Piece, opts: ReadOptions, schema: pa.Schema,
@@ -532,10 +544,8 @@ class KafkaLogReader(DataSourceReader):
         payloads = not {"key", "value", "headers"}.isdisjoint(shown)  # (a decoder gets them anyway: piece_batches)
         hidden = frozenset(part for part in ("key", "value")
                            if not {f"{part}_decoded", f"{part}_decode_error"} & shown) if plans else frozenset()
-        # (larger batches only where no key or value is copied: a batch's bytes are bounded by its rows)
-        big = self.aggregation is not None and not payloads and not plans
-        rows = AGGREGATED_ROWS_PER_BATCH if big else ROWS_PER_BATCH
-        batches = read_split(partition.value, opts, built, plans, payloads, hidden, self.whole, rows=rows)
+        batches = read_split(partition.value, opts, built, plans, payloads, hidden, self.whole,
+                             aggregated=self.aggregation is not None)
         if self.built == self.schema:
             yield from batches
         else:
