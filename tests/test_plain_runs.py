@@ -163,6 +163,28 @@ def plain_batches(draw):  # type: ignore[no-untyped-def]
     return batch
 
 
+# A one-record plain batch (hypothesis found the case below with it).
+ONE_RECORD = bytes.fromhex("00000000000000000000003c0000000002341358830000000000000000018bcfe568000000018bcfe568"
+                           "00ffffffffffffffffffffffffffff000000011400000001010202680276")
+
+
+def test_an_error_says_the_same_with_the_walker_when_a_later_batch_vouches_for_the_file(tmp_path):
+    """The segment's first batch damaged (its magic), the next whole, the third's offsets going back.
+    The Python walk checks the second batch's CRC, which makes the file a segment (`is_segment`), so the
+    error names the offsets; the walker checks the same CRC in C, and its error must say the same (it
+    said NOT_A_SEGMENT: the file was vouched for only by the Python walk)."""
+    batches = [struct.pack(">q", base) + ONE_RECORD[8:] for base in (0, 2, 2)]
+    log = bytearray(b"".join(batches))
+    log[16] ^= 2  # the first batch's magic: 0
+    pdir = tmp_path / "walk-0"
+    pdir.mkdir()
+    (pdir / f"{0:020d}.log").write_bytes(bytes(log))
+    plog = LogDirs([str(tmp_path)]).partition("walk-0")
+    with_walker = views(plog, 1, None, "read_uncommitted", "hide")
+    assert with_walker["kcat_error"].endswith("corrupt batch at position 144: offsets go backwards: 2 after 2")
+    assert_walker_agrees(LogDirs([str(tmp_path)]).partition("walk-0"), 1, None, "read_uncommitted", "hide")
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=st.lists(st.one_of(plain_batches(), plain_batches(), v2_batches()), min_size=1, max_size=8),
        data=st.data())

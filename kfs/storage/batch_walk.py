@@ -158,6 +158,9 @@ class BatchFile(LogFile):
             if take is not None:
                 run = take(buf[at:limit - buf_start], position, previous_last)
                 if run is not None:  # whole plain batches, checked as below (kfs.views.plain_runs)
+                    # Their CRCs held, as `records_of`'s check does: the file is a segment (`is_segment`),
+                    # whichever walk met its batches first, so an error says the same with the walker or not.
+                    self._vouched = self._vouched or run.size > 0
                     previous_last = run.last_offset
                     yield run, None
                     position += run.size
