@@ -19,7 +19,8 @@ the others (a fast wrong answer is no answer):
 - the kfs, JSON and Parquet counts on `local[1]` (kfs's one task keeps two cores busy: its JVM half and
   its Python worker run side by side; Spark's own sources' tasks are one thread), the kfs count on
   `local[1]` pinned to one core (every thread of the JVM and its Python workers), and on a standalone
-  cluster (one Master, one Worker of 2 cores, tests/spark_cluster.py) with the same query.
+  cluster (one Master, one Worker of 2 cores, tests/spark_cluster.py) with the same query, after as many
+  warm-up queries as `local[2]` ran (its executor is a fresh JVM; the local masters share this one).
 
 Prints each time, the CPU seconds of this process's JVM and Python workers in the best run (the
 cluster's executors are the Worker's children, not counted), and the ratios of issue 26.
@@ -317,8 +318,11 @@ def main(argv: list[str] | None = None) -> int:
 
             cluster = start_cluster(root / "cluster", cores=2, memory="3g")
             try:
+                # The executor is a fresh JVM, the local masters' tasks ran in this process's JVM, warmed by
+                # every query above (local[2] alone ran `--warmup` rounds of all of them): the cluster's
+                # count runs as many warm-up queries, so that the two are timed at the same JIT state.
                 run_on(cluster.master_url, ["kfs count"], paths, args.repeat, results, (cluster.worker.process.pid,),
-                       CLUSTER_CONF, warmup=args.warmup)
+                       CLUSTER_CONF, warmup=args.warmup * len(QUERIES))
             finally:
                 cluster.stop()
         check_answers(results, records)
