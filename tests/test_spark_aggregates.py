@@ -24,8 +24,7 @@ from spark_session import local_spark  # noqa: E402
 from test_spark_pruning import INTERNAL_LOGDIR, PLAIN, REGISTRY_LOGDIR, both, read_schemas, rows  # noqa: E402
 
 from kfs.spark.aggregates import AggregateOverflowError, AggregatePlan  # noqa: E402
-from kfs.spark.plan import Piece  # noqa: E402
-from kfs.spark.source import AGGREGATED_ROWS_PER_BATCH, ROWS_PER_BATCH, KafkaLogDataSource, batch_rows  # noqa: E402
+from kfs.spark.source import KafkaLogDataSource  # noqa: E402
 from kfs.storage import KfsError  # noqa: E402
 
 LONG = 1 << 63
@@ -224,14 +223,3 @@ def test_a_column_the_schema_lacks_is_a_clear_error():
     assert plan.input_schema(whole).simpleString() == "struct<topic:string,n:int,v:struct<x:bigint>,t:timestamp>"
 
 
-def test_an_aggregating_task_reads_larger_batches_only_of_small_records():
-    """A batch's bytes are bounded by its rows alone: 65,536 rows only where they hold no more than
-    16,384 rows of 2 KiB (no key or value copied, or records of 512 bytes at most on average)."""
-    def piece(size: int, records: int) -> Piece:
-        return Piece("t-0", "t", 0, 100, 100 + records, 0, 0, size, "/logs")
-
-    small, large = piece(200 * 1000, 1000), piece(4096 * 1000, 1000)
-    assert batch_rows(small, True, False) == batch_rows(large, False, False) == ROWS_PER_BATCH
-    assert batch_rows(small, True, True) == batch_rows(large, False, True) == AGGREGATED_ROWS_PER_BATCH
-    assert batch_rows(large, True, True) == ROWS_PER_BATCH
-    assert batch_rows(piece(0, 0), True, True) == AGGREGATED_ROWS_PER_BATCH

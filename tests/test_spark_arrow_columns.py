@@ -22,6 +22,7 @@ pytest.importorskip("pyspark")
 
 import crc32c
 import pyarrow as pa
+import pyarrow.compute as pc
 from builders import v2_batches
 from conftest import LOGDIRS
 from hypothesis import HealthCheck, given, settings
@@ -32,7 +33,7 @@ from test_plain_runs import _rebased, plain_batches
 from kfs.record import default_batch, parse_batch_header
 from kfs.record.types import BatchHeader, CorruptBatchError, Record
 from kfs.spark import arrow_columns
-from kfs.spark.arrow_columns import compiled_arrow_batches
+from kfs.spark.arrow_columns import BYTES_PER_BATCH, compiled_arrow_batches
 from kfs.spark.options import parse_options
 from kfs.spark.plan import plan_splits
 from kfs.spark.source import ROWS_PER_BATCH, arrow_batches, kafka_schema, piece_batches
@@ -49,18 +50,19 @@ SCHEMAS = {h: to_arrow_schema(kafka_schema(h), timezone="UTC") for h in (False, 
 
 
 def python_batches(plog: PartitionLog, start: int, end: int | None, isolation: str, headers: bool,
-                   rows: int, on_corrupt: str = "fail") -> list[pa.RecordBatch]:
+                   rows: int, on_corrupt: str = "fail", max_bytes: int = BYTES_PER_BATCH) -> list[pa.RecordBatch]:
     """The reference: the Record path, as `piece_batches` takes it without the extension
     (`piece_record_lists`: with onCorrupt=skip, a corrupt batch's CorruptBatch left out)."""
     lists = (records for records in plog.record_lists(start, isolation=isolation, end_offset=end, on_corrupt=on_corrupt)
              if type(records[0]) is not CorruptBatch)
-    return list(arrow_batches(plog.topic, plog.partition, lists, SCHEMAS[headers], headers, rows))
+    return list(arrow_batches(plog.topic, plog.partition, lists, SCHEMAS[headers], headers, rows,
+                              max_bytes=max_bytes))
 
 
 def compiled_batches(plog: PartitionLog, start: int, end: int | None, isolation: str, headers: bool,
-                     rows: int, on_corrupt: str = "fail") -> list[pa.RecordBatch]:
+                     rows: int, on_corrupt: str = "fail", max_bytes: int = BYTES_PER_BATCH) -> list[pa.RecordBatch]:
     return list(compiled_arrow_batches(plog.topic, plog.partition, plog, start, end, isolation, SCHEMAS[headers],
-                                       headers, rows, on_corrupt=on_corrupt))
+                                       headers, rows, on_corrupt=on_corrupt, max_bytes=max_bytes))
 
 
 def assert_same_batches(got: list[pa.RecordBatch], expected: list[pa.RecordBatch]) -> None:
@@ -424,10 +426,12 @@ def test_random_segments_give_the_record_paths_batches_and_errors(batches: list[
         end = data.draw(st.one_of(st.none(), st.integers(start, log_end + 2)))
         isolation = data.draw(st.sampled_from(["read_uncommitted", "read_committed"]))
         rows = data.draw(st.sampled_from([1, 3, ROWS_PER_BATCH]))
+        max_bytes = data.draw(st.sampled_from([1, 40, 300, BYTES_PER_BATCH]))
         for on_corrupt in ("fail", "skip"):  # (skip: every batch but the damaged ones, resynchronised alike)
             expected, expected_error = _outcome(partial(python_batches, plog, start, end, isolation, True, rows,
-                                                        on_corrupt))
-            got, error = _outcome(partial(compiled_batches, plog, start, end, isolation, True, rows, on_corrupt))
+                                                        on_corrupt, max_bytes))
+            got, error = _outcome(partial(compiled_batches, plog, start, end, isolation, True, rows, on_corrupt,
+                                          max_bytes))
             assert error == expected_error, on_corrupt
             assert_same_batches(got, expected)
 
@@ -536,6 +540,39 @@ def test_a_column_at_its_data_limit_is_taken_as_a_batch_of_its_own(monkeypatch: 
                 b.validate(full=True)
                 assert all(len(b.column(c).buffers()[2] or b"") <= limit for c in ("key", "value"))
     assert split_any and overflowed == (limit < 2000)
+
+
+def _payload_bytes(batch: pa.RecordBatch) -> int:
+    """What a batch holds of keys, values and headers (the bytes BYTES_PER_BATCH bounds)."""
+    headers = batch.column("headers").flatten()
+    return sum(pc.sum(pc.binary_length(column)).as_py() or 0
+               for column in (batch.column("key"), batch.column("value"), *headers.flatten()))
+
+
+@pytest.mark.parametrize("max_bytes", [1, 700, 9000])
+def test_a_batch_is_closed_at_its_bytes_as_at_its_rows(max_bytes: int) -> None:
+    """A batch is closed after the Kafka batch that brings its keys, values and headers to `max_bytes`
+    bytes (BYTES_PER_BATCH: 32 MiB), whatever its rows: 16,384 records of 1 MiB are not one batch of
+    16 GiB. On every fixture partition, with the limit lowered: the Record path's batches, every one but
+    the last at the limit or past it, and none past it by more than the partition's largest Kafka batch."""
+    closed_early = 0
+    for logdir, name in PARTITIONS:
+        plog = LogDirs([logdir]).partition(name)
+        start = plog.log_start_offset()
+        try:
+            expected = python_batches(plog, start, None, "read_uncommitted", True, ROWS_PER_BATCH, max_bytes=max_bytes)
+            largest = max((sum(len(r.key or b"") + len(r.value or b"")
+                               + sum(len(k.encode()) + len(v or b"") for k, v in r.headers) for r in records)
+                           for records in plog.record_lists(start)), default=0)
+        except CorruptLogError:
+            continue
+        got = compiled_batches(plog, start, None, "read_uncommitted", True, ROWS_PER_BATCH, max_bytes=max_bytes)
+        assert_same_batches(got, expected)
+        sizes = [_payload_bytes(b) for b in got]
+        assert all(size >= max_bytes for size in sizes[:-1]), (name, sizes)
+        assert all(size < max_bytes + largest for size in sizes), (name, sizes, largest)
+        closed_early += len(got) - len(python_batches(plog, start, None, "read_uncommitted", True, ROWS_PER_BATCH))
+    assert closed_early > 0
 
 
 def test_the_headers_type_without_the_column_is_sparks() -> None:

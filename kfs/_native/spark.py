@@ -1,8 +1,8 @@
 """The Spark source's compiled loops (csrc/spark/): each the function of _speedups.pyi, or None unbuilt.
 
-- `arrow_builder`, `arrow_append_v2`, `arrow_append_records`, `arrow_take`: the undecoded columns of
-  Spark's Kafka schema (key, value, offset, timestamp, timestampType, headers) built in Arrow's layout
-  in C buffers, a v2 records section at a time without a Record per record, and handed to Arrow
+- `arrow_builder`, `arrow_append_v2`, `arrow_append_records`, `arrow_take`, `arrow_payload_bytes`: the
+  undecoded columns of Spark's Kafka schema (key, value, offset, timestamp, timestampType, headers)
+  built in Arrow's layout in C buffers, a v2 records section at a time without a Record per record, and handed to Arrow
   without a copy (kfs/spark/arrow_columns.py; the Python path, kfs.spark.source.arrow_batches, stays
   the reference and the fallback);
 - `arrow_append_run`: many plain batches of a segment window appended in one call, with the segment
@@ -22,5 +22,6 @@ arrow_append_v2 = extension.arrow_append_v2 if BUILT else None
 arrow_append_run = extension.arrow_append_run if BUILT else None
 arrow_append_records = extension.arrow_append_records if BUILT else None
 arrow_take = extension.arrow_take if BUILT else None
+arrow_payload_bytes = extension.arrow_payload_bytes if BUILT else None
 offsets_text_columns = extension.offsets_text_columns if BUILT else None
 offsets_typed_columns = extension.offsets_typed_columns if BUILT else None

@@ -47,7 +47,12 @@ _NO_END = (1 << 63) - 1  # to arrow_append_v2: no end
 # The most bytes of one binary column's data in a builder (Arrow's int32 offsets): past it the rows so far
 # are taken as an Arrow batch of their own (`ColumnBuilder.take` gives more than one). Lowered by a test.
 DATA_LIMIT = (1 << 31) - 1
+# The bytes of keys, values and headers after which an Arrow batch is closed, whatever its rows: a
+# batch is closed after the Kafka batch that brings it to its rows or to these bytes (16,384 rows of
+# 1 MiB records would be 16 GiB in one worker; 16,384 of 2 KiB are these 32 MiB).
+BYTES_PER_BATCH = 32 << 20
 _EMPTY = pa.py_buffer(b"")
+_PAYLOAD_SPANS = (2, 5, 11, 14)  # arrow_take's data buffers: key, value, header key, header value
 # Spark's headers type (kfs.spark.source.HEADERS_TYPE as Arrow), for a schema without the column: the
 # decoded columns' decoder is handed the headers whether Spark shows them or not.
 HEADERS_ARROW_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()),
@@ -119,6 +124,14 @@ class ColumnBuilder:
     def _pending_rows(self) -> int:
         return sum(taken[0][0] for taken in self._pending)
 
+    def payload_bytes(self) -> int:
+        """The bytes of keys, values and headers (keys and values) of the rows so far."""
+        assert native.arrow_payload_bytes is not None
+        return self._pending_bytes() + native.arrow_payload_bytes(self._builder)
+
+    def _pending_bytes(self) -> int:
+        return sum(spans[i][1] for _, _, spans in self._pending for i in _PAYLOAD_SPANS)
+
     def _take_buffers(self) -> tuple[Any, ...]:
         assert native.arrow_take is not None
         return native.arrow_take(self._builder)
@@ -154,10 +167,12 @@ def _clamped(n: int) -> int:
     return max(min(n, _NO_END), -_NO_END)
 
 
-def run_taker(builder: ColumnBuilder, end: int | None, read_committed: bool, rows: int) -> SelectedTaker:
+def run_taker(builder: ColumnBuilder, end: int | None, read_committed: bool, rows: int,
+              max_bytes: int = BYTES_PER_BATCH) -> SelectedTaker:
     """A taker (PartitionLog.selected_batches' `take`) appending each window's run of plain batches to
     `builder` in one compiled call (arrow_append_run, the checks of kfs.views.plain_runs' walker): the
-    run stands in the batch stream as one PlainRun whose `taken` says whether the piece ends with it."""
+    run stands in the batch stream as one PlainRun whose `taken` says whether the piece ends with it.
+    A run ends after the batch that brings the builder to `rows` rows or `max_bytes` payload bytes."""
     stop = _NO_END if end is None else _clamped(end)
     append_run = native.arrow_append_run
     assert append_run is not None
@@ -167,7 +182,8 @@ def run_taker(builder: ColumnBuilder, end: int | None, read_committed: bool, row
         if segment.base_offset > _NO_END or not (previous_last is None or -_NO_END <= previous_last <= _NO_END):
             return None  # (numbers a hostile file may hold past int64: the Python walk's)
         got = append_run(builder._builder, window, segment.base_offset, previous_last, _clamped(below),
-                         _clamped(first), stop, read_committed, rows - builder._pending_rows())
+                         _clamped(first), stop, read_committed, rows - builder._pending_rows(),
+                         max_bytes - builder._pending_bytes())
         if got is None:
             return None
         used, base_offset, last_offset, walked, now = got
@@ -180,17 +196,18 @@ def run_taker(builder: ColumnBuilder, end: int | None, read_committed: bool, row
 def compiled_arrow_batches(topic: str, partition: int, plog: PartitionLog, start: int, end: int | None,
                            isolation: str, schema: pa.Schema, include_headers: bool, rows: int,
                            decoder: ArrayDecoder | None = None, payloads: bool = True,
-                           on_corrupt: str = "fail") -> Iterator[pa.RecordBatch]:
+                           on_corrupt: str = "fail", max_bytes: int = BYTES_PER_BATCH) -> Iterator[pa.RecordBatch]:
     """The records of [start, end) of one partition as Arrow record batches of exactly `schema` (Spark's),
     as `kfs.spark.source.arrow_batches` makes them from `piece_record_lists`: the same rows, a batch
-    closed after the Kafka batch that brings it to `rows` rows or more. `decoder`: the decoded columns.
+    closed after the Kafka batch that brings it to `rows` rows or `max_bytes` bytes of keys, values and
+    headers, or more (none counted without payloads: none are copied). `decoder`: the decoded columns.
     `payloads` False (a pruned read that shows none of them, and no decoder): every key and value null,
     no headers, none of their bytes copied. `on_corrupt="skip"`: a corrupt batch is logged and skipped,
     and the walk goes on after it, as `piece_record_lists` does (a row cannot carry the error)."""
     ts_type = schema.field("timestamp").type
     headers_type = schema.field("headers").type if include_headers else HEADERS_ARROW_TYPE
     builder = ColumnBuilder(headers_type, payloads)
-    take = run_taker(builder, end, isolation == "read_committed", rows)
+    take = run_taker(builder, end, isolation == "read_committed", rows, max_bytes)
     for segment, header, body, first in plog.selected_batches(start, isolation=isolation, end_offset=end, take=take,
                                                               on_corrupt=on_corrupt):
         try:
@@ -200,7 +217,7 @@ def compiled_arrow_batches(topic: str, partition: int, plog: PartitionLog, start
                 raise
             log.warning("kfs: %s; skipped", e)
             continue
-        if builder.rows >= rows:
+        if builder.rows >= rows or builder.payload_bytes() >= max_bytes:
             yield from _batches(topic, partition, builder, schema, ts_type, include_headers, decoder)
         if done:
             break

@@ -57,6 +57,7 @@ from kfs.record.types import Record
 from kfs.registry import Registry, load_registry
 from kfs.spark import arrow_columns
 from kfs.spark.aggregates import AggregatePlan
+from kfs.spark.arrow_columns import BYTES_PER_BATCH
 from kfs.spark.options import ReadOptions, parse_options
 from kfs.spark.plan import Bounds, Piece, Split, plan_splits
 from kfs.spark.pruning import build_schema, project, whole_types
@@ -73,11 +74,9 @@ TIMESTAMP_TYPE_IDS = {"CreateTime": 0, "LogAppendTime": 1, "NoTimestampType": -1
 NEVER_NULL = frozenset({("topic",), ("partition",), ("offset",), ("timestamp",), ("timestampType",)})
 ROWS_PER_BATCH = 16384
 # A task that aggregates its rows (kfs.spark.aggregates) sends none: its batches can be larger, fewer
-# rounds of per-batch Python (a count's task 18% less CPU in one process), where that keeps a batch's
-# bytes as small as today's bound allows: no key or value copied (~20 bytes a row), or records of at
-# most SMALL_RECORD_BYTES on average in the piece (65,536 of them hold no more than 16,384 of 2 KiB).
+# rounds of per-batch Python (a count's task 18% less CPU in one process). Their bytes stay bounded by
+# BYTES_PER_BATCH, as every batch's are.
 AGGREGATED_ROWS_PER_BATCH = 65536
-SMALL_RECORD_BYTES = 512
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
@@ -320,9 +319,10 @@ class _Offsets:
 
 def arrow_batches(topic: str, partition: int, record_lists: Iterable[list[Record]], schema: pa.Schema,
                   include_headers: bool, rows: int = ROWS_PER_BATCH,
-                  decoder: RowDecoder | None = None) -> Iterator[pa.RecordBatch]:
+                  decoder: RowDecoder | None = None, max_bytes: int = BYTES_PER_BATCH) -> Iterator[pa.RecordBatch]:
     """One partition's records (a list per Kafka batch) as Arrow record batches of exactly the schema
-    Spark expects, of about `rows` rows each.
+    Spark expects, each closed after the Kafka batch that brings it to `rows` rows or `max_bytes` bytes
+    of keys, values and headers (UTF-8 keys and values, shown or not: the compiled builder's count).
 
     Only keys, values and timestamps are gathered a record at a time; offsets are runs (`_Offsets`),
     the timestamp type is the batch's (one per list), topic and partition are constants. The `Record`s
@@ -341,6 +341,7 @@ def arrow_batches(topic: str, partition: int, record_lists: Iterable[list[Record
     h_keys: list[str] = []
     h_values: list[bytes | None] = []
     h_ends = [0]
+    size = 0  # the bytes of keys, values and headers in the batch so far
     for records in record_lists:
         kinds = {r.timestamp_type for r in records}
         if len(kinds) == 1:
@@ -352,6 +353,9 @@ def arrow_batches(topic: str, partition: int, record_lists: Iterable[list[Record
             keys.append(r.key)
             values.append(r.value)
             stamps.append(r.timestamp)
+            size += len(r.key or b"") + len(r.value or b"")
+            for k, v in r.headers:
+                size += len(k.encode()) + len(v or b"")
         if decoder is not None:
             decoded.extend(records)
         if headers_type is not None:
@@ -360,11 +364,12 @@ def arrow_batches(topic: str, partition: int, record_lists: Iterable[list[Record
                     h_keys.append(k)
                     h_values.append(v)
                 h_ends.append(len(h_keys))
-        if len(keys) >= rows:
+        if len(keys) >= rows or size >= max_bytes:
             yield _batch(topic, partition, keys, values, stamps, types, offsets, schema, ts_type, headers_type,
                          h_keys, h_values, h_ends, decoder, decoded)
             keys, values, stamps, types, offsets, decoded = [], [], [], [], _Offsets(), []
             h_keys, h_values, h_ends = [], [], [0]
+            size = 0
     if keys:
         yield _batch(topic, partition, keys, values, stamps, types, offsets, schema, ts_type, headers_type,
                      h_keys, h_values, h_ends, decoder, decoded)
@@ -490,17 +495,13 @@ def read_split(split: Split, opts: ReadOptions, schema: pa.Schema,
         for piece in split.pieces:
             plog = planned.open(piece)
             decoder = row_decoder(registry, plans, piece.topic, plog, hidden, whole) if plans else None
-            rows = batch_rows(piece, payloads or bool(plans), aggregated)
+            rows = batch_rows(aggregated)
             yield from piece_batches(plog, piece, opts, schema, decoder, rows, payloads)
 
 
-def batch_rows(piece: Piece, copies_payloads: bool, aggregated: bool) -> int:
-    """The rows a batch of `piece` reaches before it is closed (AGGREGATED_ROWS_PER_BATCH's comment)."""
-    if not aggregated:
-        return ROWS_PER_BATCH
-    per_record = piece.size / max(piece.end_offset - piece.start_offset, 1)
-    small = not copies_payloads or per_record <= SMALL_RECORD_BYTES
-    return AGGREGATED_ROWS_PER_BATCH if small else ROWS_PER_BATCH
+def batch_rows(aggregated: bool) -> int:
+    """The rows a batch reaches before it is closed (AGGREGATED_ROWS_PER_BATCH's comment)."""
+    return AGGREGATED_ROWS_PER_BATCH if aggregated else ROWS_PER_BATCH
 
 
 def piece_batches(plog: PartitionLog, piece: Piece, opts: ReadOptions, schema: pa.Schema,

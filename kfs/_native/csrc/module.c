@@ -153,6 +153,7 @@ static PyMethodDef speedups_methods[] = {
     {"arrow_append_run", kfs_arrow_append_run, METH_VARARGS, kfs_arrow_append_run_doc},
     {"arrow_append_records", kfs_arrow_append_records, METH_VARARGS, kfs_arrow_append_records_doc},
     {"arrow_take", kfs_arrow_take, METH_O, kfs_arrow_take_doc},
+    {"arrow_payload_bytes", kfs_arrow_payload_bytes, METH_O, kfs_arrow_payload_bytes_doc},
     {"offsets_text_columns", kfs_offsets_text_columns, METH_VARARGS, kfs_offsets_text_columns_doc},
     {"offsets_typed_columns", kfs_offsets_typed_columns, METH_VARARGS, kfs_offsets_typed_columns_doc},
     {NULL, NULL, 0, NULL},

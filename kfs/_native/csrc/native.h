@@ -240,6 +240,8 @@ KFS_HIDDEN extern const char kfs_arrow_append_run_doc[];
 KFS_HIDDEN PyObject *kfs_arrow_append_run(PyObject *module, PyObject *args);
 KFS_HIDDEN PyObject *kfs_arrow_append_records(PyObject *module, PyObject *args);
 KFS_HIDDEN PyObject *kfs_arrow_take(PyObject *module, PyObject *capsule);
+KFS_HIDDEN extern const char kfs_arrow_payload_bytes_doc[];
+KFS_HIDDEN PyObject *kfs_arrow_payload_bytes(PyObject *module, PyObject *capsule);
 
 /* offsets_text.c */
 KFS_HIDDEN extern const char kfs_offsets_text_columns_doc[];

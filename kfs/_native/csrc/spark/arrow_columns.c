@@ -252,6 +252,28 @@ builder_of(PyObject *capsule)
     return c;
 }
 
+/* The bytes of keys, values and headers the builder holds: what bounds an Arrow batch's size beside its
+ * rows (a batch of 16,384 records of 1 MiB would be 16 GiB). */
+static inline int64_t
+payload_bytes(const arrow_columns *c)
+{
+    return (int64_t)(c->b[B_KEY_DATA].len + c->b[B_VALUE_DATA].len + c->b[B_HKEY_DATA].len
+                     + c->b[B_HVALUE_DATA].len);
+}
+
+KFS_DOC(kfs_arrow_payload_bytes_doc,
+"arrow_payload_bytes(builder) -> int\n"
+"\n"
+"The bytes of keys, values and header keys and values the builder holds (no offsets or bitmaps).");
+
+PyObject *
+kfs_arrow_payload_bytes(PyObject *module, PyObject *capsule)
+{
+    (void)module;
+    const arrow_columns *c = builder_of(capsule);
+    return c == NULL ? NULL : PyLong_FromLongLong((long long)payload_bytes(c));
+}
+
 /* What a call answers after a rewind for rc: None (the Python path's turn), False (full: take the rows
  * and append again), or NULL with MemoryError set. */
 static PyObject *
@@ -379,11 +401,11 @@ done:
  * the segment walk wants them and below `max_last`, its CRC valid, its records walked. The first that is
  * anything else ends the run, for the Python walk to raise what is wrong with it or decode it. The run
  * also ends after the batch whose last record is at or past `stop` (the piece ends there, as
- * record_stream.record_lists_from does) and after the batch that brings the builder to `rows` rows (where
- * the Python path closes an Arrow batch). */
+ * record_stream.record_lists_from does) and after the batch that brings the builder to `rows` rows or
+ * `bytes` bytes of keys, values and headers (where the Python path closes an Arrow batch). */
 
 typedef struct {
-    int64_t segment_base, max_last, first, stop, rows;
+    int64_t segment_base, max_last, first, stop, rows, bytes;
     int64_t previous_last;
     int has_previous, read_committed;
 } run_params;
@@ -449,7 +471,8 @@ append_run(arrow_columns *c, const uint8_t *w, Py_ssize_t n, const run_params *r
         has_previous = 1;
         p += (Py_ssize_t)size;
         take_batch(res, base, last, p, s.last_walked);
-        if ((s.last_walked >= rp->stop && rp->stop != INT64_MAX) || c->n.rows >= rp->rows)
+        if ((s.last_walked >= rp->stop && rp->stop != INT64_MAX) || c->n.rows >= rp->rows
+            || payload_bytes(c) >= rp->bytes)
             break;
     }
     return RENDER_OK;
@@ -457,11 +480,12 @@ append_run(arrow_columns *c, const uint8_t *w, Py_ssize_t n, const run_params *r
 
 KFS_DOC(kfs_arrow_append_run_doc,
 "arrow_append_run(builder, window, segment_base, previous_last, max_last, first_offset, end_offset,\n"
-"                 read_committed, rows) -> (used, first_base, last, last_walked, rows) | None\n"
+"                 read_committed, rows, bytes=2**63 - 1) -> (used, first_base, last, last_walked, rows) | None\n"
 "\n"
 "The plain batches at the start of `window` (bytes of a segment file from a batch boundary, no further\n"
 "than the walk's limit) appended as rows, batch after batch, until one is not plain (see append_run),\n"
-"the last record walked is at or past end_offset (2**63 - 1: no end), or the builder holds `rows` rows:\n"
+"the last record walked is at or past end_offset (2**63 - 1: no end), or the builder holds `rows` rows\n"
+"or `bytes` bytes of keys, values and headers (arrow_payload_bytes):\n"
 "`used` bytes of the window taken, the first's base offset, the last's last offset, the offset of the\n"
 "last record walked in it (-2**63: none, it was before first_offset and passed over), the builder's\n"
 "rows now. previous_last:\n"
@@ -474,14 +498,14 @@ kfs_arrow_append_run(PyObject *module, PyObject *args)
     (void)module;
     PyObject *capsule, *previous_obj;
     Py_buffer buf;
-    long long segment_base, max_last, first, stop, rows;
+    long long segment_base, max_last, first, stop, rows, bytes = INT64_MAX;
     int read_committed;
-    if (!PyArg_ParseTuple(args, "Oy*LOLLLpL:arrow_append_run", &capsule, &buf, &segment_base, &previous_obj,
-                          &max_last, &first, &stop, &read_committed, &rows))
+    if (!PyArg_ParseTuple(args, "Oy*LOLLLpL|L:arrow_append_run", &capsule, &buf, &segment_base, &previous_obj,
+                          &max_last, &first, &stop, &read_committed, &rows, &bytes))
         return NULL;
     PyObject *result = NULL;
     rawbuf scratch = {NULL, 0, 0, 0};
-    run_params rp = {segment_base, max_last, first, stop, rows, 0, previous_obj != Py_None, read_committed};
+    run_params rp = {segment_base, max_last, first, stop, rows, bytes, 0, previous_obj != Py_None, read_committed};
     arrow_columns *c = builder_of(capsule);
     if (c == NULL)
         goto done;
