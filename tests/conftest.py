@@ -32,6 +32,13 @@ KFS = shutil.which("kfs")  # the installed console script; `python -m kfs.cli.ma
 
 # Mounts and commands keep decoded sizes in $XDG_CACHE_HOME/kfs: the tests' go to a directory of their own.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="kfs-test-cache-")
+# The tests' JVMs (local sessions' and `kfs spark`'s drivers, a cluster's daemons; its executors through
+# tests/spark_cluster.py) live seconds: C1 alone compiles what they run. C2's threads, which pay off only
+# over many queries, took a third of the machine in small queries (docs/spark.md); a Spark test module
+# took 72 s with them and 55 s without. Not for the benchmarks, whose JVMs run warm.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JVM_OPTIONS)
 
 
 @pytest.fixture(autouse=True)

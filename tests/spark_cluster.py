@@ -42,6 +42,8 @@ DRIVER_CONF = {
     "spark.executor.memory": "1g",
     "spark.cores.max": "2",
     "spark.driver.host": "127.0.0.1",
+    # Executors live for one test's application: C1 alone (tests/conftest.py: TEST_JVM_OPTIONS).
+    "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1",
 }
 
 
