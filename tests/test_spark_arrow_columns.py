@@ -575,6 +575,35 @@ def test_a_batch_is_closed_at_its_bytes_as_at_its_rows(max_bytes: int) -> None:
     assert closed_early > 0
 
 
+@pytest.mark.parametrize("record_path", [False, True])
+def test_a_tasks_batches_are_bounded_by_their_bytes(monkeypatch: pytest.MonkeyPatch, record_path: bool) -> None:
+    """A Spark task (the reader's `read`, compiled or on the Record path) closes its batches at
+    BYTES_PER_BATCH as it reads: lowered to 4 KiB, the same rows as with 32 MiB, in batches none of
+    which holds more than 4 KiB and one Kafka batch's keys, values and headers."""
+    from pyspark.sql.datasource import InputPartition
+
+    from kfs.spark.source import KafkaLogReader
+
+    monkeypatch.setattr(arrow_columns, "AVAILABLE", not record_path)
+    opts = parse_options({"path": LOGDIRS[0], "includeHeaders": "true"})
+    reader = KafkaLogReader(opts, kafka_schema(True))
+
+    def read() -> list[pa.RecordBatch]:
+        return [b for split in plan_splits(opts) for b in reader.read(InputPartition(split))]
+
+    whole = read()
+    monkeypatch.setattr(arrow_columns, "BYTES_PER_BATCH", 4096)
+    bounded = read()
+    assert len(bounded) > 2 * len(whole)
+    assert pa.Table.from_batches(bounded).equals(pa.Table.from_batches(whole))
+    largest = max(sum(len(r.key or b"") + len(r.value or b"") + sum(len(k.encode()) + len(v or b"")
+                                                                     for k, v in r.headers) for r in records)
+                  for plog in map(LogDirs([LOGDIRS[0]]).partition, LogDirs([LOGDIRS[0]]).partition_names())
+                  for records in plog.record_lists(plog.log_start_offset(), on_corrupt="skip")
+                  if type(records[0]) is not CorruptBatch)
+    assert max(_payload_bytes(b) for b in bounded) < 4096 + largest
+
+
 def test_the_headers_type_without_the_column_is_sparks() -> None:
     """A decoder is handed headers of Spark's type whether the schema shows the column or not."""
     assert SCHEMAS[True].field("headers").type == arrow_columns.HEADERS_ARROW_TYPE

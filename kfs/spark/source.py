@@ -513,9 +513,10 @@ def piece_batches(plog: PartitionLog, piece: Piece, opts: ReadOptions, schema: p
     if arrow_columns.AVAILABLE and (decoder is None or hasattr(decoder, "array_columns")):
         return arrow_columns.compiled_arrow_batches(piece.topic, piece.partition, plog, piece.start_offset,
                                                     piece.end_offset, opts.isolation, schema, opts.include_headers,
-                                                    rows, decoder, payloads or decoder is not None, opts.on_corrupt)
+                                                    rows, decoder, payloads or decoder is not None, opts.on_corrupt,
+                                                    arrow_columns.BYTES_PER_BATCH)
     return arrow_batches(piece.topic, piece.partition, piece_record_lists(plog, piece, opts), schema,
-                         opts.include_headers, rows, decoder)
+                         opts.include_headers, rows, decoder, arrow_columns.BYTES_PER_BATCH)
 
 
 class KafkaLogReader(DataSourceReader):
