@@ -38,6 +38,7 @@ bench: bench-deps
 	python3 -m benchmarks.bench_fuse
 	python3 -m benchmarks.bench_sizes
 	python3 -m benchmarks.bench_spark
+	python3 -m benchmarks.bench_spark_fixed
 	python3 -m benchmarks.bench_spark_typed
 	python3 -m benchmarks.bench_spark_internal
 	python3 -m benchmarks.bench_readers
@@ -65,3 +66,4 @@ test-spark-cluster: install-test
 
 bench-spark:
 	python3 -m benchmarks.bench_spark
+	python3 -m benchmarks.bench_spark_fixed

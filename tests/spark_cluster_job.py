@@ -139,20 +139,12 @@ def vanished(spark: Any, scratch: Path) -> dict[str, str]:
 
 
 def main(master: str, out: Path) -> None:
-    from pyspark.sql import SparkSession
-
     import kfs.spark
     from kfs.spark import jvm
     from kfs.spark.jobs import export, grep
 
     out.mkdir(parents=True, exist_ok=True)
-    builder = SparkSession.builder.master(master).appName(f"kfs cluster tests {master}")
-    for key, value in {"spark.ui.enabled": "false", "spark.executor.heartbeatInterval": "600s",
-                       "spark.network.timeout": "1200s", "spark.sql.shuffle.partitions": "2",
-                       "spark.sql.session.timeZone": "UTC", "spark.sql.python.filterPushdown.enabled": "true",
-                       "spark.task.maxFailures": "1"}.items():
-        builder = builder.config(key, value)
-    spark = jvm.configure(builder).getOrCreate()  # (the front's jar on every executor: columnar scans)
+    spark = jvm.configure(_builder(master)).getOrCreate()  # (the front's jar on every executor: columnar scans)
     spark.sparkContext.setLogLevel("ERROR")
     try:
         kfs.spark.register(spark)
@@ -172,7 +164,35 @@ def main(master: str, out: Path) -> None:
                                            .map(lambda _: task_host()).collect()))
     finally:
         spark.stop()
+    results["without_the_jar"] = without_the_jar(master)
     (out / "results.json").write_text(json.dumps(results))
+
+
+def _builder(master: str) -> Any:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(f"kfs cluster tests {master}")
+    for key, value in {"spark.ui.enabled": "false", "spark.executor.heartbeatInterval": "600s",
+                       "spark.network.timeout": "1200s", "spark.sql.shuffle.partitions": "2",
+                       "spark.sql.session.timeZone": "UTC", "spark.sql.python.filterPushdown.enabled": "true",
+                       "spark.task.maxFailures": "1"}.items():
+        builder = builder.config(key, value)
+    return builder
+
+
+def without_the_jar(master: str) -> dict[str, Any]:
+    """A second session whose executors are not given the front's jar (`spark.jars` empty: a user's
+    session not started through `jvm.configure`, the jar on the driver only): on a cluster the front
+    plans the read but Spark's own PythonScan runs it, pushed aggregates included."""
+    import kfs.spark
+
+    spark = _builder(master).config("spark.jars", "").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        kfs.spark.register(spark)
+        return {"scans": scan_kinds(spark), "aggregates": aggregates(spark)}
+    finally:
+        spark.stop()
 
 
 if __name__ == "__main__":

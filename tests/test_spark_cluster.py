@@ -142,6 +142,15 @@ def test_pushed_aggregates_equal_local(results):
     assert n == len(results["local"]["relative_typed"]["rows"]) > 0
 
 
+def test_without_the_jar_on_the_executors_spark_runs_the_pushed_read(results):
+    """A session whose executors were not given the front's jar (spark.jars empty, the jar on the driver):
+    on the cluster the front plans the read, pushed aggregates included, and Spark's own PythonScan runs
+    it in the executors; the answers are the columnar scan's."""
+    local, on_cluster = results["local"]["without_the_jar"], results["cluster"]["without_the_jar"]
+    assert local["scans"] == ["ColumnarPythonScan"] and on_cluster["scans"] == ["PythonScan"]
+    assert on_cluster["aggregates"] == local["aggregates"] == results["local"]["aggregates"]
+
+
 def test_the_rows_are_every_record(results):
     rows = results["cluster"]["all_with_headers"]["rows"]
     assert len(rows) == sum(len(golden_rows(p)) for p in GOLDEN_PARTITIONS)
