@@ -22,6 +22,10 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "kafka-written" / "log
 LOGDIRS = [str(FIXTURES / "broker-a"), str(FIXTURES / "broker-b")]
 ALL = ",".join(LOGDIRS)
 EVOLUTION = str(FIXTURES.parents[1] / "schema-evolution" / "logdir")  # registry-framed Avro, three versions
+REGISTRY = str(FIXTURES.parents[1] / "schema-registry" / "logdir")  # Avro and Protobuf, `_schemas` beside them
+# Typed reads (kfs.spark.typed): the plans travel in the columns' metadata, each executor reads `_schemas`.
+TYPED_READS = {"avro": (REGISTRY, {"subscribe": "orders"}), "protobuf": (REGISTRY, {"subscribe": "payments"}),
+               "resolved": (EVOLUTION, {"subscribe": "readings", "maxSplitBytes": "64"}), "json_text": (REGISTRY, {})}
 
 # name -> (load path, options, where clause): small splits, so each read is many tasks.
 READS: dict[str, tuple[str, dict[str, str], str | None]] = {
@@ -183,16 +187,27 @@ def _builder(master: str) -> Any:
 def without_the_jar(master: str) -> dict[str, Any]:
     """A second session whose executors are not given the front's jar (`spark.jars` empty: a user's
     session not started through `jvm.configure`, the jar on the driver only): on a cluster the front
-    plans the read but Spark's own PythonScan runs it, pushed aggregates included."""
+    plans the read but Spark's own PythonScan runs it, pushed aggregates and typed columns included."""
     import kfs.spark
 
     spark = _builder(master).config("spark.jars", "").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
         kfs.spark.register(spark)
-        return {"scans": scan_kinds(spark), "aggregates": aggregates(spark)}
+        return {"scans": scan_kinds(spark), "aggregates": aggregates(spark), "typed": typed_reads(spark)}
     finally:
         spark.stop()
+
+
+def typed_reads(spark: Any) -> dict[str, list[str]]:
+    """Each typed read's decoded columns as JSON, sorted."""
+    out = {}
+    for name, (path, options) in TYPED_READS.items():
+        df = spark.read.format("kfs").options(**options).load(path)
+        out[name] = sorted(r[0] for r in df.selectExpr(
+            "to_json(struct(topic, offset, key_decoded, value_decoded, key_decode_error, value_decode_error))")
+            .collect())
+    return out
 
 
 if __name__ == "__main__":

@@ -151,6 +151,16 @@ def test_without_the_jar_on_the_executors_spark_runs_the_pushed_read(results):
     assert on_cluster["aggregates"] == local["aggregates"] == results["local"]["aggregates"]
 
 
+def test_typed_reads_on_the_cluster_equal_local(results):
+    """Typed columns (kfs.spark.typed): their plans travel in the columns' metadata and each executor
+    reads `_schemas` itself; Avro, Protobuf, older versions resolved, and the JSON text of a read across
+    topics give the local session's rows."""
+    local, on_cluster = results["local"]["without_the_jar"]["typed"], results["cluster"]["without_the_jar"]["typed"]
+    assert set(local) == {"avro", "protobuf", "resolved", "json_text"} and all(local.values()), local
+    assert on_cluster == local
+    assert any('"value_decoded":{' in row for row in local["protobuf"])
+
+
 def test_the_rows_are_every_record(results):
     rows = results["cluster"]["all_with_headers"]["rows"]
     assert len(rows) == sum(len(golden_rows(p)) for p in GOLDEN_PARTITIONS)

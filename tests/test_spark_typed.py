@@ -425,48 +425,6 @@ def test_filters_are_pushed_down_with_typed_columns(spark):
     assert nothing.count() == 0 and nothing.rdd.getNumPartitions() <= 1
 
 
-# ---- on a standalone cluster: the typed reads equal local[2]'s ------------------------------------------
-
-TYPED_JOB = """
-import json, sys
-from pyspark.sql import SparkSession
-spark = SparkSession.builder.master(sys.argv[1]).config("spark.sql.session.timeZone", "UTC").getOrCreate()
-import kfs.spark
-kfs.spark.register(spark)
-out = {}
-for name, path, options in json.loads(sys.argv[2]):
-    df = spark.read.format("kfs").options(**options).load(path)
-    out[name] = sorted(r[0] for r in df.selectExpr(
-        "to_json(struct(topic, offset, key_decoded, value_decoded, key_decode_error, value_decode_error))").collect())
-spark.stop()
-print(json.dumps(out))
-"""
-TYPED_READS = [("avro", LOGDIR, {"subscribe": "orders"}), ("protobuf", LOGDIR, {"subscribe": "payments"}),
-               ("resolved", EVOLUTION, {"subscribe": "readings", "maxSplitBytes": "64"}), ("json_text", LOGDIR, {})]
-
-
-def test_typed_reads_on_a_standalone_cluster_equal_local(spark, tmp_path):
-    """The plans travel in the columns' metadata and each executor reads `_schemas` itself: a real
-    Master and Worker (tests/spark_cluster.py) give the rows a local session gives."""
-    import subprocess
-    import sys
-
-    from spark_cluster import cluster_session
-
-    local = {}
-    for name, path, options in TYPED_READS:
-        df = read(spark, path, **options)
-        local[name] = sorted(r[0] for r in df.selectExpr(
-            "to_json(struct(topic, offset, key_decoded, value_decoded, key_decode_error, value_decode_error))")
-            .collect())
-    assert all(local.values())
-    for cluster in cluster_session(tmp_path / "cluster"):
-        job = subprocess.run([sys.executable, "-c", TYPED_JOB, cluster.master_url, json.dumps(TYPED_READS)],
-                             env=cluster.env(), cwd=tmp_path, capture_output=True, text=True, timeout=900)
-        assert job.returncode == 0, job.stderr[-3000:] + cluster.executor_logs()
-        assert json.loads(job.stdout.strip().splitlines()[-1]) == local
-
-
 # ---- the JSON-shaped fast path (kfs.spark.json_shaped) ------------------------------------------------------
 
 FLAT_V1 = {"type": "record", "name": "Tick", "namespace": "t", "fields": [
