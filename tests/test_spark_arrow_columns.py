@@ -542,6 +542,12 @@ def test_a_column_at_its_data_limit_is_taken_as_a_batch_of_its_own(monkeypatch: 
     assert split_any and overflowed == (limit < 2000)
 
 
+def _records_bytes(records: list[Record]) -> int:
+    """The bytes of keys, values and headers of one Kafka batch's records, counted from the Records."""
+    return sum(len(r.key or b"") + len(r.value or b"") + sum(len(k.encode()) + len(v or b"") for k, v in r.headers)
+               for r in records)
+
+
 def _payload_bytes(batch: pa.RecordBatch) -> int:
     """What a batch holds of keys, values and headers (the bytes BYTES_PER_BATCH bounds)."""
     headers = batch.column("headers").flatten()
@@ -561,9 +567,7 @@ def test_a_batch_is_closed_at_its_bytes_as_at_its_rows(max_bytes: int) -> None:
         start = plog.log_start_offset()
         try:
             expected = python_batches(plog, start, None, "read_uncommitted", True, ROWS_PER_BATCH, max_bytes=max_bytes)
-            largest = max((sum(len(r.key or b"") + len(r.value or b"")
-                               + sum(len(k.encode()) + len(v or b"") for k, v in r.headers) for r in records)
-                           for records in plog.record_lists(start)), default=0)
+            largest = max(map(_records_bytes, plog.record_lists(start)), default=0)
         except CorruptLogError:
             continue
         got = compiled_batches(plog, start, None, "read_uncommitted", True, ROWS_PER_BATCH, max_bytes=max_bytes)
@@ -596,8 +600,7 @@ def test_a_tasks_batches_are_bounded_by_their_bytes(monkeypatch: pytest.MonkeyPa
     bounded = read()
     assert len(bounded) > 2 * len(whole)
     assert pa.Table.from_batches(bounded).equals(pa.Table.from_batches(whole))
-    largest = max(sum(len(r.key or b"") + len(r.value or b"") + sum(len(k.encode()) + len(v or b"")
-                                                                     for k, v in r.headers) for r in records)
+    largest = max(_records_bytes(records)
                   for plog in map(LogDirs([LOGDIRS[0]]).partition, LogDirs([LOGDIRS[0]]).partition_names())
                   for records in plog.record_lists(plog.log_start_offset(), on_corrupt="skip")
                   if type(records[0]) is not CorruptBatch)

@@ -2,9 +2,9 @@
 
 - `arrow_builder`, `arrow_append_v2`, `arrow_append_records`, `arrow_take`, `arrow_payload_bytes`: the
   undecoded columns of Spark's Kafka schema (key, value, offset, timestamp, timestampType, headers)
-  built in Arrow's layout in C buffers, a v2 records section at a time without a Record per record, and handed to Arrow
-  without a copy (kfs/spark/arrow_columns.py; the Python path, kfs.spark.source.arrow_batches, stays
-  the reference and the fallback);
+  built in Arrow's layout in C buffers, a v2 records section at a time without a Record per record,
+  and handed to Arrow without a copy (kfs/spark/arrow_columns.py; the Python path,
+  kfs.spark.source.arrow_batches, stays the reference and the fallback);
 - `arrow_append_run`: many plain batches of a segment window appended in one call, with the segment
   walk's checks (as views' walk_v2_run renders them), no Python between batches;
 - `offsets_text_columns`: the decoded JSON-text columns of `__consumer_offsets`' offset commits
