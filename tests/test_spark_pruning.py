@@ -94,6 +94,36 @@ def test_a_local_session_reads_columns(spark):
     assert "ColumnarToRow" in pruned.select("topic")._jdf.queryExecution().executedPlan().toString()
 
 
+def idle_workers_nagle_off(spark: Any) -> list[bool]:
+    """Whether Nagle is off (TCP_NODELAY) on the socket to each idle Python worker of the session's JVM
+    (Spark's own fields, read by reflection: test-only)."""
+    jvm = spark._jvm
+    env = spark.sparkContext._jsc.sc().env()  # (py4j cannot call SparkEnv's own methods: it lists them all,
+    field = jvm.java.lang.Class.forName("org.apache.spark.SparkEnv").getDeclaredField("pythonWorkers")
+    field.setAccessible(True)  # and some name protobuf classes the classpath lacks)
+    nodelay = jvm.java.net.StandardSocketOptions.TCP_NODELAY
+    found: list[bool] = []
+    factories = field.get(env).values().iterator()
+    while factories.hasNext():
+        factory = factories.next()
+        idle = factory.getClass().getDeclaredField("idleWorkers")
+        idle.setAccessible(True)
+        workers = idle.get(factory).iterator()
+        while workers.hasNext():
+            channel = workers.next().channel()
+            if channel.supportedOptions().contains(nodelay):
+                found.append(bool(channel.getOption(nodelay)))
+    return found
+
+
+def test_the_fronts_tasks_turn_nagle_off_on_their_python_workers_sockets(spark):
+    """Spark leaves Nagle on its sockets to Python workers, and a task's second write then waits out the
+    worker's delayed ACK (~35 ms a task); the front's runner turns it off (NoDelayArrowPythonRunner).
+    Spark sets TCP_NODELAY on no Python worker socket, so a worker with it on ran a task of the front."""
+    assert rows(spark.read.format("kfs").load(REGISTRY_LOGDIR).groupBy("topic").count())
+    assert True in idle_workers_nagle_off(spark)
+
+
 def test_a_count_by_topic_reads_one_column(spark):
     """(Without the aggregation pushed: tests/test_spark_aggregates.py has it pushed.)"""
     pruned, plain = both(spark, REGISTRY_LOGDIR, aggregatePushdown="false")

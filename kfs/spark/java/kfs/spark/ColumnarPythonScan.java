@@ -154,7 +154,7 @@ final class ColumnarPythonScan implements Scan, Batch {
               org.apache.spark.sql.types.Metadata.empty())});
       List<Tuple2<ChainedPythonFunctions, Object>> functions = List.of(new Tuple2<>(
           new ChainedPythonFunctions(CollectionConverters.asScala(List.of(factory.read)).toList()), (Object) 0L));
-      ArrowPythonRunner runner = new ArrowPythonRunner(
+      ArrowPythonRunner runner = new NoDelayArrowPythonRunner(  // (Spark's runner, Nagle off: its comment)
           CollectionConverters.asScala(functions).toList(),
           PythonEvalType$.MODULE$.SQL_MAP_ARROW_ITER_UDF(),
           new int[][] {{0}},
