@@ -218,26 +218,19 @@ def test_without_javac_the_python_source_is_format_kfs(tmp_path):
     assert not list((tmp_path / "cache").rglob("*.jar"))
 
 
-def test_kfs_spark_front_0_keeps_the_jar_out_of_a_session_kfs_configures(tmp_path):
+def test_kfs_spark_front_0_keeps_the_jar_out_of_a_session_kfs_configures(monkeypatch):
     """`KFS_SPARK_FRONT=0` in a session started through `jvm.configure` (as kfs's own are): the jar is
     not added, so the Python source is `format("kfs")` (registering it once failed: the jar's `kfs` was
-    on the classpath)."""
-    script = textwrap.dedent(f"""
-        from pyspark.sql import SparkSession
-        import kfs.spark
-        from kfs.spark import jvm
-        spark = jvm.configure(SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")).getOrCreate()
-        kfs.spark.register(spark)
-        assert not jvm.loaded(spark)
-        df = spark.read.format("kfs").load({REGISTRY_LOGDIR!r})
-        print("counts", sorted(tuple(r) for r in df.groupBy("topic").count().collect()))
-        spark.stop()
-    """)
-    env = {**os.environ, "KFS_SPARK_FRONT": "0", "XDG_CACHE_HOME": str(tmp_path / "cache"),
-           "PYSPARK_PYTHON": sys.executable}
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "('orders', 3)" in out.stdout and "('_schemas', 26)" in out.stdout
+    on the classpath). Without the jar, `register` takes the path a session without javac takes, which
+    test_without_javac_the_python_source_is_format_kfs runs in a real session."""
+    from pyspark.sql import SparkSession
+
+    jar = jvm.jar_path()
+    assert jar is not None
+    assert SparkSession.Builder()._options.get("spark.jars") is None
+    assert jvm.configure(SparkSession.Builder())._options.get("spark.jars") == str(jar)
+    monkeypatch.setenv("KFS_SPARK_FRONT", "0")
+    assert "spark.jars" not in jvm.configure(SparkSession.Builder())._options
 
 
 def test_the_front_compiles_from_its_source(tmp_path, monkeypatch):
