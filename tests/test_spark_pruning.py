@@ -98,9 +98,11 @@ def idle_workers_nagle_off(spark: Any) -> list[bool]:
     """Whether Nagle is off (TCP_NODELAY) on the socket to each idle Python worker of the session's JVM
     (Spark's own fields, read by reflection: test-only)."""
     jvm = spark._jvm
-    env = spark.sparkContext._jsc.sc().env()  # (py4j cannot call SparkEnv's own methods: it lists them all,
+    env = spark.sparkContext._jsc.sc().env()
+    # (by Class.forName: py4j cannot call a method on the SparkEnv object itself, as it lists all of its
+    # methods first and some name protobuf classes the classpath lacks)
     field = jvm.java.lang.Class.forName("org.apache.spark.SparkEnv").getDeclaredField("pythonWorkers")
-    field.setAccessible(True)  # and some name protobuf classes the classpath lacks)
+    field.setAccessible(True)
     nodelay = jvm.java.net.StandardSocketOptions.TCP_NODELAY
     found: list[bool] = []
     factories = field.get(env).values().iterator()

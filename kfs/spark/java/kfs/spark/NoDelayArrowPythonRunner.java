@@ -27,8 +27,8 @@ import scala.Tuple2;
  * the delayed-ACK timeout (40 ms on Linux): each kfs task stood idle ~35 ms before its read began (a tiny
  * count's scan task took 70 ms, 33 ms with Nagle off). Spark turned Nagle off for the same stall on its
  * state-store socket (SPARK-51667); here it is turned off for the reads kfs runs, on the worker this task
- * was given, before anything is written to it. A Unix-domain socket (spark.python.unix.domain.socket.enabled) has no Nagle
- * and is left as it is.
+ * was given, before anything is written to it. A Unix-domain socket
+ * (spark.python.unix.domain.socket.enabled) has no Nagle and is left as it is.
  */
 final class NoDelayArrowPythonRunner extends ArrowPythonRunner {
 
@@ -53,8 +53,7 @@ final class NoDelayArrowPythonRunner extends ArrowPythonRunner {
   /** Nagle off on a TCP channel; anything else (a Unix-domain socket) or a refusal leaves it as it is. */
   static void noDelay(SocketChannel channel) {
     try {
-      if (channel.supportedOptions().contains(StandardSocketOptions.TCP_NODELAY)
-          && !channel.getOption(StandardSocketOptions.TCP_NODELAY)) {
+      if (channel.supportedOptions().contains(StandardSocketOptions.TCP_NODELAY)) {
         channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
       }
     } catch (IOException | UnsupportedOperationException e) {
