@@ -60,6 +60,11 @@ CLUSTER_CONF = {"spark.executor.memory": "2g", "spark.cores.max": "2", "spark.dr
 Query = Callable[[Any, "Paths"], Any]
 
 
+def quick(name: str) -> bool:
+    """A query the JIT warm-up repeats: all but the JSON scans (7-10 s each, their ratios 12x from the line)."""
+    return not name.startswith("json")
+
+
 class Paths:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -112,22 +117,43 @@ def session(master: str, **conf: str) -> Any:
     return spark
 
 
-def timed(spark: Any, paths: Paths, names: list[str], repeat: int, roots: tuple[int, ...] = (), warmup: int = 1
-          ) -> dict[str, tuple[float, Any, dict[str, float]]]:
+def timed(spark: Any, paths: Paths, names: list[str], repeat: int, roots: tuple[int, ...] = (), warmup: int = 1,
+          jit_rounds: int = 0) -> dict[str, tuple[float, Any, dict[str, float]]]:
     """Each query's (best seconds, answer, CPU seconds by process in its best run). The queries first take
-    turns `warmup` rounds untimed (Python workers started, pages cached, the JIT's work done: a fresh JVM
-    compiles ~10,000 of Spark's methods over its first ~20 queries of 1 GB, docs/spark.md), then `repeat`
-    timed rounds: a load that comes and goes weighs on all of them alike."""
+    turns `warmup` rounds untimed (Python workers started, pages cached, the JIT's first work done: a fresh
+    JVM compiles ~10,000 of Spark's methods over its first ~20 queries of 1 GB, docs/spark.md), then the
+    `quick` ones `jit_rounds` rounds more (Spark's JIT is still compiling after a hundred queries: the
+    JVM's CPU a 1 GB count falls from ~0.3 s to ~0.15 s over the next hundreds), then `repeat` timed
+    rounds: a load that comes and goes weighs on all of them alike."""
     answers: dict[str, Any] = {}
     first: dict[str, float] = {}
+
+    def run(name: str) -> float:
+        started = time.perf_counter()
+        answer = QUERIES[name](spark, paths)
+        seconds = time.perf_counter() - started
+        if answers.setdefault(name, answer) != answer:
+            raise SystemExit(f"{name}: {answer} after {answers[name]}")
+        return seconds
+
     for _ in range(max(1, warmup)):
         for name in names:
-            started = time.perf_counter()
-            answer = QUERIES[name](spark, paths)
-            first.setdefault(name, time.perf_counter() - started)
-            if answers.setdefault(name, answer) != answer:
-                raise SystemExit(f"{name}: {answer} after {answers[name]}")
+            first.setdefault(name, run(name))
     print("  warm-up: " + ", ".join(f"{name} first {seconds:.2f} s" for name, seconds in first.items()), flush=True)
+    repeated = [name for name in names if quick(name)]
+    if jit_rounds and repeated:
+        jvm = "worker's jvm" if roots else "jvm"  # (where the tasks run: a cluster's executor, or this JVM)
+        jvm_cpu = []  # the JVM's CPU seconds of a round's first query, to show the JIT settling
+        for _ in range(jit_rounds):
+            before = _cpu_seconds_by_process(roots)
+            run(repeated[0])
+            jvm_cpu.append(_cpu_seconds_by_process(roots).get(jvm, 0.0) - before.get(jvm, 0.0))
+            for name in repeated[1:]:
+                run(name)
+        tenth = max(1, jit_rounds // 10)
+        print(f"  JIT warm-up: {jit_rounds} rounds of {len(repeated)} queries; {repeated[0]}'s JVM CPU s, mean of each "
+              f"{tenth} rounds: " + " ".join(f"{sum(jvm_cpu[i:i + tenth]) / len(jvm_cpu[i:i + tenth]):.2f}"
+                                            for i in range(0, jit_rounds, tenth)), flush=True)
     best: dict[str, tuple[float, Any, dict[str, float]]] = {}
     for _ in range(repeat):
         for name in names:
@@ -175,7 +201,7 @@ def pin(cores: set[int]) -> None:
 
 def run_on(master: str, names: list[str], paths: Paths, repeat: int, results: dict[str, Any],
            roots: tuple[int, ...] = (), conf: dict[str, str] | None = None, *, one_core: bool = False,
-           warmup: int = 1) -> None:
+           warmup: int = 1, jit_rounds: int = 0) -> None:
     spark = session(master, **(conf or {}))
     label = master if master.startswith("local") else "cluster"
     if one_core:
@@ -183,7 +209,7 @@ def run_on(master: str, names: list[str], paths: Paths, repeat: int, results: di
         pin({min(os.sched_getaffinity(0))})
         label += " on one core"
     try:
-        for name, (seconds, answer, cpu) in timed(spark, paths, names, repeat, roots, warmup).items():
+        for name, (seconds, answer, cpu) in timed(spark, paths, names, repeat, roots, warmup, jit_rounds).items():
             results[f"{name} @ {label}"] = (seconds, answer)
             spent = ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items()) if v >= 0.05)
             print(f"{name:<24} {label:<28} {seconds:7.2f} s   CPU s: {spent}   answer {answer}", flush=True)
@@ -268,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=2, help="timed runs after the warm-up")
     p.add_argument("--warmup", type=int, default=10,
                    help="untimed rounds of a session's queries before timing (a fresh JVM's JIT needs ~20 queries)")
+    p.add_argument("--jit-rounds", type=int, default=30,
+                   help="untimed rounds more of local[2]'s queries but the JSON scans, for "
+                        "Spark's JIT to settle; the cluster's count runs as many queries as local[2] ran")
     p.add_argument("--keep", metavar="DIR", help="write the data into DIR (or reuse it) and keep it")
     p.add_argument("--no-cluster", action="store_true", help="skip the standalone cluster")
     p.add_argument("--scaling", type=int, metavar="ROUNDS",
@@ -308,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             scaling(paths, args.repeat, args.scaling, results, args.warmup)
             print("\n".join(ratios(results)))
             return 0
-        run_on("local[2]", list(QUERIES), paths, args.repeat, results, warmup=args.warmup)
+        run_on("local[2]", list(QUERIES), paths, args.repeat, results, warmup=args.warmup, jit_rounds=args.jit_rounds)
         # Spark's own sources on local[1] too: how a task of one thread scales on this machine.
         run_on("local[1]", ["kfs count", "kfs count, rows", "json count", "parquet count"], paths, args.repeat, results,
                warmup=args.warmup)
@@ -319,10 +348,11 @@ def main(argv: list[str] | None = None) -> int:
             cluster = start_cluster(root / "cluster", cores=2, memory="3g")
             try:
                 # The executor is a fresh JVM, the local masters' tasks ran in this process's JVM, warmed by
-                # every query above (local[2] alone ran `--warmup` rounds of all of them): the cluster's
-                # count runs as many warm-up queries, so that the two are timed at the same JIT state.
+                # every query above (local[2] alone ran `--warmup` rounds of all of them and `--jit-rounds` of
+                # the quick ones): the cluster's count runs as many warm-up queries, so that the two are timed
+                # at the same JIT state.
                 run_on(cluster.master_url, ["kfs count"], paths, args.repeat, results, (cluster.worker.process.pid,),
-                       CLUSTER_CONF, warmup=args.warmup * len(QUERIES))
+                       CLUSTER_CONF, warmup=args.warmup * len(QUERIES) + args.jit_rounds * sum(map(quick, QUERIES)))
             finally:
                 cluster.stop()
         check_answers(results, records)
