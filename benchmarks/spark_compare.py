@@ -6,10 +6,12 @@ Writes (benchmarks/spark_data.py) about 1.1 GB of log, ~5.6 M records of one top
 with registry-framed Avro values, the same records as JSON lines, and kfs's own Parquet export
 of the log (`kfs.spark.jobs.export`), all under a fresh directory in /tmp, deleted at the end.
 Then times, each the best of `--repeat` runs after `--warmup` untimed rounds (Python workers started,
-pages cached, and the JIT's work done: a fresh JVM, a cluster's executor above all, compiles ~10,000 of
-Spark's methods over its first ~20 counts of 1 GB, so that a master whose JVM is fresh would otherwise be
-timed against one whose JVM is warm), the queries of a session taking turns, every answer checked against
-the others (a fast wrong answer is no answer):
+pages cached, and the JIT's first work done: a fresh JVM, a cluster's executor above all, compiles ~10,000
+of Spark's methods over its first ~20 counts of 1 GB, so that a master whose JVM is fresh would otherwise
+be timed against one whose JVM is warm) and, on `local[2]`, `--jit-rounds` more of every query but the
+JSON scans (the JVM's CPU a kfs count still falls from ~0.2 to ~0.15 s over them: Spark's JIT settles
+after some hundreds of queries, Parquet's scans gaining most), the queries of a session taking turns,
+every answer checked against the others (a fast wrong answer is no answer):
 
 - on `local[2]`: `groupBy("topic").count()` over `format("kfs")` (as a user gets it: decoded
   columns with the registry there, the aggregation pushed into the read; with `decode=raw`; and with
