@@ -63,7 +63,7 @@ Query = Callable[[Any, "Paths"], Any]
 
 
 def quick(name: str) -> bool:
-    """A query the JIT warm-up repeats: all but the JSON scans (7-10 s each, their ratios 12x from the line)."""
+    """A query the JIT warm-up repeats: all but the JSON scans (7-12 s each, their ratios 12x from the line)."""
     return not name.startswith("json")
 
 
