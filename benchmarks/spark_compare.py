@@ -110,6 +110,9 @@ def session(master: str, **conf: str) -> Any:
     import kfs.spark
     from kfs.spark import jvm
 
+    # (the Python workers run this Python, which has kfs, whatever `python3` on PATH is)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(f"kfs bench {master}")
     for key, value in {**SESSION_CONF, **conf}.items():
         builder = builder.config(key, value)
@@ -305,8 +308,6 @@ def main(argv: list[str] | None = None) -> int:
                    help="only the kfs counts on local[1], local[2] and the cluster, in ROUNDS alternating "
                         "rounds, each master's best kept (a shared machine's load then weighs on all alike)")
     args = p.parse_args(argv)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="kfs-bench-spark-"))
     try:
