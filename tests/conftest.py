@@ -41,6 +41,18 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JVM_OPTIONS)
 
 
+# The test files that take minutes (a Spark cluster's start-up and jobs, a Spark application of their own),
+# slowest first: collected first, so pytest-xdist (`--dist loadfile` hands files out in collection order)
+# starts them at once, and the suite does not end with one worker running a cluster while the others idle.
+SLOW_FILES_FIRST = ("test_spark_cluster.py", "test_spark_broker_local.py", "test_spark_pruning.py",
+                    "test_spark_aggregates.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SLOW_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # (stable: each file keeps its order)
+
+
 @pytest.fixture(autouse=True)
 def _compiled_path_after_each_test() -> Iterator[None]:
     """The fuzz tests switch kfs's modules between the compiled and the pure-Python path
