@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql.types import StructType
 
     from benchmarks.spark_data import TOPIC, framed, order
-    from kfs.spark.typed import FramedRows, PartPlan, _column, _fast_column, _Row, decoded_fields, plan_from_field
+    from kfs.spark.typed import ArrayRow, FramedRows, PartPlan, _column, _fast_column, decoded_fields, plan_from_field
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=200_000)
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     data_type = to_arrow_schema(StructType(fields), timezone="UTC").field("value_decoded").type
     rows = FramedRows(registry, [plan_from_field(f) for f in fields[:2]], TOPIC)
     decoder = rows.parts[1]
-    records = [_Row(None, framed(order(n)), []) for n in range(args.records)]
+    records = [ArrayRow(None, framed(order(n)), []) for n in range(args.records)]
     keys = pa.nulls(len(records), pa.binary())
     values = pa.array([r.value for r in records], pa.binary())
     headers = pa.nulls(len(records), pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
@@ -150,14 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     pruned = FramedRows(registry, [plan_from_field(f) for f in fields[:2]], TOPIC, whole={"value": data_type})
     assert pruned.array_columns(keys, values, headers, [pa.string(), amount])[1].equals(
         pa.StructArray.from_arrays([reference.field("amount")], fields=[amount.field(0)]))
-    older = [_Row(None, _older_framed(order(n)), []) for n in range(args.records)]
+    older = [ArrayRow(None, _older_framed(order(n)), []) for n in range(args.records)]
     older_values = pa.array([r.value for r in older], pa.binary())
     assert rows.array_columns(keys, older_values, headers, types)[1].equals(reference)
     assert _column(decoder, older, data_type)[0].equals(reference)
     assert decoder.arrow_program(data_type, None, OLDER_ID) is not None
     order_class = _with_protobuf(registry)
     proto_prefix = b"\0" + PROTO_ID.to_bytes(4, "big") + b"\0"
-    proto_records = [_Row(None, proto_prefix + order_class(**order(n)).SerializeToString(), [])
+    proto_records = [ArrayRow(None, proto_prefix + order_class(**order(n)).SerializeToString(), [])
                      for n in range(args.records)]
     proto_values = pa.array([r.value for r in proto_records], pa.binary())
     proto_fields = decoded_fields(registry, [PROTO_TOPIC])

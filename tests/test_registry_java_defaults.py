@@ -19,7 +19,7 @@ from fastavro import parse_schema, schemaless_writer
 from test_spark_typed_arrow import _state, arrays, typed_rows
 
 from kfs.registry.decode import Registry
-from kfs.spark.typed import _Row
+from kfs.spark.typed import ArrayRow
 
 WRITER = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "int"}]}
 FIXED = {"type": "fixed", "name": "F", "size": 2}
@@ -53,7 +53,7 @@ def _datum(n: int) -> bytes:
 def _typed_value(reader: dict[str, Any]) -> dict[str, Any]:
     """kfs's typed `value_decoded` of WRITER's datum (schema id 3) read as `reader` (id 7)."""
     rows, types = typed_rows(Registry(_state([(3, WRITER), (7, reader)])), "t")
-    columns = rows.array_columns(*arrays([_Row(None, b"\0\0\0\0\3" + _datum(1), [])]), types)
+    columns = rows.array_columns(*arrays([ArrayRow(None, b"\0\0\0\0\3" + _datum(1), [])]), types)
     assert columns[3].to_pylist() == [None]
     (value,) = columns[1].to_pylist()
     value["rec"]["m"] = dict(value["rec"]["m"])  # (a Spark map comes as key-value pairs)
@@ -86,7 +86,7 @@ def test_a_reader_of_the_writers_own_version_is_untouched() -> None:
     out = io.BytesIO()
     value = {**JAVA, "u": b"\x01", "rec": {"x": b"", "l": [], "m": {}}}
     schemaless_writer(out, parsed, value)
-    columns = rows.array_columns(*arrays([_Row(None, b"\0\0\0\0\7" + out.getvalue(), [])]), types)
+    columns = rows.array_columns(*arrays([ArrayRow(None, b"\0\0\0\0\7" + out.getvalue(), [])]), types)
     assert columns[1].to_pylist()[0]["u"] == b"\x01" and columns[3].to_pylist() == [None]
     assert READER["fields"][1]["default"] == "\u00ff\u0100"
 
@@ -110,6 +110,6 @@ def test_against_avros_java_reader(tmp_path: Path) -> None:
     for reader, java in zip(readers[1:], out[1:], strict=True):
         want = _as_bytes(json.loads(java))
         rows, types = typed_rows(Registry(_state([(3, WRITER), (7, reader)])), "t")
-        columns = rows.array_columns(*arrays([_Row(None, b"\0\0\0\0\3" + _datum(1), [])]), types)
+        columns = rows.array_columns(*arrays([ArrayRow(None, b"\0\0\0\0\3" + _datum(1), [])]), types)
         (got,) = columns[1].to_pylist()
         assert got == {"n": 1, "b": want["b"], "u": {"member0": want["u"], "member1": None}}, (reader, java)

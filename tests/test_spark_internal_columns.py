@@ -1,4 +1,4 @@
-"""`__consumer_offsets`' decoded columns from Arrow arrays (kfs.spark.typed.InternalRows.array_columns:
+"""`__consumer_offsets`' decoded columns from Arrow arrays (kfs.spark.internal_rows.InternalRows.array_columns:
 offset commits written in C, kfs/_native/csrc/spark/offsets_text.c, the other rows by the line decoder)
 equal the line decoder's own, row for row: the text `kfs cat` shows for each key and value, and each
 row's error.
@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 pytest.importorskip("pyspark")
 
 from kfs._native.spark import offsets_text_columns
-from kfs.spark.typed import InternalRows, _Row
+from kfs.spark.internal_rows import InternalRows
+from kfs.spark.typed import ArrayRow
 
 pytestmark = pytest.mark.skipif(offsets_text_columns is None, reason="the compiled extension is not built")
 
@@ -93,7 +94,7 @@ def test_commit_columns_equal_the_line_decoders(rnd: random.Random) -> None:
     decoder = InternalRows("__consumer_offsets", None)
     assert decoder.commits_in_c
     got = decoder.array_columns(keys, values, None, TYPES)
-    want = decoder.columns([_Row(k, v, []) for k, v in rows], TYPES)
+    want = decoder.columns([ArrayRow(k, v, []) for k, v in rows], TYPES)
     for g, w in zip(got, want, strict=True):
         g.validate(full=True)
         assert g.to_pylist() == w.to_pylist()
@@ -151,7 +152,7 @@ def test_typed_commit_columns_equal_the_row_decoders(rnd: random.Random) -> None
     decoder = InternalRows("__consumer_offsets", None, ["key", "value"])
     assert decoder.typed_commits_in_c and not decoder.commits_in_c
     got = decoder.array_columns(keys, values, None, types)
-    want = decoder.columns([_Row(k, v, []) for k, v in rows], types)
+    want = decoder.columns([ArrayRow(k, v, []) for k, v in rows], types)
     for g, w in zip(got, want, strict=True):
         g.validate(full=True)
         assert g.to_pylist() == w.to_pylist()

@@ -43,7 +43,7 @@ from kfs.registry import load_registry
 from kfs.registry.decode import Registry
 from kfs.registry.state import RegistryState
 from kfs.spark.pruning import project_array
-from kfs.spark.typed import FramedRows, PartPlan, _column, _Row, decoded_fields, plan_from_field
+from kfs.spark.typed import ArrayRow, FramedRows, PartPlan, _column, decoded_fields, plan_from_field
 from kfs.storage import LogDirs
 
 pytestmark = pytest.mark.skipif(avro_arrow_decode is None, reason="the compiled extension is not built")
@@ -122,7 +122,7 @@ def test_fixture_columns_equal_the_per_row_path(logdir: str, partition: str) -> 
     assert_same(rows.columns(records, types), want)
     assert_same(rows.array_columns(*arrays(records), types), want)
     # (and from a slice: an array whose offset is not 0)
-    padded = [_Row(None, b"\0\0\0\0\1junk", [])] * 3 + records
+    padded = [ArrayRow(None, b"\0\0\0\0\1junk", [])] * 3 + records
     keys, values, headers = arrays(padded)
     assert_same(rows.array_columns(keys[3:], values[3:], headers[3:], types), want)
 
@@ -251,7 +251,7 @@ def test_compiled_columns_equal_the_per_row_path(rnd: random.Random) -> None:
     if isinstance(fields[1].dataType, StringType):
         reject()  # (a schema Spark does not type: recursive, null: JSON text, not this path's)
     rows, types = typed_rows(registry, "t")
-    records: list[_Row] = []
+    records: list[ArrayRow] = []
     values = SparkValues(rnd, named)
     datums: list[bytes] = []
     for _ in range(6):
@@ -260,12 +260,12 @@ def test_compiled_columns_equal_the_per_row_path(rnd: random.Random) -> None:
             continue
         datums.append(datum)
         framed = b"\0\0\0\0\7" + datum
-        records.append(_Row(None, framed, []))
-        records += [_Row(None, b"\0\0\0\0\7" + mutate(rnd, datum), []) for _ in range(3)]
-        records.append(_Row(None, framed, [("x", b"1")]))  # (headers: the per-row path's)
+        records.append(ArrayRow(None, framed, []))
+        records += [ArrayRow(None, b"\0\0\0\0\7" + mutate(rnd, datum), []) for _ in range(3)]
+        records.append(ArrayRow(None, framed, [("x", b"1")]))  # (headers: the per-row path's)
     old = _write(parse_schema(older), {"x": rnd.randint(-5, 5)})
-    records += [_Row(None, None, []), _Row(None, b"not framed", []), _Row(None, b"\0\0\0\0\3" + (old or b""), []),
-                _Row(None, b"\0\0\0\0\7", [])]
+    records += [ArrayRow(None, None, []), ArrayRow(None, b"not framed", []),
+                ArrayRow(None, b"\0\0\0\0\3" + (old or b""), []), ArrayRow(None, b"\0\0\0\0\7", [])]
     rnd.shuffle(records)
     text_rows, text_types = json_rows(registry, "t")  # (the same values as JSON text: a read of several topics)
     assert_same(text_rows.array_columns(*arrays(records), text_types), reference(text_rows, records, text_types))
@@ -335,15 +335,15 @@ def test_pruned_columns_equal_the_whole_columns_cut_down(rnd: random.Random) -> 
     whole_rows, types = typed_rows(registry, "t")
     shown = pruned(rnd, types[1], top=True)
     rows = FramedRows(registry, [plan_from_field(f) for f in fields[:2]], "t", whole={"value": types[1]})
-    records: list[_Row] = []
+    records: list[ArrayRow] = []
     values = SparkValues(rnd, named)
     for _ in range(6):
         datum = _write(parsed, values.value(parsed, 0))
         if datum is None:
             continue
-        records.append(_Row(None, b"\0\0\0\0\7" + datum, []))
-        records += [_Row(None, b"\0\0\0\0\7" + mutate(rnd, datum), []) for _ in range(3)]
-    records += [_Row(None, None, []), _Row(None, b"\0\0\0\0\7", [])]
+        records.append(ArrayRow(None, b"\0\0\0\0\7" + datum, []))
+        records += [ArrayRow(None, b"\0\0\0\0\7" + mutate(rnd, datum), []) for _ in range(3)]
+    records += [ArrayRow(None, None, []), ArrayRow(None, b"\0\0\0\0\7", [])]
     try:
         want = whole_rows.array_columns(*arrays(records), types)
     except (OverflowError, pa.ArrowInvalid):
@@ -376,7 +376,7 @@ def test_a_field_not_read_still_declines_as_it_would_be_decoded() -> None:
     bad_text = b"\0\0\0\0\7" + b"\x02\xff" + b"\x02\x05" + b"\x00" + b"\x08"
     wide = b"\0\0\0\0\7" + b"\x02a" + b"\x04\x03\xe8" + b"\x00" + b"\x08"
     twice = b"\0\0\0\0\7" + b"\x02a" + b"\x02\x05" + b"\x04\x02k\x00\x02k\x00\x00" + b"\x08"
-    records = [_Row(None, d, []) for d in (good, bad_text, wide, twice)]
+    records = [ArrayRow(None, d, []) for d in (good, bad_text, wide, twice)]
     found = rows.parts[1].arrow_program(types[1], shown)
     assert found is not None and found[1].types[0] == shown
     values = pa.array([r.value for r in records], pa.binary())
@@ -435,16 +435,16 @@ def test_older_versions_resolved_in_c_equal_the_per_row_path(rnd: random.Random)
         reject()
     whole_rows, types = typed_rows(registry, "t")
     values = SparkValues(rnd, wnamed)
-    records: list[_Row] = []
+    records: list[ArrayRow] = []
     datums = []
     for _ in range(6):
         datum = _write(wparsed, values.value(wparsed, 0))
         if datum is None:
             continue
         datums.append(b"\0\0\0\0\3" + datum)
-        records.append(_Row(None, datums[-1], []))
-        records += [_Row(None, b"\0\0\0\0\3" + mutate(rnd, datum), []) for _ in range(2)]
-    records += [_Row(None, None, []), _Row(None, b"\0\0\0\0\3", [])]
+        records.append(ArrayRow(None, datums[-1], []))
+        records += [ArrayRow(None, b"\0\0\0\0\3" + mutate(rnd, datum), []) for _ in range(2)]
+    records += [ArrayRow(None, None, []), ArrayRow(None, b"\0\0\0\0\3", [])]
     try:
         want = [_column(d, records, t) for d, t in zip(whole_rows.parts, types, strict=True)]
     except (OverflowError, pa.ArrowInvalid):
@@ -486,7 +486,7 @@ def test_a_default_the_per_row_path_converts_keeps_that_writer_there_even_unread
     rows = FramedRows(registry, [plan_from_field(f) for f in fields[:2]], "t", whole={"value": types[1]})
     assert rows.parts[1].arrow_program(types[1], shown, 3) is None
     assert rows.parts[1].arrow_program(types[1], shown) is not None
-    records = [_Row(None, b"\0\0\0\0\3\x04", []), _Row(None, b"\0\0\0\0\7\x06\x02\x01", [])]
+    records = [ArrayRow(None, b"\0\0\0\0\3\x04", []), ArrayRow(None, b"\0\0\0\0\7\x06\x02\x01", [])]
     got = rows.array_columns(*arrays(records), [types[0], shown])
     assert got[1].to_pylist() == [{"n": 2}, {"n": 3}] and got[3].to_pylist() == [None, None]
     whole = whole_rows.array_columns(*arrays(records), types)
@@ -509,7 +509,7 @@ def test_declined_datums_keep_the_per_row_paths_values() -> None:
     twice = b"\0\0\0\0\7" + b"\x04\x02k\x02\x02k\x04\x00" + b"\x02\x05"
     ok = b"\0\0\0\0\7" + b"\x02\x02k\x02\x00" + b"\x02\x05"
     wide = b"\0\0\0\0\7" + b"\x00" + b"\x04\x03\xe8"  # 1000: four digits in a precision of 2
-    records = [_Row(None, d, []) for d in (ok, twice, wide)]
+    records = [ArrayRow(None, d, []) for d in (ok, twice, wide)]
     decoder = rows.parts[1]
     found = decoder.arrow_program(types[1])
     assert found is not None
@@ -592,7 +592,7 @@ def test_a_record_of_no_fields_keeps_its_rows() -> None:
     children), and the batch's take failed; such a record now takes the other paths, every row there."""
     registry = Registry(_state([(7, {"type": "record", "name": "E", "fields": []})]))
     rows, types = typed_rows(registry, "t")
-    records = [_Row(None, b"\0\0\0\0\7", []), _Row(None, None, []), _Row(None, b"\0\0\0\0\7x", [])]
+    records = [ArrayRow(None, b"\0\0\0\0\7", []), ArrayRow(None, None, []), ArrayRow(None, b"\0\0\0\0\7x", [])]
     per_row = [_column(d, records, t) for d, t in zip(rows.parts, types, strict=True)]
     for columns in (rows._record_columns(records, types), rows.array_columns(*arrays(records), types)):
         assert columns[1].to_pylist() == [{}, None, None] == per_row[1][0].to_pylist()
@@ -609,7 +609,7 @@ def test_a_millisecond_timestamp_past_spark_s_microseconds_is_a_null_with_its_er
     rows, types = typed_rows(registry, "t")
     parsed = parse_schema(reader)
     far = 2**62  # ms: 4.6e21 µs, past int64
-    records = [_Row(None, b"\0\0\0\0\7" + (_write(parsed, {"n": n, "t": t}) or b""), [])
+    records = [ArrayRow(None, b"\0\0\0\0\7" + (_write(parsed, {"n": n, "t": t}) or b""), [])
                for n, t in ((1, 1_700_000_000_000), (2, far), (3, -far), (4, 0))]
     error = f"schema id 7: a timestamp-millis of {far} ms is past the 64-bit microseconds of Spark's timestamp"
     for columns in (rows.columns(records, types), rows.array_columns(*arrays(records), types),

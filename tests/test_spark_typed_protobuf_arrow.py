@@ -39,7 +39,7 @@ from kfs.registry import load_registry
 from kfs.registry.decode import Registry
 from kfs.registry.state import RegistryState
 from kfs.spark.pruning import project_array
-from kfs.spark.typed import FramedRows, _column, _prefix, _Row, decoded_fields, plan_from_field
+from kfs.spark.typed import ArrayRow, FramedRows, _column, _prefix, decoded_fields, plan_from_field
 from kfs.storage import LogDirs
 
 pytestmark = pytest.mark.skipif(protobuf_arrow_decode is None, reason="the compiled extension is not built")
@@ -257,7 +257,7 @@ def test_compiled_protobuf_columns_equal_the_per_row_path(rnd: random.Random) ->
         reject()  # (a schema Spark does not type)
     rows, types = typed_rows(registry, "t")
     cls = _message_class(registry)
-    records: list[_Row] = []
+    records: list[ArrayRow] = []
     clean: list[bytes] = []
     for _ in range(5):
         message = cls()
@@ -268,15 +268,15 @@ def test_compiled_protobuf_columns_equal_the_per_row_path(rnd: random.Random) ->
             continue  # (a required field left unset)
         framed = b"\0\0\0\0\7" + rnd.choice([b"\0", b"\2\0"]) + data
         clean.append(framed)
-        records.append(_Row(None, framed, []))
-        records += [_Row(None, b"\0\0\0\0\7" + mutate(rnd, framed[5:]), []) for _ in range(2)]
-        records.append(_Row(None, b"\0\0\0\0\7\0" + wire_extras(rnd, data), []))
-        records.append(_Row(None, framed + data, []))  # (the message twice: merged)
-        records.append(_Row(None, b"\0\0\0\0\3\0" + data, []))  # (an older version's id: its own message?)
-        records.append(_Row(None, b"\0\0\0\0\x09\0" + data, []))  # (an id the registry does not know)
-        records.append(_Row(None, framed, [("x", b"1")]))  # (headers: the per-row path's)
-    records += [_Row(None, None, []), _Row(None, b"not framed", []), _Row(None, b"\0\0\0\0\7\4\2\0", []),
-                _Row(None, b"\0\0\0\0\7", [])]
+        records.append(ArrayRow(None, framed, []))
+        records += [ArrayRow(None, b"\0\0\0\0\7" + mutate(rnd, framed[5:]), []) for _ in range(2)]
+        records.append(ArrayRow(None, b"\0\0\0\0\7\0" + wire_extras(rnd, data), []))
+        records.append(ArrayRow(None, framed + data, []))  # (the message twice: merged)
+        records.append(ArrayRow(None, b"\0\0\0\0\3\0" + data, []))  # (an older version's id: its own message?)
+        records.append(ArrayRow(None, b"\0\0\0\0\x09\0" + data, []))  # (an id the registry does not know)
+        records.append(ArrayRow(None, framed, [("x", b"1")]))  # (headers: the per-row path's)
+    records += [ArrayRow(None, None, []), ArrayRow(None, b"not framed", []), ArrayRow(None, b"\0\0\0\0\7\4\2\0", []),
+                ArrayRow(None, b"\0\0\0\0\7", [])]
     rnd.shuffle(records)
     want = rows._record_columns(records, types)
     assert_same(rows.array_columns(*arrays(records), types), want)
@@ -328,7 +328,7 @@ def test_bad_programs_are_refused() -> None:
         except ValueError:
             refused += 1
             continue
-        values = arrays([_Row(None, b"\0\0\0\0\x08\0" + rnd.randbytes(rnd.randint(0, 40)), [])])[1]
+        values = arrays([ArrayRow(None, b"\0\0\0\0\x08\0" + rnd.randbytes(rnd.randint(0, 40)), [])])[1]
         validity, offsets, body = values.buffers()
         protobuf_arrow_decode(compiled, b"\0\0\0\0\x08", 1, validity, offsets, body, 0, None)
     assert refused > 500
@@ -344,7 +344,7 @@ def test_schemas_the_compiled_decoder_leaves_to_the_per_row_path() -> None:
         assert rows.parts[1].arrow_program(types[1]) is None
         cls = _message_class(registry)
         message = cls()
-        records = [_Row(None, b"\0\0\0\0\7\0" + message.SerializeToString(), [])]
+        records = [ArrayRow(None, b"\0\0\0\0\7\0" + message.SerializeToString(), [])]
         assert_same(rows.array_columns(*arrays(records), types), rows._record_columns(records, types))
 
 
@@ -363,7 +363,7 @@ def test_what_protobuf_reads_in_its_own_way_is_declined() -> None:
     validity, offsets, body = data.buffers()
     status, _ = protobuf_arrow_decode(found[0], b"\0\0\0\0\7", len(data), validity, offsets, body, 0, None)
     assert list(status) == [0, 1, 1, 0, 1]
-    records = [_Row(None, v, []) for v in values]
+    records = [ArrayRow(None, v, []) for v in values]
     got = rows.array_columns(*arrays(records), types)
     assert_same(got, rows._record_columns(records, types))
     assert got[1].to_pylist()[2] == {"m": [], "a": 2}  # (the last value, by the per-row path)

@@ -32,7 +32,7 @@ from test_spark_typed_arrow import _state, arrays, plain, reference, typed_rows
 
 from kfs.registry.decode import Registry
 from kfs.registry.resolution import parse_avro
-from kfs.spark.typed import _column, _Row
+from kfs.spark.typed import ArrayRow, _column
 
 
 @pytest.fixture(scope="session")
@@ -132,7 +132,7 @@ def check(jvm: Any, writer: dict, reader: dict, values: list[Any]) -> None:
     rows, types = typed_rows(registry, "t")
     framing = b"\0\0\0\0" + (b"\7" if same else b"\3")
     datums = [java_datum(jvm, writer, v) for v in values]
-    records = [_Row(None, framing + d, []) for d in datums]
+    records = [ArrayRow(None, framing + d, []) for d in datums]
     parsed = parse_avro(json.dumps(reader))
     want = [from_avro_json(parsed.schema, parsed.named, java_read(jvm, writer, reader, d)) for d in datums]
     paths = {

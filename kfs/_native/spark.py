@@ -8,7 +8,7 @@
 - `arrow_append_run`: many plain batches of a segment window appended in one call, with the segment
   walk's checks (as views' walk_v2_run renders them), no Python between batches;
 - `offsets_text_columns`: the decoded JSON-text columns of `__consumer_offsets`' offset commits
-  (kfs.spark.typed.InternalRows), from the key and value arrays, no Python per record;
+  (kfs.spark.internal_rows.InternalRows), from the key and value arrays, no Python per record;
 - `offsets_typed_columns`: the same commits' fields as Arrow buffers, for their typed columns
   (kfs.spark.internal_types).
 """
