@@ -5,12 +5,10 @@ demo:
 	bash kfs/demo/demo.sh
 
 # Installs what the tests need into the active Python (a venv is best): kfs with its test and
-# Spark extras (PySpark builds from its source archive the first time: several minutes). --no-compile: Python
-# compiles the modules the tests import as it first imports them, not every one of PySpark's and the other
-# packages' at install (38 s against 62 s for this install on the 2-core machine).
+# Spark extras (PySpark builds from its source archive the first time: several minutes).
 install-test:
 	@python3 -c "import pytest, xdist, hypothesis, kafka, snappy, mypy, pyspark, pyarrow, kfs._native._speedups" 2>/dev/null \
-	  || python3 -m pip install -q --no-compile -e '.[test,spark]'
+	  || python3 -m pip install -q -e '.[test,spark]'
 
 # The tests run in as many processes as there are cores, at most 4, a test file to a process (pytest-xdist
 # --dist loadfile: a file's module fixtures, a Spark cluster or a mount, are made once); TEST_WORKERS=0 runs
