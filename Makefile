@@ -14,7 +14,11 @@ install-test:
 # --dist loadfile: a file's module fixtures, a Spark cluster or a mount, are made once); TEST_WORKERS=0 runs
 # them in this process.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
+# compileall first: kfs is installed editable, so its modules (and the tests') are compiled where they are,
+# and with PYTHONDONTWRITEBYTECODE=1 (set on the machine CI runs on) no process would keep that work: every
+# `kfs` command and Spark worker the tests start would compile them afresh.
 test: install-test
+	python3 -m compileall -q kfs tests
 	python3 -m pytest -q --durations=12 -n $(TEST_WORKERS) --dist loadfile tests
 
 # The benchmark against Kafka's own decoder runs Kafka's classes (benchmarks/kafka-side-bench.jar) on a JRE
